@@ -1,0 +1,5 @@
+import sys
+
+from mmctl.cli.app import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""The command-line layer: parse arguments, call the library, render."""

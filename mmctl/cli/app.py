@@ -1,0 +1,113 @@
+"""The root ``mmctl`` command and the one error boundary.
+
+Import cost matters here: this module imports only typer, the standard
+library and :mod:`mmctl.errors`. Each command module registers itself below
+and imports its heavy dependencies (numpy, av, grpc, transformers, the
+generated protos) inside the function that needs them.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import traceback
+from typing import Annotated
+
+import typer
+
+from mmctl import __version__
+from mmctl.errors import ExitCode, Interrupted, MmctlError
+
+DEBUG_ENV = "MMCTL_DEBUG"
+
+app = typer.Typer(
+    name="mmctl",
+    help=(
+        "Multimodal gRPC requests to vLLM workers: preprocess video and images "
+        "exactly as Qwen-VL expects, build modality-tagged requests, and send "
+        "them inline or through /dev/shm.\n\n"
+        "Results go to stdout, progress and hints to stderr; --json prints one "
+        "JSON document. Exit codes: 0 ok, 1 unexpected, 2 usage, 3 bad input, "
+        "4 rejected by the worker, 5 worker unavailable, 6 check failed, "
+        "130 interrupted."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"mmctl {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+    debug: Annotated[
+        bool,
+        typer.Option("--debug", help=f"Show tracebacks for errors (or set {DEBUG_ENV}=1)."),
+    ] = False,
+) -> None:
+    """mmctl: multimodal gRPC requests to vLLM workers."""
+
+
+def _debug_requested(argv: list[str]) -> bool:
+    # Read before parsing so errors raised during parsing honour it too.
+    return "--debug" in argv or os.environ.get(DEBUG_ENV, "") not in ("", "0")
+
+
+def _raise_interrupted(signum: int, _frame: object) -> None:
+    # An exception of our own instead of KeyboardInterrupt: click would turn
+    # KeyboardInterrupt into "Aborted!" with exit 1, and raising lets every
+    # `finally` (shm cleanup, worker shutdown) run on the way out.
+    raise Interrupted(signal.Signals(signum).name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``mmctl`` console script; returns the exit code."""
+    args = sys.argv[1:] if argv is None else argv
+    debug = _debug_requested(args)
+    signal.signal(signal.SIGINT, _raise_interrupted)
+    signal.signal(signal.SIGTERM, _raise_interrupted)
+    try:
+        app(args=args, prog_name="mmctl")
+    except SystemExit as done:
+        return _exit_status(done.code)
+    except MmctlError as err:
+        from mmctl.cli._output import render_error
+
+        if debug:
+            traceback.print_exc()
+        render_error(sys.stderr, err.message, err.hint)
+        return int(err.exit_code)
+    except Exception as err:  # the boundary: anything else is a bug
+        from mmctl.cli._output import render_error
+
+        if debug:
+            traceback.print_exc()
+        render_error(
+            sys.stderr,
+            f"unexpected {type(err).__name__}: {err}",
+            None if debug else f"run with --debug or {DEBUG_ENV}=1 for the traceback",
+        )
+        return int(ExitCode.UNEXPECTED)
+    return int(ExitCode.OK)
+
+
+def _exit_status(code: object) -> int:
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    sys.stderr.write(f"{code}\n")
+    return 1

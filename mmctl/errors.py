@@ -1,0 +1,86 @@
+"""Typed errors and the exit codes they map to.
+
+Library code raises these with structured fields and never prints or exits;
+the CLI's one error boundary (:func:`mmctl.cli.app.main`) renders each as a
+single ``Error: …`` line on stderr and exits with its :class:`ExitCode`.
+Exit codes are a public interface for shell scripts: never renumber them.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """Process exit codes (documented in the README's table)."""
+
+    OK = 0
+    #: A bug in mmctl: anything not covered below. Tracebacks with --debug.
+    UNEXPECTED = 1
+    #: The command line itself is wrong (unknown option, bad value).
+    USAGE = 2
+    #: Bad input: missing/unreadable/undecodable media, bad model files.
+    BAD_INPUT = 3
+    #: The worker answered and refused the request (e.g. INVALID_ARGUMENT).
+    REJECTED = 4
+    #: The worker is unreachable, unhealthy, or the deadline passed.
+    UNAVAILABLE = 5
+    #: A safety or layout check failed (mrope walk, worker capability).
+    CHECK_FAILED = 6
+    #: Interrupted by SIGINT (Ctrl-C) or SIGTERM; nothing left behind.
+    INTERRUPTED = 130
+
+
+class MmctlError(Exception):
+    """Base of every error mmctl expects to happen.
+
+    ``message`` is one sentence for the user; ``hint`` optionally says what to
+    try next. Subclasses fix the exit code.
+    """
+
+    exit_code: ExitCode = ExitCode.UNEXPECTED
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+class UsageError(MmctlError):
+    """Arguments that parse but do not make sense together."""
+
+    exit_code = ExitCode.USAGE
+
+
+class InputError(MmctlError):
+    """The user's files (media, model directory, request file) are unusable."""
+
+    exit_code = ExitCode.BAD_INPUT
+
+
+class WorkerRejected(MmctlError):
+    """The worker answered with an error status for this request."""
+
+    exit_code = ExitCode.REJECTED
+
+
+class WorkerUnavailable(MmctlError):
+    """No usable answer: connection refused, unhealthy, deadline exceeded."""
+
+    exit_code = ExitCode.UNAVAILABLE
+
+
+class CheckFailed(MmctlError):
+    """A client-side safety check refused to go on."""
+
+    exit_code = ExitCode.CHECK_FAILED
+
+
+class Interrupted(MmctlError):
+    """Raised from the SIGINT/SIGTERM handler so cleanup code runs normally."""
+
+    exit_code = ExitCode.INTERRUPTED
+
+    def __init__(self, signal_name: str = "SIGINT") -> None:
+        super().__init__(f"interrupted by {signal_name}")
+        self.signal_name = signal_name

@@ -1,0 +1,1 @@
+"""Everything about the wire: generated protos, tensors, request assembly."""

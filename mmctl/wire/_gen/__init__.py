@@ -1,0 +1,1 @@
+"""Generated protobuf/gRPC code; reach it through :mod:`mmctl.wire.proto`."""
