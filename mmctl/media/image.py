@@ -1,0 +1,83 @@
+"""Load an image with Pillow into an RGB uint8 array.
+
+EXIF orientation is applied. Modes are brought to RGB the way HF's
+``convert_to_rgb`` does — anything with transparency (RGBA, LA, palette with
+a transparent index) is composited onto white — except 16-bit grayscale,
+which is scaled to 8 bits instead of clipped. Pillow's decompression-bomb
+guard stays on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from mmctl.errors import InputError
+
+
+@dataclass(frozen=True)
+class ImageInfo:
+    path: str
+    format: str
+    mode: str  # as stored, before conversion
+    width: int  # after EXIF orientation
+    height: int
+    exif_transposed: bool
+
+
+def load_image(path: Path) -> tuple[ImageInfo, np.ndarray]:
+    from PIL import Image, ImageOps, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as opened:
+            fmt, mode = opened.format or "?", opened.mode
+            opened.load()
+            oriented = ImageOps.exif_transpose(opened)
+            transposed = _has_orientation(opened)
+            rgb = _to_rgb(oriented)
+    except Image.DecompressionBombError as err:
+        raise InputError(
+            f"{path}: {err}", hint="Pillow's decompression-bomb guard refused it"
+        ) from None
+    except UnidentifiedImageError:
+        raise InputError(f"cannot decode {path}: not an image Pillow can read") from None
+    except (OSError, SyntaxError, ValueError) as err:
+        raise InputError(f"cannot decode {path}: {err}") from None
+    array = np.asarray(rgb)
+    info = ImageInfo(
+        path=str(path),
+        format=fmt,
+        mode=mode,
+        width=array.shape[1],
+        height=array.shape[0],
+        exif_transposed=transposed,
+    )
+    return info, array
+
+
+def _has_orientation(image) -> bool:
+    try:
+        return image.getexif().get(0x0112, 1) not in (1, None)
+    except Exception:
+        return False
+
+
+def _to_rgb(image):
+    from PIL import Image
+
+    if image.mode == "RGB":
+        return image
+    if image.mode in ("I;16", "I;16B", "I;16L", "I"):
+        wide = np.asarray(image, dtype=np.uint32 if image.mode == "I" else np.uint16)
+        shift = 8 if image.mode != "I" else 24
+        gray = (wide >> shift).astype(np.uint8) if wide.max() > 255 else wide.astype(np.uint8)
+        return Image.fromarray(np.repeat(gray[..., None], 3, axis=2))
+    if image.mode == "P" and "transparency" in image.info:
+        image = image.convert("RGBA")
+    if image.mode in ("RGBA", "LA", "PA", "RGBa", "La"):
+        rgba = image.convert("RGBA")
+        white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        return Image.alpha_composite(white, rgba).convert("RGB")
+    return image.convert("RGB")

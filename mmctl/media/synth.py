@@ -1,0 +1,123 @@
+"""Synthetic media for tests, examples, benchmarks and `mmctl demo`.
+
+Frames are pure functions of their index, so a clip regenerated anywhere
+with the same PyAV build decodes to the same pixels. Nothing here is used
+on a user's media.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+
+#: container suffix -> (codec, pixel format)
+CODECS = {
+    ".mp4": ("libx264", "yuv420p"),
+    ".mkv": ("libx264", "yuv420p"),
+    ".mov": ("libx264", "yuv420p"),
+    ".webm": ("libvpx-vp9", "yuv420p"),
+    ".gif": ("gif", "rgb8"),
+    ".ts": ("libx264", "yuv420p"),
+}
+
+COLORS = {
+    "red": (230, 25, 25),
+    "green": (25, 200, 40),
+    "blue": (25, 40, 230),
+    "yellow": (240, 220, 30),
+    "white": (245, 245, 245),
+    "black": (10, 10, 10),
+}
+
+
+def pattern_frame(index: int, height: int, width: int) -> np.ndarray:
+    """A gradient with a moving square; the index shows in the colours."""
+    y = np.linspace(0, 255, height, dtype=np.float32)[:, None]
+    x = np.linspace(0, 255, width, dtype=np.float32)[None, :]
+    frame = np.empty((height, width, 3), dtype=np.uint8)
+    frame[..., 0] = (x + index * 7) % 256
+    frame[..., 1] = (y + index * 3) % 256
+    frame[..., 2] = (x * 0.5 + y * 0.5 + index * 11) % 256
+    side = max(2, min(height, width) // 4)
+    top = (index * 3) % max(1, height - side)
+    left = (index * 5) % max(1, width - side)
+    frame[top : top + side, left : left + side] = (255 - index * 13 % 256, 40, 200)
+    return frame
+
+
+def color_frame(rgb: Sequence[int], height: int, width: int) -> np.ndarray:
+    return np.broadcast_to(np.asarray(rgb, dtype=np.uint8), (height, width, 3)).copy()
+
+
+def write_video(
+    path: Path,
+    frame_at: Callable[[int], np.ndarray],
+    count: int,
+    fps: float,
+    *,
+    rotation: int | None = None,
+    pts: Sequence[int] | None = None,
+    time_base: Fraction | None = None,
+    crf: int = 18,
+) -> Path:
+    """Encode ``count`` frames; codec from the suffix. ``pts`` (in
+    ``time_base`` units) makes a variable-frame-rate clip."""
+    import av
+
+    codec, pix_fmt = CODECS[path.suffix.lower()]
+    first = frame_at(0)
+    height, width = first.shape[:2]
+    with av.open(str(path), "w") as container:
+        rate = Fraction(fps).limit_denominator(1000)
+        stream = container.add_stream(codec, rate=rate)
+        stream.width, stream.height, stream.pix_fmt = width, height, pix_fmt
+        if codec == "libx264":
+            stream.options = {"crf": str(crf), "preset": "veryfast", "threads": "1"}
+        elif codec == "libvpx-vp9":
+            stream.options = {"crf": "30", "b:v": "0", "deadline": "realtime", "threads": "1"}
+        if time_base is not None:
+            stream.codec_context.time_base = time_base
+            stream.time_base = time_base
+        if rotation:
+            stream.set_display_rotation(rotation)
+        for i in range(count):
+            frame = av.VideoFrame.from_ndarray(frame_at(i) if i else first, format="rgb24")
+            if pts is not None:
+                frame.pts = int(pts[i])
+                frame.time_base = time_base
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    return path
+
+
+def pattern_clip(path: Path, count: int, fps: float, height: int, width: int, **kw) -> Path:
+    return write_video(path, lambda i: pattern_frame(i, height, width), count, fps, **kw)
+
+
+def color_clip(
+    path: Path,
+    segments: Sequence[tuple[str, float]] = (("red", 2.0), ("blue", 2.0)),
+    *,
+    fps: float = 8.0,
+    height: int = 96,
+    width: int = 128,
+) -> Path:
+    """Solid colour segments, e.g. the demo's red-blue clip (2 s red, 2 s blue)."""
+    starts, names = [], []
+    for name, seconds in segments:
+        starts.append(len(names))
+        names.extend([name] * round(seconds * fps))
+    frames = {name: color_frame(COLORS[name], height, width) for name, _ in segments}
+    return write_video(path, lambda i: frames[names[i]], len(names), fps)
+
+
+def write_image(path: Path, array: np.ndarray, **save_kw) -> Path:
+    from PIL import Image
+
+    Image.fromarray(array).save(path, **save_kw)
+    return path

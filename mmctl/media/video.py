@@ -1,0 +1,191 @@
+"""Decode the sampled frames of a video with PyAV.
+
+Frame-count rule (container metadata lies: MKV/WebM/TS often carry no count,
+some MP4s a wrong one, and a frame rate can be variable):
+
+1. Predict the count: the stream header's frame count, or — when the header
+   has none — a demux-only pass counting the stream's packets (cheap: no
+   decoding).
+2. Sample indices from the prediction, decode the *whole* stream, converting
+   only the sampled frames to RGB.
+3. If the decoder produced a different number of frames than predicted, the
+   prediction was wrong: sample again from the true count and decode a
+   second time. ``VideoInfo.frame_count_source`` says which path ran.
+
+Source fps is the stream's average rate, else its guessed rate, else the
+count over the duration. Display rotation (the display matrix) is applied.
+Frame decoding is threaded (FFmpeg frame/slice threads).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from mmctl.errors import InputError
+
+
+@dataclass(frozen=True)
+class VideoInfo:
+    """Facts about the source, as decoded (not as the header claims)."""
+
+    path: str
+    container: str
+    codec: str
+    width: int  # after rotation
+    height: int  # after rotation
+    rotation: int  # degrees, counter-clockwise, as the display matrix says
+    source_fps: float
+    fps_source: str  # "average_rate" | "guessed_rate" | "duration"
+    duration_s: float
+    header_frames: int  # 0 when the container states none
+    total_frames: int  # what the decoder actually produced
+    frame_count_source: str  # "header" | "packets" | "decoded (header was N)" …
+
+
+#: Receives (position in the sampled list, RGB uint8 [H, W, 3] frame).
+FrameSink = Callable[[int, np.ndarray], None]
+#: Maps (total_frames, source_fps) to the sorted frame indices to keep.
+Sampler = Callable[[int, float], np.ndarray]
+
+
+def _open(path: Path):
+    import av
+
+    try:
+        container = av.open(str(path))
+    except av.error.FFmpegError as err:
+        raise InputError(
+            f"cannot decode {path}: not a video or image file ({_reason(err)})"
+        ) from None
+    if not container.streams.video:
+        kinds = sorted({s.type for s in container.streams}) or ["no streams"]
+        container.close()
+        raise InputError(f"{path} has no video stream (it has: {', '.join(kinds)})")
+    return container
+
+
+def _reason(err: Exception) -> str:
+    return getattr(err, "strerror", None) or str(err).split(":")[0] or type(err).__name__
+
+
+def _fps(stream, frames: int) -> tuple[float, str]:
+    for attr in ("average_rate", "guessed_rate"):
+        rate = getattr(stream, attr)
+        if rate and float(rate) > 0:
+            return float(rate), attr
+    if stream.duration and stream.time_base and frames:
+        seconds = float(stream.duration * stream.time_base)
+        if seconds > 0:
+            return frames / seconds, "duration"
+    raise InputError("cannot tell the video's frame rate: no rate and no duration in the container")
+
+
+def _count_packets(path: Path) -> int:
+    container = _open(path)
+    try:
+        stream = container.streams.video[0]
+        return sum(1 for p in container.demux(stream) if p.size)
+    except Exception as err:
+        raise InputError(f"cannot read {path}: the file is damaged ({_reason(err)})") from None
+    finally:
+        container.close()
+
+
+def _rotate(frame: np.ndarray, rotation: int) -> np.ndarray:
+    # The display matrix angle is counter-clockwise; np.rot90 turns the same way.
+    quarter = (round(rotation / 90)) % 4
+    return np.ascontiguousarray(np.rot90(frame, quarter)) if quarter else frame
+
+
+@dataclass(frozen=True)
+class _Pass:
+    fps: float
+    fps_source: str
+    indices: np.ndarray
+    decoded: int
+    rotation: int
+    size: tuple[int, int]  # (height, width) after rotation
+
+
+def decode_sampled(path: Path, sampler: Sampler, sink: FrameSink) -> tuple[VideoInfo, np.ndarray]:
+    """Decode ``path``, hand each sampled frame to ``sink`` in order.
+
+    Returns the source facts and the sampled indices. The sink may be called
+    again from position 0 when the frame-count prediction was wrong (see the
+    module docstring); it must overwrite, not append.
+    """
+    container = _open(path)
+    try:
+        stream = container.streams.video[0]
+        header = int(stream.frames or 0)
+        codec = stream.codec_context.name
+        fmt = container.format.name
+    finally:
+        container.close()
+    predicted, source = (header, "header") if header > 0 else (_count_packets(path), "packets")
+    if predicted == 0:
+        raise InputError(f"{path} has a video stream with no frames")
+
+    done = _decode_pass(path, sampler, sink, predicted)
+    if done.decoded != predicted:
+        if done.decoded == 0:
+            raise InputError(f"{path} has no decodable video frames")
+        first = done.decoded
+        done = _decode_pass(path, sampler, sink, first)
+        source = f"decoded ({source} said {predicted})"
+        if done.decoded != first:
+            raise InputError(
+                f"{path} decodes to {first} frames, then {done.decoded}: unstable stream"
+            )
+    info = VideoInfo(
+        path=str(path),
+        container=fmt,
+        codec=codec,
+        width=done.size[1],
+        height=done.size[0],
+        rotation=done.rotation,
+        source_fps=done.fps,
+        fps_source=done.fps_source,
+        duration_s=done.decoded / done.fps,
+        header_frames=header,
+        total_frames=done.decoded,
+        frame_count_source=source,
+    )
+    return info, done.indices
+
+
+def _decode_pass(path: Path, sampler: Sampler, sink: FrameSink, total: int) -> _Pass:
+    container = _open(path)
+    try:
+        stream = container.streams.video[0]
+        stream.thread_type = "AUTO"
+        fps, fps_source = _fps(stream, total)
+        indices = sampler(total, fps)
+        wanted: dict[int, list[int]] = {}
+        for pos, idx in enumerate(indices.tolist()):
+            wanted.setdefault(int(idx), []).append(pos)
+        decoded, rotation, size = 0, 0, (0, 0)
+        import av
+
+        try:
+            for frame in container.decode(stream):
+                positions = wanted.get(decoded)
+                if positions is not None:
+                    rotation = int(frame.rotation or 0)
+                    rgb = _rotate(frame.to_ndarray(format="rgb24"), rotation)
+                    size = rgb.shape[:2]
+                    for pos in positions:
+                        sink(pos, rgb)
+                decoded += 1
+        except (av.error.FFmpegError, EOFError) as err:
+            if decoded == 0:
+                raise InputError(f"cannot decode {path}: {_reason(err)}") from None
+            # A damaged tail: keep what decoded, as players do; the count
+            # check in decode_sampled re-samples from the frames we have.
+        return _Pass(fps, fps_source, indices, decoded, rotation, size)
+    finally:
+        container.close()

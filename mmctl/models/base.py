@@ -1,0 +1,202 @@
+"""The interface every model family implements, and the parameters it owns.
+
+A family (:mod:`mmctl.models.qwen3_vl`, :mod:`mmctl.models.qwen2_vl`) is a
+:class:`ModelSpec`: it says which configs it matches, its default vision
+parameters (mirroring the published checkpoints), how it samples video frames
+and times them, and its special token ids. Nothing outside ``mmctl/models``
+branches on a family's name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+import numpy as np
+
+from mmctl.errors import InputError, UsageError
+
+
+@dataclass(frozen=True)
+class PixelBudget:
+    """Pixel limits of a resize, in pixels (HF ``size`` {shortest,longest}_edge).
+
+    For video the budget covers the whole clip: frames × height × width.
+    """
+
+    min_pixels: int
+    max_pixels: int
+
+
+@dataclass(frozen=True)
+class VisionParams:
+    """Everything preprocessing needs; defaults come from a :class:`ModelSpec`.
+
+    Mirrors HF processor config keys: ``patch_size``, ``temporal_patch_size``,
+    ``merge_size``, ``image_mean``, ``image_std``, ``rescale_factor``, ``fps``,
+    ``min_frames``, ``max_frames``, ``size`` (video and image).
+    """
+
+    patch_size: int
+    temporal_patch_size: int
+    merge_size: int
+    image_mean: tuple[float, float, float]
+    image_std: tuple[float, float, float]
+    rescale_factor: float
+    video_budget: PixelBudget
+    image_budget: PixelBudget
+    fps: float = 2.0
+    num_frames: int | None = None
+    min_frames: int = 4
+    max_frames: int = 768
+
+    @property
+    def factor(self) -> int:
+        """Side lengths are rounded to multiples of this (patch × merge)."""
+        return self.patch_size * self.merge_size
+
+    @property
+    def patch_dim(self) -> int:
+        """Features per patch row: C × Tp × P × P."""
+        return 3 * self.temporal_patch_size * self.patch_size * self.patch_size
+
+    def tokens_for_grid(self, grid_thw: tuple[int, int, int]) -> int:
+        """Pad tokens one item expands to: t·h·w / M²."""
+        t, h, w = grid_thw
+        return t * h * w // (self.merge_size * self.merge_size)
+
+    def with_overrides(self, **changes: Any) -> VisionParams:
+        """A copy with the non-None ``changes`` applied (flag overrides)."""
+        video = dict(
+            min_pixels=self.video_budget.min_pixels, max_pixels=self.video_budget.max_pixels
+        )
+        for key in ("min_pixels", "max_pixels"):
+            if changes.get(key) is not None:
+                video[key] = int(changes[key])
+        rest = {
+            k: v
+            for k, v in changes.items()
+            if v is not None
+            and k not in ("min_pixels", "max_pixels", "image_min_pixels", "image_max_pixels")
+        }
+        image = dict(
+            min_pixels=self.image_budget.min_pixels, max_pixels=self.image_budget.max_pixels
+        )
+        if changes.get("image_min_pixels") is not None:
+            image["min_pixels"] = int(changes["image_min_pixels"])
+        if changes.get("image_max_pixels") is not None:
+            image["max_pixels"] = int(changes["image_max_pixels"])
+        params = replace(
+            self, video_budget=PixelBudget(**video), image_budget=PixelBudget(**image), **rest
+        )
+        params.validate()
+        return params
+
+    def validate(self) -> None:
+        for name in ("patch_size", "temporal_patch_size", "merge_size", "min_frames", "max_frames"):
+            if getattr(self, name) < 1:
+                raise UsageError(
+                    f"{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}"
+                )
+        if self.min_frames > self.max_frames:
+            raise UsageError(
+                f"min-frames ({self.min_frames}) is larger than max-frames ({self.max_frames})"
+            )
+        if self.fps <= 0:
+            raise UsageError(f"fps must be positive, got {self.fps}")
+        if self.num_frames is not None and self.num_frames < 1:
+            raise UsageError(f"num-frames must be at least 1, got {self.num_frames}")
+        for budget in (self.video_budget, self.image_budget):
+            if not 0 < budget.min_pixels <= budget.max_pixels:
+                raise UsageError(
+                    f"pixel budget needs 0 < min-pixels <= max-pixels, got "
+                    f"{budget.min_pixels} and {budget.max_pixels}"
+                )
+
+
+@dataclass(frozen=True)
+class TokenIds:
+    """Special token ids, mirroring ``config.json`` keys of the same names."""
+
+    vision_start_token_id: int
+    vision_end_token_id: int
+    image_token_id: int
+    video_token_id: int
+
+
+class ModelSpec(Protocol):
+    """What a model family provides. Implemented once per family module."""
+
+    name: str
+    params: VisionParams
+    token_ids: TokenIds
+
+    def matches(self, config: Mapping[str, Any]) -> bool:
+        """True when ``config.json`` (model_type / architectures) is this family's."""
+
+    def sample_indices(
+        self, total_frames: int, source_fps: float, params: VisionParams
+    ) -> np.ndarray:
+        """Indices of the frames to keep out of ``total_frames`` decoded ones."""
+
+    def video_frame_times(
+        self, indices: np.ndarray, source_fps: float, params: VisionParams
+    ) -> list[float]:
+        """One time in seconds per temporal patch (what the prompt states)."""
+
+    def video_size(
+        self, num_frames: int, height: int, width: int, params: VisionParams
+    ) -> tuple[int, int]:
+        """Resized (height, width) of a clip's frames."""
+
+    def image_size(self, height: int, width: int, params: VisionParams) -> tuple[int, int]:
+        """Resized (height, width) of an image."""
+
+
+@dataclass(frozen=True)
+class ModelFiles:
+    """The JSON configs that override a family's defaults (all optional)."""
+
+    config: Mapping[str, Any] = field(default_factory=dict)
+    preprocessor_config: Mapping[str, Any] = field(default_factory=dict)
+    video_preprocessor_config: Mapping[str, Any] = field(default_factory=dict)
+
+
+def params_from_configs(defaults: VisionParams, files: ModelFiles) -> VisionParams:
+    """Apply HF processor configs over ``defaults``.
+
+    ``video_preprocessor_config.json`` wins over ``preprocessor_config.json``
+    for video keys; image budgets come from ``preprocessor_config.json``
+    only. Older worker bundles lack the video file, which is why the family
+    defaults mirror the published checkpoints.
+    """
+    image_cfg = dict(files.preprocessor_config)
+    video_cfg = {**image_cfg, **files.video_preprocessor_config}
+    changes: dict[str, Any] = {}
+    for key in ("patch_size", "temporal_patch_size", "merge_size", "min_frames", "max_frames"):
+        if isinstance(video_cfg.get(key), int):
+            changes[key] = video_cfg[key]
+    if isinstance(video_cfg.get("fps"), int | float):
+        changes["fps"] = float(video_cfg["fps"])
+    for key in ("image_mean", "image_std"):
+        value = video_cfg.get(key)
+        if isinstance(value, list | tuple) and len(value) == 3:
+            changes[key] = tuple(float(v) for v in value)
+    if isinstance(video_cfg.get("rescale_factor"), int | float):
+        changes["rescale_factor"] = float(video_cfg["rescale_factor"])
+    if files.video_preprocessor_config:
+        vmin, vmax = _budget(files.video_preprocessor_config)
+        changes["min_pixels"], changes["max_pixels"] = vmin, vmax
+    changes["image_min_pixels"], changes["image_max_pixels"] = _budget(image_cfg)
+    try:
+        return defaults.with_overrides(**changes)
+    except UsageError as err:
+        raise InputError(f"model preprocessor config: {err.message}") from None
+
+
+def _budget(cfg: Mapping[str, Any]) -> tuple[int | None, int | None]:
+    size = cfg.get("size") if isinstance(cfg.get("size"), Mapping) else {}
+    lo = size.get("shortest_edge", cfg.get("min_pixels"))
+    hi = size.get("longest_edge", cfg.get("max_pixels"))
+    return (int(lo) if isinstance(lo, int) else None, int(hi) if isinstance(hi, int) else None)

@@ -1,0 +1,126 @@
+"""Qwen2-VL and Qwen2.5-VL: patch 14, CLIP mean/std, per-frame budgets.
+
+Differences from Qwen3-VL that live only here: no timestamps in the prompt
+(the model gets ``second_per_grid_ts`` = Tp / sampled fps instead), frames
+sampled with ``torch.arange`` semantics and a multiple-of-Tp count, and a
+pixel budget per frame rather than per clip.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mmctl.errors import InputError
+from mmctl.models.base import PixelBudget, TokenIds, VisionParams
+from mmctl.preprocess.resize import smart_resize_image
+
+#: OPENAI_CLIP_MEAN / OPENAI_CLIP_STD in transformers.image_utils.
+CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
+CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
+
+PARAMS = VisionParams(
+    patch_size=14,
+    temporal_patch_size=2,
+    merge_size=2,
+    image_mean=CLIP_MEAN,
+    image_std=CLIP_STD,
+    rescale_factor=1 / 255,
+    # Qwen2VLVideoProcessor "size": per frame
+    video_budget=PixelBudget(min_pixels=128 * 28 * 28, max_pixels=28 * 28 * 768),
+    # Qwen2.5-VL checkpoints' preprocessor_config.json min/max_pixels
+    image_budget=PixelBudget(min_pixels=3136, max_pixels=12845056),
+    fps=2.0,
+    min_frames=4,
+    max_frames=768,
+)
+
+TOKEN_IDS = TokenIds(
+    vision_start_token_id=151652,
+    vision_end_token_id=151653,
+    image_token_id=151655,
+    video_token_id=151656,
+)
+
+MODEL_TYPES = ("qwen2_vl", "qwen2_5_vl")
+
+
+@dataclass(frozen=True)
+class Qwen2VL:
+    name: str = "qwen2.5-vl"
+    params: VisionParams = PARAMS
+    token_ids: TokenIds = TOKEN_IDS
+    timestamps_in_prompt: bool = False
+
+    def matches(self, config: Mapping[str, Any]) -> bool:
+        if config.get("model_type") in MODEL_TYPES:
+            return True
+        return any(
+            str(a).startswith(("Qwen2VL", "Qwen2_5_VL")) for a in config.get("architectures") or ()
+        )
+
+    def sample_indices(
+        self, total_frames: int, source_fps: float, params: VisionParams
+    ) -> np.ndarray:
+        """HF ``Qwen2VLVideoProcessor.sample_frames`` with fps sampling.
+
+        The count is floored to a multiple of Tp; indices follow
+        ``torch.arange(0, total, total / n).int()``: a float32 range computed
+        in double, truncated.
+        """
+        tp = params.temporal_patch_size
+        if params.num_frames is not None:
+            n = round(params.num_frames / tp) * tp
+        else:
+            max_frames = math.floor(min(params.max_frames, total_frames) / tp) * tp
+            n = total_frames / source_fps * params.fps
+            n = min(max(n, params.min_frames), max_frames, total_frames)
+            n = math.floor(n / tp) * tp
+        if n < tp or n > total_frames:
+            raise InputError(
+                f"cannot sample {n} frames out of {total_frames} (need a multiple of {tp}, at least {tp})"
+            )
+        step = total_frames / n
+        count = math.ceil(total_frames / step)
+        return (np.arange(count, dtype=np.float64) * step).astype(np.float32).astype(np.int64)
+
+    def video_frame_times(
+        self, indices: np.ndarray, source_fps: float, params: VisionParams
+    ) -> list[float]:
+        """Start time of each temporal patch (not part of the prompt)."""
+        tp = params.temporal_patch_size
+        return [int(indices[i]) / source_fps for i in range(0, len(indices), tp)]
+
+    def second_per_grid_ts(
+        self, indices: np.ndarray, total_frames: int, source_fps: float
+    ) -> float:
+        """Tp / sampled fps, what Qwen2.5-VL's processor passes the model."""
+        sampled_fps = len(indices) / total_frames * source_fps
+        return self.params.temporal_patch_size / sampled_fps
+
+    def video_size(
+        self, num_frames: int, height: int, width: int, params: VisionParams
+    ) -> tuple[int, int]:
+        return smart_resize_image(
+            height,
+            width,
+            factor=params.factor,
+            min_pixels=params.video_budget.min_pixels,
+            max_pixels=params.video_budget.max_pixels,
+        )
+
+    def image_size(self, height: int, width: int, params: VisionParams) -> tuple[int, int]:
+        return smart_resize_image(
+            height,
+            width,
+            factor=params.factor,
+            min_pixels=params.image_budget.min_pixels,
+            max_pixels=params.image_budget.max_pixels,
+        )
+
+
+SPEC = Qwen2VL()

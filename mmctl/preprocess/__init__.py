@@ -1,0 +1,1 @@
+"""Pure-numpy preprocessing: resize targets, sampling, normalize, patchify."""

@@ -1,0 +1,264 @@
+"""Media file → pixel tensor + grid + frame facts, for one model family.
+
+Video runs as a two-stage pipeline: the calling thread decodes (PyAV, with
+FFmpeg's own threads) and hands each sampled RGB frame to one worker thread
+that resizes it (Pillow) and, once a temporal patch is complete, normalizes
+and patchifies it straight into its rows of the output tensor. Both stages
+release the GIL for their heavy parts, so on two cores decoding and
+preprocessing overlap. At most ``MAX_PENDING_FRAMES`` frames wait between the
+stages, which bounds memory whatever the clip's length.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from mmctl.errors import InputError
+from mmctl.media.image import ImageInfo, load_image
+from mmctl.media.probe import MediaKind, check_readable, media_kind
+from mmctl.media.video import VideoInfo, decode_sampled
+from mmctl.models.base import ModelSpec, VisionParams
+from mmctl.preprocess.pixels import PixelFormat, grid_for, patchify_into
+from mmctl.preprocess.resize import resize_rgb
+
+MAX_PENDING_FRAMES = 8
+
+
+@dataclass(frozen=True)
+class Timings:
+    decode_s: float  # wall time of the decode loop (includes waiting on the worker)
+    preprocess_s: float  # busy time of resize + normalize + patchify
+    total_s: float
+
+
+@dataclass(frozen=True)
+class Preprocessed:
+    """What the model will receive for one media item."""
+
+    kind: MediaKind
+    family: str
+    params: VisionParams
+    pixel_format: PixelFormat
+    pixel_values: np.ndarray  # [N, C*Tp*P*P]; bf16 as uint16 bit patterns
+    grid_thw: tuple[int, int, int]
+    resized: tuple[int, int]  # (height, width)
+    source: VideoInfo | ImageInfo
+    frame_indices: np.ndarray  # int64; empty for images
+    frame_times: tuple[float, ...]  # source time of each sampled frame, seconds
+    patch_times: tuple[float, ...]  # one per temporal patch (the prompt's timestamps)
+    num_tokens: int  # pad tokens in the prompt: t·h·w / M²
+    timings: Timings
+    frames: tuple[np.ndarray, ...] = field(default=(), repr=False)  # kept for previews
+
+    @property
+    def grid_thw_array(self) -> np.ndarray:
+        return np.asarray([self.grid_thw], dtype=np.int64)
+
+    @property
+    def sampled_fps(self) -> float | None:
+        """Frames sampled per source second (differs from the target fps when clamped)."""
+        if not isinstance(self.source, VideoInfo):
+            return None
+        return len(self.frame_indices) / self.source.total_frames * self.source.source_fps
+
+
+def preprocess(
+    path: Path,
+    spec: ModelSpec,
+    params: VisionParams,
+    pixel_format: PixelFormat = PixelFormat.FLOAT32,
+    *,
+    kind: MediaKind | None = None,
+    keep_frames: bool = False,
+    on_frame=None,
+) -> Preprocessed:
+    """Preprocess an image or a video file (kind from the file unless given).
+
+    ``on_frame(done, total)`` is called after each sampled frame is processed
+    (for progress bars).
+    """
+    check_readable(path)
+    kind = kind or media_kind(path)
+    if kind is MediaKind.IMAGE:
+        return preprocess_image(path, spec, params, pixel_format, keep_frames=keep_frames)
+    return preprocess_video(
+        path, spec, params, pixel_format, keep_frames=keep_frames, on_frame=on_frame
+    )
+
+
+def preprocess_image(
+    path: Path,
+    spec: ModelSpec,
+    params: VisionParams,
+    pixel_format: PixelFormat = PixelFormat.FLOAT32,
+    *,
+    keep_frames: bool = False,
+) -> Preprocessed:
+    start = time.perf_counter()
+    info, rgb = load_image(path)
+    loaded = time.perf_counter()
+    height, width = spec.image_size(info.height, info.width, params)
+    resized = resize_rgb(rgb, height, width)
+    grid = (1, height // params.patch_size, width // params.patch_size)
+    out = np.empty((grid[1] * grid[2], params.patch_dim), dtype=pixel_format.numpy_dtype)
+    frames = np.broadcast_to(resized, (params.temporal_patch_size, *resized.shape))
+    patchify_into(out, frames, params, pixel_format)
+    end = time.perf_counter()
+    return Preprocessed(
+        kind=MediaKind.IMAGE,
+        family=spec.name,
+        params=params,
+        pixel_format=pixel_format,
+        pixel_values=out,
+        grid_thw=grid,
+        resized=(height, width),
+        source=info,
+        frame_indices=np.zeros(0, dtype=np.int64),
+        frame_times=(),
+        patch_times=(),
+        num_tokens=params.tokens_for_grid(grid),
+        timings=Timings(decode_s=loaded - start, preprocess_s=end - loaded, total_s=end - start),
+        frames=(resized,) if keep_frames else (),
+    )
+
+
+class _VideoAssembler:
+    """The worker-thread side: resize each frame, patchify complete temporal patches."""
+
+    def __init__(
+        self, spec: ModelSpec, params: VisionParams, fmt: PixelFormat, keep: bool, on_frame
+    ):
+        self.spec, self.params, self.fmt, self.keep, self.on_frame = (
+            spec,
+            params,
+            fmt,
+            keep,
+            on_frame,
+        )
+        self.busy_s = 0.0
+        self.count = 0
+        self.out: np.ndarray | None = None
+
+    def start(self, count: int, height: int, width: int) -> None:
+        """A (new) pass over ``count`` sampled frames of ``height``×``width``."""
+        p = self.params
+        self.count = count
+        self.size = self.spec.video_size(count, height, width, p)
+        self.grid = grid_for(count, *self.size, p)
+        rows_per_t = self.grid[1] * self.grid[2]
+        self.out = np.empty((self.grid[0] * rows_per_t, p.patch_dim), dtype=self.fmt.numpy_dtype)
+        self.rows_per_t = rows_per_t
+        self.pair = np.empty((p.temporal_patch_size, *self.size, 3), dtype=np.uint8)
+        self.scratch = (
+            np.empty((rows_per_t, p.patch_dim), dtype=np.float32)
+            if self.fmt is PixelFormat.BFLOAT16
+            else None
+        )
+        self.frames: list[np.ndarray] = [None] * count if self.keep else []
+
+    def add(self, pos: int, rgb: np.ndarray) -> None:
+        began = time.perf_counter()
+        tp = self.params.temporal_patch_size
+        resized = resize_rgb(rgb, *self.size)
+        self.pair[pos % tp] = resized
+        if self.keep:
+            self.frames[pos] = resized
+        if pos % tp == tp - 1:
+            self._flush(pos // tp)
+        elif pos == self.count - 1:
+            self.pair[pos % tp + 1 :] = resized  # temporal pad: repeat the last frame
+            self._flush(pos // tp)
+        self.busy_s += time.perf_counter() - began
+        if self.on_frame is not None:
+            self.on_frame(pos + 1, self.count)
+
+    def _flush(self, t: int) -> None:
+        rows = self.out[t * self.rows_per_t : (t + 1) * self.rows_per_t]
+        patchify_into(rows, self.pair, self.params, self.fmt, self.scratch)
+
+
+def preprocess_video(
+    path: Path,
+    spec: ModelSpec,
+    params: VisionParams,
+    pixel_format: PixelFormat = PixelFormat.FLOAT32,
+    *,
+    keep_frames: bool = False,
+    on_frame=None,
+) -> Preprocessed:
+    start = time.perf_counter()
+    assembler = _VideoAssembler(spec, params, pixel_format, keep_frames, on_frame)
+    pending = threading.BoundedSemaphore(MAX_PENDING_FRAMES)
+    futures: list[Future] = []
+    sampled: dict[str, int] = {}
+
+    def sampler(total: int, fps: float) -> np.ndarray:
+        indices = spec.sample_indices(total, fps, params)
+        sampled["count"] = len(indices)
+        return indices
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mmctl-preprocess") as worker:
+
+        def run(pos: int, rgb: np.ndarray) -> None:
+            try:
+                assembler.add(pos, rgb)
+            finally:
+                pending.release()
+
+        def sink(pos: int, rgb: np.ndarray) -> None:
+            if pos == 0:
+                # A first (or repeated) pass: wait for the worker, then size the output.
+                _drain(futures)
+                assembler.start(sampled["count"], rgb.shape[0], rgb.shape[1])
+            pending.acquire()
+            futures.append(worker.submit(run, pos, rgb))
+
+        try:
+            info, indices = decode_sampled(path, sampler, sink)
+            _drain(futures)
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            raise
+    decoded = time.perf_counter()
+    times = tuple(float(i) / info.source_fps for i in indices)
+    return Preprocessed(
+        kind=MediaKind.VIDEO,
+        family=spec.name,
+        params=params,
+        pixel_format=pixel_format,
+        pixel_values=assembler.out,
+        grid_thw=assembler.grid,
+        resized=assembler.size,
+        source=info,
+        frame_indices=np.asarray(indices, dtype=np.int64),
+        frame_times=times,
+        patch_times=tuple(spec.video_frame_times(indices, info.source_fps, params)),
+        num_tokens=params.tokens_for_grid(assembler.grid),
+        timings=Timings(
+            decode_s=decoded - start, preprocess_s=assembler.busy_s, total_s=decoded - start
+        ),
+        frames=tuple(assembler.frames) if keep_frames else (),
+    )
+
+
+def _drain(futures: list[Future]) -> None:
+    for f in futures:
+        f.result()  # re-raises a worker error (e.g. aspect ratio) in the caller
+    futures.clear()
+
+
+__all__ = [
+    "InputError",
+    "Preprocessed",
+    "Timings",
+    "preprocess",
+    "preprocess_image",
+    "preprocess_video",
+]

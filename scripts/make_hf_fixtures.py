@@ -1,0 +1,172 @@
+"""Write the Hugging Face parity fixtures under tests/fixtures/hf/.
+
+Needs torch and torchvision besides transformers (never run by CI):
+
+    python3 -m venv /tmp/hfref
+    /tmp/hfref/bin/pip install torch==2.14.1 torchvision==0.29.1 transformers av==18.1.0 pillow numpy
+    /tmp/hfref/bin/python scripts/make_hf_fixtures.py
+
+For every case of tests/fixtures/hf_cases.py it generates the media, runs
+HF's processors with the published Qwen3-VL / Qwen2.5-VL budgets passed
+explicitly, and stores grid, sampled indices, timestamps and pixels — in full
+when small, otherwise per-row sums plus a fixed sample of entries — together
+with the library versions. Frames reach HF the way HF's PyAV loader decodes
+them (``to_ndarray("rgb24")``), with the true decoded frame count (HF's own
+loader trusts the header, which MKV lacks) and the display rotation applied
+(HF's loader ignores it; mmctl honours it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "fixtures")]
+
+import hf_cases  # noqa: E402
+
+OUT = ROOT / "tests" / "fixtures" / "hf"
+FULL_LIMIT = 400_000  # entries: store the whole tensor below this
+SAMPLE = 4096  # entries sampled from larger tensors
+
+QWEN3_VIDEO = {"shortest_edge": 4096, "longest_edge": 25165824}
+QWEN3_IMAGE = {"shortest_edge": 65536, "longest_edge": 16777216}
+QWEN25_IMAGE = {"shortest_edge": 3136, "longest_edge": 12845056}
+
+
+def _decode_all(path: Path) -> tuple[np.ndarray, float, int]:
+    import av
+
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        frames, rotation = [], 0
+        for frame in container.decode(stream):
+            rotation = int(frame.rotation or 0)
+            rgb = frame.to_ndarray(format="rgb24")
+            quarter = round(rotation / 90) % 4
+            frames.append(np.ascontiguousarray(np.rot90(rgb, quarter)) if quarter else rgb)
+        fps = float(stream.average_rate)
+    return np.stack(frames), fps, rotation
+
+
+def _tensor_record(prefix: str, values: np.ndarray, out: dict) -> None:
+    values = np.asarray(values)
+    out[f"{prefix}_shape"] = np.asarray(values.shape, dtype=np.int64)
+    if values.size <= FULL_LIMIT:
+        out[f"{prefix}_full"] = values
+        return
+    rng = np.random.default_rng(1234)
+    positions = np.sort(rng.choice(values.size, size=SAMPLE, replace=False))
+    out[f"{prefix}_row_sums"] = values.astype(np.float64).sum(axis=1)
+    out[f"{prefix}_sample_pos"] = positions.astype(np.int64)
+    out[f"{prefix}_sample_val"] = values.reshape(-1)[positions]
+
+
+def video_fixture(case: hf_cases.VideoCase, folder: Path) -> dict:
+    from transformers import Qwen3VLVideoProcessor
+    from transformers.models.qwen3_vl.processing_qwen3_vl import Qwen3VLProcessor
+    from transformers.video_utils import VideoMetadata
+
+    path = hf_cases.make_video(case, folder)
+    frames, fps, rotation = _decode_all(path)
+    processor = Qwen3VLVideoProcessor(size=QWEN3_VIDEO, cap_pixels_per_frame=False)
+    meta = VideoMetadata(total_num_frames=len(frames), fps=fps)
+    indices = np.asarray(processor.sample_frames(meta), dtype=np.int64)
+    out: dict = {"total_frames": np.int64(len(frames)), "fps": np.float64(fps), "indices": indices}
+    out["rotation"] = np.int64(rotation)
+    sampled = frames[indices]
+    out["sampled_sha256"] = np.asarray(hashlib.sha256(sampled.tobytes()).hexdigest())
+    common = dict(do_sample_frames=False, return_tensors="np", cap_pixels_per_frame=False)
+    try:
+        norm = processor(videos=[sampled], **common)
+    except ValueError as err:
+        out["error"] = np.asarray(str(err))
+        return out
+    raw = processor(videos=[sampled], do_rescale=False, do_normalize=False, **common)
+    out["grid_thw"] = np.asarray(norm["video_grid_thw"], dtype=np.int64)
+    out["timestamps"] = np.asarray(
+        Qwen3VLProcessor._calculate_timestamps(None, indices, fps, 2), dtype=np.float64
+    )
+    _tensor_record("norm", np.asarray(norm["pixel_values_videos"], dtype=np.float32), out)
+    _tensor_record("raw", np.rint(raw["pixel_values_videos"]).astype(np.uint8), out)
+
+    if path.suffix == ".mp4" and case.rotation is None:
+        # HF's own loader (header frame count, average_rate) picks the same frames.
+        from transformers.video_utils import load_video
+
+        def sample(metadata, **kwargs):
+            return processor.sample_frames(metadata)
+
+        _, hf_meta = load_video(str(path), backend="pyav", sample_indices_fn=sample)
+        out["hf_loader_indices"] = np.asarray(hf_meta.frames_indices, dtype=np.int64)
+    return out
+
+
+def image_fixture(case: hf_cases.ImageCase, folder: Path, family: str) -> dict:
+    from PIL import Image, ImageOps
+    from transformers import Qwen2VLImageProcessor
+
+    path = hf_cases.make_image(case, folder)
+    with Image.open(path) as opened:
+        opened.load()
+        image = ImageOps.exif_transpose(opened)
+    if family == "qwen3-vl":
+        kw = dict(patch_size=16, image_mean=[0.5] * 3, image_std=[0.5] * 3, size=QWEN3_IMAGE)
+    else:
+        kw = dict(size=QWEN25_IMAGE)
+    processor = Qwen2VLImageProcessor(**kw)
+    norm = processor(images=[image], return_tensors="np")
+    raw = processor(images=[image], do_rescale=False, do_normalize=False, return_tensors="np")
+    out = {"grid_thw": np.asarray(norm["image_grid_thw"], dtype=np.int64)}
+    _tensor_record("norm", np.asarray(norm["pixel_values"], dtype=np.float32), out)
+    _tensor_record("raw", np.rint(raw["pixel_values"]).astype(np.uint8), out)
+    return out
+
+
+def main() -> int:
+    import av
+    import PIL
+    import torch
+    import torchvision
+    import transformers
+
+    versions = {
+        "transformers": transformers.__version__,
+        "torch": torch.__version__,
+        "torchvision": torchvision.__version__,
+        "av": av.__version__,
+        "pillow": PIL.__version__,
+        "numpy": np.__version__,
+    }
+    OUT.mkdir(parents=True, exist_ok=True)
+    written = []
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        for case in hf_cases.VIDEO_CASES:
+            record = video_fixture(case, folder)
+            name = f"video-qwen3-vl-{case.name}.npz"
+            np.savez_compressed(OUT / name, **record)
+            written.append(name)
+        for family in ("qwen3-vl", "qwen2.5-vl"):
+            for case in hf_cases.IMAGE_CASES:
+                record = image_fixture(case, folder, family)
+                name = f"image-{family}-{case.name}.npz"
+                np.savez_compressed(OUT / name, **record)
+                written.append(name)
+    (OUT / "versions.json").write_text(
+        json.dumps({"versions": versions, "files": written}, indent=2) + "\n"
+    )
+    for name in written:
+        print(f"{(OUT / name).stat().st_size:>9,d}  {name}")
+    print(json.dumps(versions))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
