@@ -61,6 +61,16 @@ def root(
     """mmctl: multimodal gRPC requests to vLLM workers."""
 
 
+def _register() -> None:
+    # Command modules import only typer at module level (see the docstring).
+    from mmctl.cli import preprocess
+
+    app.command(name="preprocess")(preprocess.preprocess)
+
+
+_register()
+
+
 def _debug_requested(argv: list[str]) -> bool:
     # Read before parsing so errors raised during parsing honour it too.
     return "--debug" in argv or os.environ.get(DEBUG_ENV, "") not in ("", "0")

@@ -1,0 +1,99 @@
+"""What `mmctl preprocess` shows and saves: summary dict, npz, contact sheet."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mmctl.media.probe import MediaKind
+from mmctl.media.video import VideoInfo
+from mmctl.preprocess.pipeline import Preprocessed
+
+
+def summary(pre: Preprocessed) -> dict[str, Any]:
+    """The ``--json`` document (stable keys; new keys may be added)."""
+    rows, width = pre.pixel_values.shape
+    doc: dict[str, Any] = {
+        "kind": pre.kind.value,
+        "family": pre.family,
+        "source": asdict(pre.source),
+        "resized": {"height": pre.resized[0], "width": pre.resized[1]},
+        "grid_thw": list(pre.grid_thw),
+        "num_patches": rows,
+        "patch_dim": width,
+        "num_tokens": pre.num_tokens,
+        "pixel_format": pre.pixel_format.value,
+        "tensor_bytes": int(pre.pixel_values.nbytes),
+        "bytes_by_format": {
+            "float32": rows * width * 4,
+            "bfloat16": rows * width * 2,
+            "uint8": rows * width,
+        },
+        "params": _params(pre),
+        "timings_s": {k: round(v, 6) for k, v in asdict(pre.timings).items()},
+    }
+    if pre.kind is MediaKind.VIDEO:
+        doc["frames"] = {
+            "indices": pre.frame_indices.tolist(),
+            "times_s": [round(t, 6) for t in pre.frame_times],
+            "patch_times_s": [round(t, 6) for t in pre.patch_times],
+            "sampled_fps": pre.sampled_fps,
+        }
+    return doc
+
+
+def _params(pre: Preprocessed) -> dict[str, Any]:
+    p = asdict(pre.params)
+    p["image_mean"], p["image_std"] = list(pre.params.image_mean), list(pre.params.image_std)
+    return p
+
+
+def save_npz(pre: Preprocessed, path: Path) -> Path:
+    """pixel_values, grid_thw, frame indices, timestamps and every parameter."""
+    import json
+
+    np.savez(
+        path,
+        pixel_values=pre.pixel_values,
+        pixel_format=np.asarray(pre.pixel_format.value),
+        grid_thw=pre.grid_thw_array,
+        frame_indices=pre.frame_indices,
+        frame_times=np.asarray(pre.frame_times, dtype=np.float64),
+        patch_times=np.asarray(pre.patch_times, dtype=np.float64),
+        summary=np.asarray(json.dumps(summary(pre))),
+    )
+    return path
+
+
+def contact_sheet(
+    pre: Preprocessed, path: Path, *, thumb_width: int = 240, columns: int = 6
+) -> Path:
+    """A grid of the sampled (resized) frames, each labelled with its time."""
+    from PIL import Image, ImageDraw
+
+    frames = pre.frames
+    if not frames:
+        raise ValueError("contact_sheet needs Preprocessed.frames (keep_frames=True)")
+    h, w = frames[0].shape[:2]
+    thumb_height = max(1, round(h * thumb_width / w))
+    label_h = 18
+    cols = min(columns, len(frames))
+    rows = -(-len(frames) // cols)
+    sheet = Image.new("RGB", (cols * thumb_width, rows * (thumb_height + label_h)), (24, 24, 24))
+    draw = ImageDraw.Draw(sheet)
+    for i, frame in enumerate(frames):
+        x, y = (i % cols) * thumb_width, (i // cols) * (thumb_height + label_h)
+        thumb = Image.fromarray(frame).resize(
+            (thumb_width, thumb_height), Image.Resampling.BILINEAR
+        )
+        sheet.paste(thumb, (x, y + label_h))
+        if isinstance(pre.source, VideoInfo):
+            label = f"#{int(pre.frame_indices[i])}  {pre.frame_times[i]:.2f}s"
+        else:
+            label = "image"
+        draw.text((x + 4, y + 3), label, fill=(235, 235, 235))
+    sheet.save(path)
+    return path
