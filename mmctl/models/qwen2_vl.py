@@ -17,7 +17,7 @@ import numpy as np
 
 from mmctl.errors import InputError
 from mmctl.models.base import PixelBudget, TokenIds, VisionParams
-from mmctl.preprocess.resize import smart_resize_image
+from mmctl.preprocess.resize import fit_budget
 
 #: OPENAI_CLIP_MEAN / OPENAI_CLIP_STD in transformers.image_utils.
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
@@ -105,22 +105,10 @@ class Qwen2VL:
     def video_size(
         self, num_frames: int, height: int, width: int, params: VisionParams
     ) -> tuple[int, int]:
-        return smart_resize_image(
-            height,
-            width,
-            factor=params.factor,
-            min_pixels=params.video_budget.min_pixels,
-            max_pixels=params.video_budget.max_pixels,
-        )
+        return fit_budget(height, width, params.factor, params.video_budget)
 
     def image_size(self, height: int, width: int, params: VisionParams) -> tuple[int, int]:
-        return smart_resize_image(
-            height,
-            width,
-            factor=params.factor,
-            min_pixels=params.image_budget.min_pixels,
-            max_pixels=params.image_budget.max_pixels,
-        )
+        return fit_budget(height, width, params.factor, params.image_budget)
 
 
 SPEC = Qwen2VL()

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from mmctl.models.base import PixelBudget, TokenIds, VisionParams
-from mmctl.preprocess.resize import smart_resize_image, smart_resize_video
+from mmctl.preprocess.resize import fit_budget, smart_resize_video
 
 PARAMS = VisionParams(
     patch_size=16,  # vision_config.patch_size
@@ -98,13 +98,7 @@ class Qwen3VL:
         )
 
     def image_size(self, height: int, width: int, params: VisionParams) -> tuple[int, int]:
-        return smart_resize_image(
-            height,
-            width,
-            factor=params.factor,
-            min_pixels=params.image_budget.min_pixels,
-            max_pixels=params.image_budget.max_pixels,
-        )
+        return fit_budget(height, width, params.factor, params.image_budget)
 
 
 SPEC = Qwen3VL()

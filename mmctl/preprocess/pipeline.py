@@ -19,7 +19,6 @@ from pathlib import Path
 
 import numpy as np
 
-from mmctl.errors import InputError
 from mmctl.media.image import ImageInfo, load_image
 from mmctl.media.probe import MediaKind, check_readable, media_kind
 from mmctl.media.video import VideoInfo, decode_sampled
@@ -252,13 +251,3 @@ def _drain(futures: list[Future]) -> None:
     for f in futures:
         f.result()  # re-raises a worker error (e.g. aspect ratio) in the caller
     futures.clear()
-
-
-__all__ = [
-    "InputError",
-    "Preprocessed",
-    "Timings",
-    "preprocess",
-    "preprocess_image",
-    "preprocess_video",
-]

@@ -52,6 +52,13 @@ def smart_resize_image(
     return h_bar, w_bar
 
 
+def fit_budget(height: int, width: int, factor: int, budget) -> tuple[int, int]:
+    """:func:`smart_resize_image` with a ``PixelBudget`` (per-frame families)."""
+    return smart_resize_image(
+        height, width, factor=factor, min_pixels=budget.min_pixels, max_pixels=budget.max_pixels
+    )
+
+
 def smart_resize_video(
     num_frames: int,
     height: int,
