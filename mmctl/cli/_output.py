@@ -43,7 +43,7 @@ class Output:
         if self._console is None:
             from rich.console import Console
 
-            self._console = Console(file=self._stdout, highlight=False)
+            self._console = Console(file=self._stdout, highlight=False, soft_wrap=True)
         return self._console
 
     @property

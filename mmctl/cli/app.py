@@ -63,9 +63,11 @@ def root(
 
 def _register() -> None:
     # Command modules import only typer at module level (see the docstring).
-    from mmctl.cli import preprocess
+    from mmctl.cli import build, inspect_tokens, preprocess
 
     app.command(name="preprocess")(preprocess.preprocess)
+    app.command(name="inspect-tokens")(inspect_tokens.inspect_tokens)
+    app.command(name="build")(build.build)
 
 
 _register()

@@ -8,7 +8,17 @@ from typing import Annotated
 
 import typer
 
-from mmctl.cli._options import FamilyOpt, JsonOpt, ModelDirOpt
+from mmctl.cli._options import (
+    FamilyOpt,
+    FpsOpt,
+    JsonOpt,
+    MaxFramesOpt,
+    MaxPixelsOpt,
+    MinFramesOpt,
+    MinPixelsOpt,
+    ModelDirOpt,
+    NumFramesOpt,
+)
 
 EXAMPLES = """
 Examples:
@@ -26,6 +36,7 @@ Examples:
 class PixelFormatChoice(StrEnum):
     float32 = "float32"
     bfloat16 = "bfloat16"
+    float16 = "float16"
     uint8 = "uint8"
 
 
@@ -35,23 +46,17 @@ def preprocess(
         PixelFormatChoice,
         typer.Option(
             "--pixel-format",
-            help="float32/bfloat16: normalized; uint8: raw resized pixels (device-normalizing workers).",
+            help="float32/bfloat16/float16: normalized; uint8: raw resized pixels (device-normalizing workers).",
         ),
     ] = PixelFormatChoice.float32,
     family: FamilyOpt = None,
     model_dir: ModelDirOpt = None,
-    fps: Annotated[float | None, typer.Option(help="Frames to sample per second.")] = None,
-    num_frames: Annotated[
-        int | None, typer.Option("--num-frames", help="Sample exactly this many frames.")
-    ] = None,
-    min_frames: Annotated[int | None, typer.Option("--min-frames")] = None,
-    max_frames: Annotated[int | None, typer.Option("--max-frames")] = None,
-    min_pixels: Annotated[
-        int | None, typer.Option("--min-pixels", help="Video: the whole clip's minimum pixels.")
-    ] = None,
-    max_pixels: Annotated[
-        int | None, typer.Option("--max-pixels", help="Video: the whole clip's pixel budget.")
-    ] = None,
+    fps: FpsOpt = None,
+    num_frames: NumFramesOpt = None,
+    min_frames: MinFramesOpt = None,
+    max_frames: MaxFramesOpt = None,
+    min_pixels: MinPixelsOpt = None,
+    max_pixels: MaxPixelsOpt = None,
     out: Annotated[
         Path | None,
         typer.Option("--out", "-o", help="Save pixel_values, grid, frames and parameters (.npz)."),
@@ -63,6 +68,7 @@ def preprocess(
     json_out: JsonOpt = False,
 ) -> None:
     """Preprocess a video or image exactly as the model's processor would."""
+    from mmctl.cli._model import overrides
     from mmctl.cli._output import Output
     from mmctl.models.base import params_from_configs
     from mmctl.models.files import load_model_files
@@ -76,12 +82,14 @@ def preprocess(
     spec = resolve(family, files.config if files else None)
     params = params_from_configs(spec.params, files) if files else spec.params
     params = params.with_overrides(
-        fps=fps,
-        num_frames=num_frames,
-        min_frames=min_frames,
-        max_frames=max_frames,
-        min_pixels=min_pixels,
-        max_pixels=max_pixels,
+        **overrides(
+            fps=fps,
+            num_frames=num_frames,
+            min_frames=min_frames,
+            max_frames=max_frames,
+            min_pixels=min_pixels,
+            max_pixels=max_pixels,
+        )
     )
     with _progress(output, enabled=not json_out) as on_frame:
         pre = run(

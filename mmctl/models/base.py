@@ -131,6 +131,11 @@ class ModelSpec(Protocol):
     name: str
     params: VisionParams
     token_ids: TokenIds
+    #: Video is laid out as one <|vision_start|>…<|vision_end|> block per
+    #: temporal patch (Qwen3-VL) rather than one flat run of pads.
+    per_frame_markers: bool
+    #: The system turn the family's chat template adds when none is given.
+    default_system: str | None
 
     def matches(self, config: Mapping[str, Any]) -> bool:
         """True when ``config.json`` (model_type / architectures) is this family's."""
@@ -152,6 +157,14 @@ class ModelSpec(Protocol):
 
     def image_size(self, height: int, width: int, params: VisionParams) -> tuple[int, int]:
         """Resized (height, width) of an image."""
+
+    def frame_label(self, seconds: float) -> str:
+        """The text before a temporal patch's block (per-frame families only)."""
+
+    def video_tensors(
+        self, indices: np.ndarray, total_frames: int, source_fps: float, params: VisionParams
+    ) -> dict[str, np.ndarray]:
+        """Per-video tensors beyond pixels and grid (one row per item), by vLLM key."""
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Read a model directory's JSON configs (config.json, preprocessor configs)."""
+"""Read a model's JSON configs (config.json, preprocessor configs) from its source."""
 
 from __future__ import annotations
 
@@ -8,14 +8,16 @@ from typing import Any
 
 from mmctl.errors import InputError
 from mmctl.models.base import ModelFiles
+from mmctl.models.source import ModelSource, from_dir
 
 CONFIG = "config.json"
 PREPROCESSOR = "preprocessor_config.json"
 VIDEO_PREPROCESSOR = "video_preprocessor_config.json"
 
 
-def _read_json(path: Path) -> dict[str, Any]:
-    if not path.is_file():
+def read_json(path: Path | None) -> dict[str, Any]:
+    """A JSON object file; ``{}`` when absent, :class:`InputError` when broken."""
+    if path is None or not path.is_file():
         return {}
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -26,15 +28,17 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def load_model_files(folder: Path) -> ModelFiles:
-    """The configs found in ``folder``; missing files are empty, broken ones an error."""
-    if not folder.is_dir():
-        raise InputError(f"model directory {folder} does not exist or is not a directory")
+def load_model_files(source: ModelSource | Path) -> ModelFiles:
+    """The configs ``source`` holds; missing files are empty, broken ones an error."""
+    if isinstance(source, Path):
+        source = from_dir(source)
     files = ModelFiles(
-        config=_read_json(folder / CONFIG),
-        preprocessor_config=_read_json(folder / PREPROCESSOR),
-        video_preprocessor_config=_read_json(folder / VIDEO_PREPROCESSOR),
+        config=read_json(source.find(CONFIG)),
+        preprocessor_config=read_json(source.find(PREPROCESSOR)),
+        video_preprocessor_config=read_json(source.find(VIDEO_PREPROCESSOR)),
     )
     if not (files.config or files.preprocessor_config or files.video_preprocessor_config):
-        raise InputError(f"{folder} holds none of {CONFIG}, {PREPROCESSOR}, {VIDEO_PREPROCESSOR}")
+        raise InputError(
+            f"{source.label} holds none of {CONFIG}, {PREPROCESSOR}, {VIDEO_PREPROCESSOR}"
+        )
     return files

@@ -55,6 +55,8 @@ class Qwen2VL:
     params: VisionParams = PARAMS
     token_ids: TokenIds = TOKEN_IDS
     timestamps_in_prompt: bool = False
+    per_frame_markers: bool = False
+    default_system: str | None = "You are a helpful assistant."
 
     def matches(self, config: Mapping[str, Any]) -> bool:
         if config.get("model_type") in MODEL_TYPES:
@@ -96,11 +98,15 @@ class Qwen2VL:
         return [int(indices[i]) / source_fps for i in range(0, len(indices), tp)]
 
     def second_per_grid_ts(
-        self, indices: np.ndarray, total_frames: int, source_fps: float
+        self,
+        indices: np.ndarray,
+        total_frames: int,
+        source_fps: float,
+        params: VisionParams | None = None,
     ) -> float:
         """Tp / sampled fps, what Qwen2.5-VL's processor passes the model."""
         sampled_fps = len(indices) / total_frames * source_fps
-        return self.params.temporal_patch_size / sampled_fps
+        return (params or self.params).temporal_patch_size / sampled_fps
 
     def video_size(
         self, num_frames: int, height: int, width: int, params: VisionParams
@@ -109,6 +115,16 @@ class Qwen2VL:
 
     def image_size(self, height: int, width: int, params: VisionParams) -> tuple[int, int]:
         return fit_budget(height, width, params.factor, params.image_budget)
+
+    def frame_label(self, seconds: float) -> str:
+        return ""  # no per-frame blocks: the time reaches the model as second_per_grid_ts
+
+    def video_tensors(
+        self, indices: np.ndarray, total_frames: int, source_fps: float, params: VisionParams
+    ) -> dict[str, np.ndarray]:
+        # vLLM's Qwen2.5-VL field config: second_per_grid_ts, batched per video.
+        value = self.second_per_grid_ts(indices, total_frames, source_fps, params)
+        return {"second_per_grid_ts": np.asarray([value], dtype=np.float32)}
 
 
 SPEC = Qwen2VL()

@@ -48,6 +48,8 @@ class Qwen3VL:
     token_ids: TokenIds = TOKEN_IDS
     #: The prompt states each temporal patch's time ("<1.5 seconds>").
     timestamps_in_prompt: bool = True
+    per_frame_markers: bool = True
+    default_system: str | None = None
 
     def matches(self, config: Mapping[str, Any]) -> bool:
         if config.get("model_type") in MODEL_TYPES:
@@ -99,6 +101,15 @@ class Qwen3VL:
 
     def image_size(self, height: int, width: int, params: VisionParams) -> tuple[int, int]:
         return fit_budget(height, width, params.factor, params.image_budget)
+
+    def frame_label(self, seconds: float) -> str:
+        # vLLM and HF format with Python's .1f (round-half-even on the binary value).
+        return f"<{seconds:.1f} seconds>"
+
+    def video_tensors(
+        self, indices: np.ndarray, total_frames: int, source_fps: float, params: VisionParams
+    ) -> dict[str, np.ndarray]:
+        return {}  # the timing is in the prompt text
 
 
 SPEC = Qwen3VL()

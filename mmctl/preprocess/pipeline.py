@@ -156,7 +156,7 @@ class _VideoAssembler:
         self.pair = np.empty((p.temporal_patch_size, *self.size, 3), dtype=np.uint8)
         self.scratch = (
             np.empty((rows_per_t, p.patch_dim), dtype=np.float32)
-            if self.fmt is PixelFormat.BFLOAT16
+            if self.fmt.needs_scratch
             else None
         )
         self.frames: list[np.ndarray] = [None] * count if self.keep else []

@@ -20,13 +20,28 @@ class PixelFormat(Enum):
 
     FLOAT32 = "float32"  # normalized
     BFLOAT16 = "bfloat16"  # normalized, stored as uint16 bit patterns
+    FLOAT16 = "float16"  # normalized
     UINT8 = "uint8"  # raw resized pixels, for workers that normalize on device
 
     @property
     def numpy_dtype(self) -> np.dtype:
         return np.dtype(
-            {"float32": np.float32, "bfloat16": np.uint16, "uint8": np.uint8}[self.value]
+            {
+                "float32": np.float32,
+                "bfloat16": np.uint16,
+                "float16": np.float16,
+                "uint8": np.uint8,
+            }[self.value]
         )
+
+    @property
+    def normalized(self) -> bool:
+        return self is not PixelFormat.UINT8
+
+    @property
+    def needs_scratch(self) -> bool:
+        """Computed in float32 first, then narrowed."""
+        return self in (PixelFormat.BFLOAT16, PixelFormat.FLOAT16)
 
     @property
     def itemsize(self) -> int:
@@ -66,7 +81,7 @@ def patchify_into(
     ``frames``: ``[Tp, H, W, 3]`` uint8, H and W multiples of P·M.
     ``out``: the ``[gh*gw, C*Tp*P*P]`` rows of this temporal patch, dtype per
     ``fmt``. ``scratch``: an optional float32 buffer of the same shape as
-    ``out`` (bf16 path) to avoid an allocation per patch.
+    ``out`` (bf16/fp16 paths) to avoid an allocation per patch.
     """
     tp, h, w, c = frames.shape
     p, m = params.patch_size, params.merge_size
@@ -89,6 +104,8 @@ def patchify_into(
     per_channel /= std[None, :, None]
     if fmt is PixelFormat.BFLOAT16:
         float32_to_bfloat16_bits(target, out=out)
+    elif fmt is PixelFormat.FLOAT16:
+        np.copyto(out, target, casting="same_kind")  # round-to-nearest-even, as torch
 
 
 def float32_to_bfloat16_bits(values: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:

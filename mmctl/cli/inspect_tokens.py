@@ -1,0 +1,343 @@
+"""`mmctl inspect-tokens`: the prompt's token layout, and the check vLLM's mrope pass relies on."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from mmctl.cli._options import (
+    BundleOpt,
+    ChatOpt,
+    FamilyOpt,
+    FpsOpt,
+    JsonOpt,
+    MaxFramesOpt,
+    MaxPixelsOpt,
+    MinFramesOpt,
+    MinPixelsOpt,
+    ModelDirOpt,
+    NumFramesOpt,
+    PromptOpt,
+    SystemOpt,
+)
+
+EXAMPLES = """
+Examples:
+
+  mmctl inspect-tokens clip.mp4 --prompt "Which colours appear?"
+
+  mmctl inspect-tokens clip.mp4 --diff vllm,smg
+
+  mmctl inspect-tokens clip.mp4 --layout hf-legacy --json | jq .check
+
+  mmctl inspect-tokens --request request.pb      # check a built or captured request
+
+Exit codes: 0 the layout passes the mrope walk, 6 it does not (the reason is
+printed), 3 bad input.
+"""
+
+
+class LayoutChoice(StrEnum):
+    vllm = "vllm"
+    hf_legacy = "hf-legacy"
+    smg = "smg"
+
+
+def inspect_tokens(
+    media: Annotated[
+        list[Path] | None,
+        typer.Argument(help="Video and image files, in prompt order.", show_default=False),
+    ] = None,
+    prompt: PromptOpt = "",
+    layout: Annotated[
+        LayoutChoice, typer.Option("--layout", help="Which expansion to build.")
+    ] = LayoutChoice.vllm,
+    diff: Annotated[
+        str | None,
+        typer.Option(
+            "--diff", metavar="A,B", help="Show where two layouts differ (e.g. vllm,smg)."
+        ),
+    ] = None,
+    request: Annotated[
+        Path | None,
+        typer.Option("--request", help="Check the layout of a GenerateRequest file instead."),
+    ] = None,
+    show_all: Annotated[
+        bool, typer.Option("--all", help="Show every frame (default: first and last three).")
+    ] = False,
+    ids: Annotated[bool, typer.Option("--ids", help="Include every token id in --json.")] = False,
+    system: SystemOpt = None,
+    chat: ChatOpt = True,
+    model_dir: ModelDirOpt = None,
+    bundle: BundleOpt = None,
+    family: FamilyOpt = None,
+    fps: FpsOpt = None,
+    num_frames: NumFramesOpt = None,
+    min_frames: MinFramesOpt = None,
+    max_frames: MaxFramesOpt = None,
+    min_pixels: MinPixelsOpt = None,
+    max_pixels: MaxPixelsOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Show the prompt's token layout and run vLLM's mrope frame walk on it."""
+    from mmctl.cli._model import load_from_options, overrides
+    from mmctl.cli._output import Output
+    from mmctl.errors import CheckFailed, UsageError
+    from mmctl.preprocess.pixels import PixelFormat
+    from mmctl.prompt import view
+    from mmctl.prompt.layout import LayoutKind
+    from mmctl.request.compose import check_layout, compose, lay_out
+
+    output = Output(json_mode=json_out)
+    if bool(media) == (request is not None):
+        raise UsageError("give MEDIA files or --request FILE (one of the two)")
+    pair = _parse_diff(diff) if diff else None
+    model = load_from_options(
+        model_dir=model_dir,
+        bundle=bundle,
+        family=family,
+        params=overrides(
+            fps=fps,
+            num_frames=num_frames,
+            min_frames=min_frames,
+            max_frames=max_frames,
+            min_pixels=min_pixels,
+            max_pixels=max_pixels,
+        ),
+    )
+    doc: dict = {"model": _model_doc(model)}
+    if request is not None:
+        from mmctl.request.view import layout_of, read_request
+
+        if pair:
+            raise UsageError("--diff builds layouts from media; it does not apply to --request")
+        built, grids = layout_of(read_request(request))
+        check = check_layout(model, built, grids)
+        doc.update(source=str(request), prompt_format="from the request file")
+        items_doc = [
+            {"item": s.item + 1, "kind": s.kind.value, "grid_thw": list(g)}
+            for s, g in zip(built.spans, grids, strict=True)
+        ]
+    else:
+        composed = compose(
+            list(media or []),
+            prompt,
+            model,
+            pixel_format=PixelFormat.UINT8,  # only grids and times matter here
+            layout_kind=LayoutKind(layout.value),
+            system=system,
+            chat=chat,
+        )
+        built, check = composed.layout, composed.check
+        grids = [it.pre.grid_thw for it in composed.items]
+        doc.update(prompt_format=composed.rendered.how)
+        items_doc = [
+            {
+                "item": n + 1,
+                "path": it.path,
+                "kind": it.kind.value,
+                "grid_thw": list(it.pre.grid_thw),
+                "patch_times_s": [round(t, 6) for t in it.pre.patch_times],
+                "frame_indices": it.pre.frame_indices.tolist(),
+                "content_hash": it.content_hash,
+            }
+            for n, it in enumerate(composed.items)
+        ]
+    rows = view.rows(built, model.token_ids, model.tokenizer)
+    for entry, span in zip(items_doc, built.spans, strict=True):
+        entry["span"] = {"offset": span.offset, "length": span.length}
+    doc.update(
+        layout=built.kind.value if request is None else "request",
+        num_tokens=len(built.ids),
+        items=items_doc,
+        check=check.as_dict(),
+        totals=view.totals(built, model.token_ids),
+        rows=[r.as_dict() for r in rows],
+    )
+    if ids:
+        doc["input_ids"] = built.id_list()
+    if pair:
+        layouts = {}
+        for name in pair:
+            other, other_check = lay_out(model, composed.prompt_ids, composed.items, name)
+            layouts[name] = (other, other_check, view.rows(other, model.token_ids, model.tokenizer))
+        (a_layout, a_check, a_rows), (b_layout, b_check, b_rows) = (layouts[n] for n in pair)
+        doc["diff"] = {
+            "a": pair[0].value,
+            "b": pair[1].value,
+            "a_tokens": len(a_layout.ids),
+            "b_tokens": len(b_layout.ids),
+            "a_spans": [{"offset": s.offset, "length": s.length} for s in a_layout.spans],
+            "b_spans": [{"offset": s.offset, "length": s.length} for s in b_layout.spans],
+            "a_check": a_check.as_dict(),
+            "b_check": b_check.as_dict(),
+            "differences": [
+                {"op": d.op, "a": [r.as_dict() for r in d.a], "b": [r.as_dict() for r in d.b]}
+                for d in view.diff(a_rows, b_rows)
+            ],
+        }
+    output.result(doc, human=lambda console: _render(console, doc, rows, show_all))
+    if not check.ok:
+        raise CheckFailed(f"mrope walk failed: {check.reason}")
+
+
+inspect_tokens.__doc__ = (inspect_tokens.__doc__ or "") + EXAMPLES
+
+
+def _parse_diff(value: str):
+    from mmctl.errors import UsageError
+    from mmctl.prompt.layout import LayoutKind
+
+    names = [v.strip() for v in value.split(",")]
+    try:
+        pair = [LayoutKind(n) for n in names]
+    except ValueError:
+        pair = []
+    if len(pair) != 2 or pair[0] == pair[1]:
+        raise UsageError(
+            f"--diff wants two different layouts out of {', '.join(k.value for k in LayoutKind)}, "
+            f"like vllm,smg; got {value!r}"
+        )
+    return pair
+
+
+def _model_doc(model) -> dict:
+    return {
+        "source": model.source.label,
+        "family": model.spec.name,
+        "token_ids": vars(model.token_ids),
+        "token_ids_from": model.token_ids_from,
+    }
+
+
+MARKERS = {"vision_start": "<|vision_start|>", "vision_end": "<|vision_end|>"}
+
+
+def _cell(row) -> str:
+    if row.kind in MARKERS:
+        return f"[magenta]{MARKERS[row.kind]}[/]"
+    if row.kind == "pads":
+        return f"[cyan]<|{row.text}_pad|>×{row.count}[/]"
+    if row.kind == "timestamp":
+        return f"[yellow]{_esc(row.text)}[/]"
+    return f"[dim]{_esc(repr(row.text))}[/] ({row.count})"
+
+
+def _esc(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
+
+def _render(console, doc: dict, rows, show_all: bool) -> None:
+    model = doc["model"]
+    console.print(
+        f"[bold]model[/]    {model['source']} · {model['family']} · token ids from {model['token_ids_from']}"
+    )
+    console.print(f"[bold]prompt[/]   {doc['prompt_format']}")
+    console.print(
+        f"[bold]layout[/]   {doc['layout']} · {doc['num_tokens']} tokens · {len(doc['items'])} item(s)"
+    )
+    console.print()
+    for line in _lines(rows, doc, show_all):
+        console.print(line)
+    console.print()
+    check = doc["check"]
+    if check["ok"]:
+        console.print(
+            f"[bold]check[/]    [green]pass[/] — mrope walk over {check['frames_checked']} frame(s); "
+            "every span holds t·h·w/M² pads"
+        )
+    else:
+        console.print(f"[bold]check[/]    [red]FAIL[/] — {_esc(check['reason'])}")
+    t = doc["totals"]
+    console.print(
+        f"[bold]totals[/]   {t['tokens']} tokens: {t['video_pads']} video pads, {t['image_pads']} image pads, "
+        f"{t['vision_markers']} vision markers, {t['other']} other; {t['in_spans']} inside spans"
+    )
+    if "diff" in doc:
+        _render_diff(console, doc["diff"])
+
+
+def _lines(rows, doc, show_all: bool) -> list[str]:
+    """One line per text run / marker outside spans, one per frame inside video spans."""
+    items = {i["item"]: i for i in doc["items"]}
+    out: list[str] = []
+    frames: list[tuple[int, list]] = []  # (frame, rows) of the open video span
+
+    def flush_frames() -> None:
+        keep = frames if show_all or len(frames) <= 6 else [*frames[:3], None, *frames[-3:]]
+        for entry in keep:
+            if entry is None:
+                out.append(
+                    f"{'':>7}  │   … {len(frames) - 6} more frame(s) like these (--all shows them)"
+                )
+                continue
+            number, parts = entry
+            out.append(
+                f"{parts[0].at:>7}  │ frame {number:<4} " + " ".join(_cell(r) for r in parts)
+            )
+        frames.clear()
+
+    for row in rows:
+        if row.kind == "span_start":
+            item = items.get(row.item, {})
+            grid = "x".join(str(v) for v in item.get("grid_thw", []))
+            span = item.get("span", {})
+            out.append(
+                f"{row.at:>7}  ┌ {row.text} {row.item}  span [{span.get('offset')}, "
+                f"{span.get('offset', 0) + span.get('length', 0)}) {span.get('length')} tokens  grid {grid}"
+                + (f"  {_esc(item['path'])}" if item.get("path") else "")
+            )
+        elif row.kind == "span_end":
+            flush_frames()
+            out.append(f"{row.at:>7}  └ {row.text} {row.item}")
+        elif row.frame is not None and row.item is not None:
+            if frames and frames[-1][0] == row.frame:
+                frames[-1][1].append(row)
+            else:
+                frames.append((row.frame, [row]))
+        elif row.item is not None:
+            out.append(f"{row.at:>7}  │ " + _cell(row))
+        else:
+            out.append(f"{row.at:>7}  " + _cell(row))
+    flush_frames()
+    return out
+
+
+def _render_diff(console, d: dict) -> None:
+    console.print()
+    console.print(
+        f"[bold]diff[/]     {d['a']} ({d['a_tokens']} tokens, spans {_spans(d['a_spans'])}, "
+        f"walk {'pass' if d['a_check']['ok'] else 'FAIL'}) vs {d['b']} ({d['b_tokens']} tokens, "
+        f"spans {_spans(d['b_spans'])}, walk {'pass' if d['b_check']['ok'] else 'FAIL'})"
+    )
+    if not d["differences"]:
+        console.print("         identical")
+    for diff in d["differences"]:
+        a = " ".join(_describe(r) for r in diff["a"]) or "—"
+        b = " ".join(_describe(r) for r in diff["b"]) or "—"
+        console.print(f"  {diff['op']:<8} {d['a']}: {a}")
+        console.print(f"  {'':<8} {d['b']}: {b}")
+
+
+def _spans(spans) -> str:
+    return ", ".join(f"[{s['offset']}, {s['offset'] + s['length']})" for s in spans)
+
+
+def _describe(r: dict) -> str:
+    where = f"@{r['at']}"
+    if r.get("frame"):
+        where += f" frame {r['frame']}"
+    elif r.get("item") and r["kind"] not in ("span_start", "span_end"):
+        where += " in span"
+    if r["kind"] in MARKERS:
+        return f"{_esc(MARKERS[r['kind']])}{where}"
+    if r["kind"] == "pads":
+        return f"pads×{r['count']}{where}"
+    if r["kind"] in ("span_start", "span_end"):
+        return f"{r['kind'].replace('_', ' ')}{where}"
+    return f"{_esc(repr(r.get('text', '')))}{where}"

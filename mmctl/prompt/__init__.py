@@ -1,0 +1,1 @@
+"""Prompt tokens: tokenizer, chat rendering, placeholder expansion, the mrope check."""

@@ -1,0 +1,150 @@
+"""The client-side version of vLLM's mrope frame walk (DESIGN §4.7).
+
+vLLM derives Qwen3-VL's 3-D positions by walking each video's span: for each
+of ``grid_t`` frames it finds the next ``<|vision_start|>`` from the current
+offset, then the next ``<|vision_end|>``, and takes the ``<|video_pad|>``
+tokens between them as that frame's ``h·w/M²`` positions. A missing marker
+raises inside the engine ("… is not in list"); a wrong pad count silently
+shifts every later position. Checking it here, before anything is sent,
+turns both into one clear sentence naming the item and frame.
+
+The same pass checks what the worker's embedding scatter relies on for
+every item: the span holds exactly ``t·h·w/M²`` pad tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from mmctl.media.probe import MediaKind
+from mmctl.models.base import TokenIds
+from mmctl.prompt.layout import Span, pad_id
+
+
+@dataclass(frozen=True)
+class WalkResult:
+    ok: bool
+    reason: str = ""
+    item: int | None = None  # 1-based, as shown to users
+    frame: int | None = None  # 1-based
+    frames_checked: int = 0
+
+    def as_dict(self) -> dict:
+        return {
+            "ok": self.ok,
+            "reason": self.reason or None,
+            "item": self.item,
+            "frame": self.frame,
+            "frames_checked": self.frames_checked,
+        }
+
+
+def walk(
+    ids: Sequence[int] | np.ndarray,
+    spans: Sequence[Span],
+    grids: Sequence[tuple[int, int, int]],
+    token_ids: TokenIds,
+    merge_size: int,
+    per_frame_markers: bool = True,
+) -> WalkResult:
+    """Check every span; the first problem found is the result."""
+    arr = np.asarray(ids, dtype=np.int64)
+    n = len(arr)
+    vs_at = np.flatnonzero(arr == token_ids.vision_start_token_id)
+    ve_at = np.flatnonzero(arr == token_ids.vision_end_token_id)
+    checked = 0
+    for span, (t, h, w) in zip(spans, grids, strict=True):
+        item = span.item + 1
+        if span.offset < 0 or span.end > n:
+            return WalkResult(
+                False,
+                f"item {item}: placeholder span [{span.offset}, {span.end}) lies outside the "
+                f"prompt of {n} tokens",
+                item,
+            )
+        per_frame = h * w // (merge_size * merge_size)
+        pad = pad_id(span.kind, token_ids)
+        inside = int(np.count_nonzero(arr[span.offset : span.end] == pad))
+        if inside != t * per_frame:
+            return WalkResult(
+                False,
+                f"item {item}: its span holds {inside} {span.kind.value} pad tokens, grid "
+                f"{t}x{h}x{w} needs t*h*w/{merge_size**2} = {t * per_frame}",
+                item,
+                frames_checked=checked,
+            )
+        if span.kind is not MediaKind.VIDEO or not per_frame_markers:
+            continue
+        cursor = span.offset
+        for frame in range(t):
+            k = np.searchsorted(vs_at, cursor)
+            if k == len(vs_at):
+                return WalkResult(
+                    False,
+                    f"item {item} frame {frame + 1}/{t}: no <|vision_start|> at or after token "
+                    f"{cursor} (vLLM fails in the engine: 'vision_start_token_id is not in list')",
+                    item,
+                    frame + 1,
+                    checked,
+                )
+            start = int(vs_at[k])
+            skipped = int(np.count_nonzero(arr[cursor:start] == pad))
+            if skipped:
+                return WalkResult(
+                    False,
+                    f"item {item} frame {frame + 1}/{t}: {skipped} <|video_pad|> tokens before "
+                    f"the next <|vision_start|> (token {start}) — this frame's "
+                    "<|vision_start|> is missing",
+                    item,
+                    frame + 1,
+                    checked,
+                )
+            k = np.searchsorted(ve_at, start + 1)
+            if k == len(ve_at):
+                return WalkResult(
+                    False,
+                    f"item {item} frame {frame + 1}/{t}: no <|vision_end|> after the "
+                    f"<|vision_start|> at token {start} (vLLM fails in the engine: "
+                    "'vision_end_token_id is not in list')",
+                    item,
+                    frame + 1,
+                    checked,
+                )
+            end = int(ve_at[k])
+            k = np.searchsorted(vs_at, start + 1)
+            if k < len(vs_at) and vs_at[k] < end:
+                return WalkResult(
+                    False,
+                    f"item {item} frame {frame + 1}/{t}: another <|vision_start|> (token "
+                    f"{int(vs_at[k])}) before its <|vision_end|> — this frame's "
+                    "<|vision_end|> is missing",
+                    item,
+                    frame + 1,
+                    checked,
+                )
+            if end > span.end:  # the closer may sit right after the span (smg)
+                return WalkResult(
+                    False,
+                    f"item {item} frame {frame + 1}/{t}: its <|vision_end|> at token {end} lies "
+                    f"past the placeholder span [{span.offset}, {span.end})",
+                    item,
+                    frame + 1,
+                    checked,
+                )
+            count = int(np.count_nonzero(arr[start + 1 : end] == pad))
+            if count != per_frame:
+                return WalkResult(
+                    False,
+                    f"item {item} frame {frame + 1}/{t}: {count} <|video_pad|> tokens between "
+                    f"tokens {start} and {end}, grid needs h*w/{merge_size**2} = {per_frame} "
+                    "(vLLM would misplace every later position)",
+                    item,
+                    frame + 1,
+                    checked,
+                )
+            checked += 1
+            cursor = end + 1
+    return WalkResult(True, frames_checked=checked)

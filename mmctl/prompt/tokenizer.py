@@ -1,0 +1,74 @@
+"""The model's tokenizer, through the ``tokenizers`` library (no transformers import).
+
+``tokenizer.json`` holds everything encoding needs, special tokens included;
+a bundle with only ``vocab.json`` + ``merges.txt`` is read as a byte-level BPE.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from mmctl.errors import InputError
+from mmctl.models.source import ModelSource
+
+
+class Tokenizer:
+    def __init__(self, backend, label: str) -> None:
+        self._tok = backend
+        self.label = label
+
+    @classmethod
+    def load(cls, source: ModelSource) -> Tokenizer:
+        from tokenizers import Tokenizer as Backend
+
+        path = source.find("tokenizer.json")
+        try:
+            if path is not None:
+                return cls(Backend.from_file(str(path)), f"{source.label}/tokenizer.json")
+            vocab, merges = source.find("vocab.json"), source.find("merges.txt")
+            if vocab is None or merges is None:
+                raise InputError(
+                    f"{source.label} has no tokenizer.json (nor vocab.json + merges.txt)"
+                )
+            return cls(_byte_level_bpe(vocab, merges), f"{source.label}/vocab.json")
+        except InputError:
+            raise
+        except Exception as err:  # the Rust side raises plain Exceptions
+            raise InputError(f"cannot load the tokenizer from {source.label}: {err}") from None
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text``; special tokens written in it are recognised, none added."""
+        return self._tok.encode(text, add_special_tokens=False).ids
+
+    def encode_cached(self, text: str) -> tuple[int, ...]:
+        """``encode`` for short strings that repeat (timestamps)."""
+        return _cached(self._tok, text)
+
+    def decode(self, ids, skip_special_tokens: bool = False) -> str:
+        return self._tok.decode(list(ids), skip_special_tokens=skip_special_tokens)
+
+    def token_to_id(self, token: str) -> int | None:
+        return self._tok.token_to_id(token)
+
+    def id_to_token(self, token_id: int) -> str | None:
+        return self._tok.id_to_token(int(token_id))
+
+    @property
+    def vocab_size(self) -> int:
+        return self._tok.get_vocab_size(with_added_tokens=True)
+
+
+@lru_cache(maxsize=4096)  # cache: a clip's timestamps repeat across calls
+def _cached(backend, text: str) -> tuple[int, ...]:
+    return tuple(backend.encode(text, add_special_tokens=False).ids)
+
+
+def _byte_level_bpe(vocab: Path, merges: Path):
+    from tokenizers import Tokenizer as Backend
+    from tokenizers import decoders, models, pre_tokenizers
+
+    tok = Backend(models.BPE.from_file(str(vocab), str(merges)))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    return tok

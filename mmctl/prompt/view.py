@@ -1,0 +1,141 @@
+"""A compact, readable account of a token layout: runs instead of 100k ids.
+
+Rows, in prompt order: decoded text runs, vision markers, pad runs collapsed
+with their count, span boundaries, and inside video spans the frame each
+block belongs to (its timestamp text). ``inspect-tokens`` prints them and
+``--diff`` compares two layouts row by row.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from mmctl.models.base import TokenIds
+from mmctl.prompt.layout import Layout, Span
+from mmctl.prompt.tokenizer import Tokenizer
+
+
+@dataclass(frozen=True)
+class Row:
+    at: int  # token offset
+    kind: str  # text | timestamp | vision_start | vision_end | pads | span_start | span_end
+    count: int = 1  # tokens in the row (0 for span boundaries)
+    text: str = ""
+    item: int | None = None  # 1-based
+    frame: int | None = None  # 1-based, video spans
+
+    def signature(self) -> tuple:
+        """What two layouts are compared on (offsets differ whenever anything before does)."""
+        return (self.kind, self.count, self.text, self.item, self.frame)
+
+    def as_dict(self) -> dict:
+        d = {"at": self.at, "kind": self.kind, "count": self.count}
+        for key in ("text", "item", "frame"):
+            value = getattr(self, key)
+            if value not in ("", None):
+                d[key] = value
+        return d
+
+
+def rows(layout: Layout, token_ids: TokenIds, tokenizer: Tokenizer) -> list[Row]:
+    ids = layout.ids
+    n = len(ids)
+    pads = {token_ids.image_token_id: "image", token_ids.video_token_id: "video"}
+    vs, ve = token_ids.vision_start_token_id, token_ids.vision_end_token_id
+    starts = {int(s.offset): s for s in layout.spans}
+    ends: dict[int, list[Span]] = {}
+    for s in layout.spans:
+        ends.setdefault(s.end, []).append(s)
+    # Cut points: every change of token category, span boundary.
+    category = np.zeros(n, dtype=np.int8)  # 0 text, 1 vs, 2 ve, 3 pad
+    category[ids == vs] = 1
+    category[ids == ve] = 2
+    category[np.isin(ids, list(pads))] = 3
+    cuts = set(np.flatnonzero(np.diff(category) != 0) + 1)
+    cuts |= set(np.flatnonzero(category == 1)) | set(np.flatnonzero(category == 2))
+    cuts |= set(np.flatnonzero(category == 1) + 1) | set(np.flatnonzero(category == 2) + 1)
+    cuts |= set(starts) | set(ends)
+    bounds = sorted(int(c) for c in cuts if 0 < c < n)
+    out: list[Row] = []
+    current: Span | None = None
+    frame, has_pads = 0, False  # frames count within the current video span
+
+    def next_frame() -> int:
+        nonlocal frame, has_pads
+        if frame == 0 or has_pads:
+            frame, has_pads = frame + 1, False
+        return frame
+
+    for start, stop in zip([0, *bounds], [*bounds, n], strict=True):
+        for span in ends.get(start, ()):
+            out.append(Row(start, "span_end", 0, span.kind.value, span.item + 1))
+            current = None if current is span else current
+        if start in starts:
+            current, frame, has_pads = starts[start], 0, False
+            out.append(Row(start, "span_start", 0, current.kind.value, current.item + 1))
+        if start >= stop:
+            continue
+        cat = int(category[start])
+        in_video = current is not None and current.kind.value == "video"
+        item = current.item + 1 if current else None
+        count = stop - start
+        if cat == 1:
+            out.append(Row(start, "vision_start", 1, "", item, next_frame() if in_video else None))
+        elif cat == 2:
+            out.append(Row(start, "vision_end", 1, "", item, frame if in_video else None))
+        elif cat == 3:
+            this = (frame or next_frame()) if in_video else None
+            has_pads = True
+            out.append(Row(start, "pads", count, pads[int(ids[start])], item, this))
+        else:
+            text = tokenizer.decode(ids[start:stop].tolist())
+            if in_video:
+                out.append(Row(start, "timestamp", count, text, item, next_frame()))
+            else:
+                out.append(Row(start, "text", count, text, item))
+    for span in ends.get(n, ()):
+        out.append(Row(n, "span_end", 0, span.kind.value, span.item + 1))
+    return out
+
+
+def totals(layout: Layout, token_ids: TokenIds) -> dict[str, int]:
+    ids = layout.ids
+    image = int(np.count_nonzero(ids == token_ids.image_token_id))
+    video = int(np.count_nonzero(ids == token_ids.video_token_id))
+    markers = int(
+        np.count_nonzero(
+            (ids == token_ids.vision_start_token_id) | (ids == token_ids.vision_end_token_id)
+        )
+    )
+    in_spans = sum(s.length for s in layout.spans)
+    return {
+        "tokens": len(ids),
+        "image_pads": image,
+        "video_pads": video,
+        "vision_markers": markers,
+        "in_spans": in_spans,
+        "other": len(ids) - image - video - markers,
+    }
+
+
+@dataclass(frozen=True)
+class Difference:
+    op: str  # replace | delete | insert
+    a: list[Row]
+    b: list[Row]
+
+
+def diff(a: Sequence[Row], b: Sequence[Row]) -> list[Difference]:
+    """Where two layouts' rows differ (matching on content, not offsets)."""
+    matcher = difflib.SequenceMatcher(
+        a=[r.signature() for r in a], b=[r.signature() for r in b], autojunk=False
+    )
+    return [
+        Difference(op, list(a[i1:i2]), list(b[j1:j2]))
+        for op, i1, i2, j1, j2 in matcher.get_opcodes()
+        if op != "equal"
+    ]

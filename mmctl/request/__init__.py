@@ -1,0 +1,1 @@
+"""Protobuf requests: tensors, content hashes, GenerateRequest assembly and views."""

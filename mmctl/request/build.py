@@ -1,0 +1,225 @@
+"""``GenerateRequest`` assembly: modality batches, key lists, sampling parameters.
+
+A request is planned in numpy (:class:`RequestPlan`) and turned into protobuf
+only at the end, by :meth:`RequestPlan.to_proto` with a *placer* that decides
+where each tensor's bytes go: inline (default) or a shared-memory file (the
+send command's transport). That keeps one builder for both transports.
+
+What mmctl sends, per modality batch (checked against the upstream servicer,
+vLLM's Qwen3-VL / Qwen2.5-VL field configs and the smg router's specs):
+
+======================  =========================================  ==========
+key                     meaning                                    field
+======================  =========================================  ==========
+``pixel_values``        ``[Σ rows, C·Tp·P·P]`` patchified pixels    flat, split by the sizes tensor
+``image_grid_thw`` /    int64 ``[items, 3]``                        batched, kept on CPU
+``video_grid_thw``
+``patches_per_image`` / int64 ``[items]``: rows of each item        batched (the flat sizes)
+``patches_per_video``
+``second_per_grid_ts``  float32 ``[items]`` (Qwen2.5-VL video)      batched
+======================  =========================================  ==========
+
+The servicer renames ``pixel_values`` to ``pixel_values_videos`` for VIDEO
+batches, splits flat tensors with ``batch[sizes_key].flatten()`` — hence a
+per-item sizes tensor rather than the grid itself — and marks as embedding
+positions only the ``im_token_id`` tokens inside each placeholder span.
+``encoder_input_key`` stays unset: Qwen's forward takes ``pixel_values``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mmctl.media.probe import MediaKind
+from mmctl.preprocess.pipeline import Preprocessed
+from mmctl.prompt.layout import Layout, pad_id
+from mmctl.request import tensors
+
+# (key, array, wire dtype) -> TensorData
+Placer = Callable[[str, np.ndarray, str], object]
+
+GRID_KEY = {MediaKind.IMAGE: "image_grid_thw", MediaKind.VIDEO: "video_grid_thw"}
+SIZES_KEY = {MediaKind.IMAGE: "patches_per_image", MediaKind.VIDEO: "patches_per_video"}
+PIXELS = "pixel_values"
+
+
+@dataclass(frozen=True)
+class Sampling:
+    max_tokens: int | None = 128
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+    stop_token_ids: tuple[int, ...] = ()
+    ignore_eos: bool = False
+
+    def to_proto(self):
+        from mmctl.wire import proto
+
+        msg = proto.engine().SamplingParams(
+            stop=list(self.stop),
+            stop_token_ids=list(self.stop_token_ids),
+            ignore_eos=self.ignore_eos,
+            skip_special_tokens=True,
+            n=1,
+        )
+        if self.max_tokens is not None:
+            msg.max_tokens = self.max_tokens
+        if self.temperature is not None:
+            msg.temperature = self.temperature
+        if self.top_p is not None:
+            msg.top_p = self.top_p
+        if self.top_k is not None:
+            msg.top_k = self.top_k
+        if self.seed is not None:
+            msg.seed = self.seed
+        return msg
+
+
+@dataclass(frozen=True)
+class MediaItem:
+    """One preprocessed media item of a request, with its encoder-cache key."""
+
+    path: str
+    pre: Preprocessed
+    content_hash: str
+
+    @property
+    def kind(self) -> MediaKind:
+        return self.pre.kind
+
+
+@dataclass
+class Batch:
+    """One modality's tensors and metadata (a ``MultimodalInputs``), still numpy."""
+
+    kind: MediaKind
+    pixel_values: np.ndarray
+    pixel_dtype: str
+    tensors: dict[str, np.ndarray]
+    im_token_id: int
+    placeholders: list[tuple[int, int]]
+    hashes: list[str]
+    batched_keys: list[str]
+    flat_keys: dict[str, str]
+    keep_on_cpu_keys: list[str]
+
+    @property
+    def modality(self) -> int:
+        from mmctl.wire import proto
+
+        common = proto.common()
+        return common.VIDEO if self.kind is MediaKind.VIDEO else common.IMAGE
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {PIXELS: self.pixel_values, **self.tensors}
+
+    def to_proto(self, place: Placer):
+        from mmctl.wire import proto
+
+        msg = proto.engine().MultimodalInputs(
+            im_token_id=self.im_token_id,
+            mm_hashes=self.hashes,
+            batched_keys=self.batched_keys,
+            flat_keys=self.flat_keys,
+            keep_on_cpu_keys=self.keep_on_cpu_keys,
+            modality=self.modality,
+        )
+        msg.pixel_values.CopyFrom(place(PIXELS, self.pixel_values, self.pixel_dtype))
+        for key, array in self.tensors.items():
+            msg.model_specific_tensors[key].CopyFrom(place(key, array, tensors.wire_name(array)))
+        for offset, length in self.placeholders:
+            msg.mm_placeholders.add(offset=offset, length=length)
+        return msg
+
+
+def make_batches(items: Sequence[MediaItem], layout: Layout, spec, model_token_ids) -> list[Batch]:
+    """One batch per modality, in the order the modalities first appear in the prompt."""
+    order: list[MediaKind] = []
+    for item in items:
+        if item.kind not in order:
+            order.append(item.kind)
+    batches = []
+    for kind in order:
+        members = [(n, it) for n, it in enumerate(items) if it.kind is kind]
+        pres = [it.pre for _, it in members]
+        pixels = (
+            pres[0].pixel_values
+            if len(pres) == 1
+            else np.concatenate([p.pixel_values for p in pres])
+        )
+        grid_key, sizes_key = GRID_KEY[kind], SIZES_KEY[kind]
+        arrays = {
+            grid_key: np.asarray([p.grid_thw for p in pres], dtype=np.int64),
+            sizes_key: np.asarray([int(np.prod(p.grid_thw)) for p in pres], dtype=np.int64),
+        }
+        if kind is MediaKind.VIDEO:
+            extra: dict[str, list[np.ndarray]] = {}
+            for p in pres:
+                for key, value in spec.video_tensors(
+                    p.frame_indices, p.source.total_frames, p.source.source_fps, p.params
+                ).items():
+                    extra.setdefault(key, []).append(value)
+            arrays.update({k: np.concatenate(v) for k, v in extra.items()})
+        spans = [layout.spans[n] for n, _ in members]
+        batches.append(
+            Batch(
+                kind=kind,
+                pixel_values=pixels,
+                pixel_dtype=pres[0].pixel_format.value,
+                tensors=arrays,
+                im_token_id=pad_id(kind, model_token_ids),
+                placeholders=[(s.offset, s.length) for s in spans],
+                hashes=[it.content_hash for _, it in members],
+                batched_keys=[k for k in arrays if k != PIXELS],
+                flat_keys={PIXELS: sizes_key},
+                keep_on_cpu_keys=[grid_key],
+            )
+        )
+    return batches
+
+
+def inline_placer(key: str, array: np.ndarray, dtype_name: str):
+    return tensors.inline(array, dtype_name)
+
+
+def new_request_id() -> str:
+    return f"mmctl-{uuid.uuid4().hex[:16]}"
+
+
+@dataclass
+class RequestPlan:
+    text: str
+    input_ids: np.ndarray
+    batches: list[Batch]
+    sampling: Sampling = field(default_factory=Sampling)
+    stream: bool = True
+    request_id: str = field(default_factory=new_request_id)
+
+    def to_proto(self, place: Placer = inline_placer):
+        from mmctl.wire import proto
+
+        engine = proto.engine()
+        req = engine.GenerateRequest(
+            request_id=self.request_id,
+            tokenized=engine.TokenizedInput(
+                original_text=self.text, input_ids=self.input_ids.tolist()
+            ),
+            sampling_params=self.sampling.to_proto(),
+            stream=self.stream,
+        )
+        for n, batch in enumerate(self.batches):
+            msg = batch.to_proto(place)
+            if n == 0:
+                req.mm_inputs.CopyFrom(msg)
+            else:
+                req.extra_mm_inputs.append(msg)
+        return req
+
+    def tensor_bytes(self) -> int:
+        return sum(a.nbytes for b in self.batches for a in b.arrays().values())

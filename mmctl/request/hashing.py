@@ -1,0 +1,54 @@
+"""One content hash per media item: the worker's encoder-cache key (``mm_hashes``).
+
+It covers the media file's bytes *and* every parameter that shapes the pixels
+(family, sampled frames, resized size, grid, normalization), so re-sampling
+the same clip at another fps or budget never hits a stale cache entry.
+sha256 because it is the fastest hashlib digest on CPUs with SHA extensions
+(~1.5 GB/s here, twice blake2b); the file is read in 1 MiB chunks, never
+whole.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from mmctl.preprocess.pipeline import Preprocessed
+
+VERSION = b"mmctl-mm-hash-v1\0"
+CHUNK = 1 << 20
+
+
+def pixel_facts(pre: Preprocessed) -> dict[str, Any]:
+    """Everything besides the media bytes that decides the pixel values."""
+    p = pre.params
+    return {
+        "family": pre.family,
+        "kind": pre.kind.value,
+        "frames": [int(i) for i in pre.frame_indices],
+        "resized": list(pre.resized),
+        "grid_thw": list(pre.grid_thw),
+        "patch": [p.patch_size, p.temporal_patch_size, p.merge_size],
+        "mean": list(p.image_mean),
+        "std": list(p.image_std),
+        "rescale": p.rescale_factor,
+    }
+
+
+def content_hash(media: Path | bytes, facts: dict[str, Any]) -> str:
+    digest = hashlib.sha256(VERSION)
+    digest.update(json.dumps(facts, sort_keys=True, separators=(",", ":")).encode())
+    digest.update(b"\0")
+    if isinstance(media, bytes | bytearray | memoryview):
+        digest.update(media)
+    else:
+        with open(media, "rb") as f:
+            while chunk := f.read(CHUNK):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+def item_hash(pre: Preprocessed, media: Path | bytes) -> str:
+    return content_hash(media, pixel_facts(pre))

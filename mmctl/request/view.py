@@ -1,0 +1,147 @@
+"""Reading ``GenerateRequest`` messages back: files, batches, readable summaries.
+
+Summaries never dump tensor payloads: shape, dtype, bytes, where the bytes
+live (inline / shm name) and a sha256 of inline bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mmctl.errors import InputError
+from mmctl.media.probe import MediaKind
+from mmctl.prompt.layout import Layout, LayoutKind, Span
+
+
+def read_request(path: Path):
+    from google.protobuf.message import DecodeError
+
+    from mmctl.wire import proto
+
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise InputError(f"cannot read {path}: {err.strerror or err}") from None
+    req = proto.engine().GenerateRequest()
+    try:
+        req.ParseFromString(data)
+    except DecodeError as err:
+        raise InputError(f"{path} is not a GenerateRequest (binary protobuf): {err}") from None
+    if req.WhichOneof("input") != "tokenized":
+        raise InputError(f"{path}: the request carries no tokenized input")
+    return req
+
+
+def batches(req) -> list:
+    """``mm_inputs`` then ``extra_mm_inputs``."""
+    out = [req.mm_inputs] if req.HasField("mm_inputs") else []
+    out.extend(req.extra_mm_inputs)
+    return out
+
+
+def batch_kind(batch) -> MediaKind:
+    from mmctl.wire import proto
+
+    return MediaKind.VIDEO if batch.modality == proto.common().VIDEO else MediaKind.IMAGE
+
+
+def tensor_summary(td) -> dict[str, Any]:
+    doc: dict[str, Any] = {"shape": list(td.shape), "dtype": td.dtype}
+    where = td.WhichOneof("payload")
+    if where == "inline":
+        doc.update(
+            transport="inline",
+            bytes=len(td.inline),
+            sha256=hashlib.sha256(td.inline).hexdigest(),
+        )
+    elif where == "shm":
+        doc.update(transport="shm", bytes=td.shm.nbytes, shm_name=td.shm.name, offset=td.shm.offset)
+    else:
+        doc.update(transport=where or "none", bytes=0)
+    return doc
+
+
+def summary(req) -> dict[str, Any]:
+    from google.protobuf.json_format import MessageToDict
+
+    from mmctl.wire import proto
+
+    modality_names = {v: k for k, v in proto.common().Modality.items()}
+    out_batches = []
+    for batch in batches(req):
+        tensors = {}
+        if batch.HasField("pixel_values"):
+            tensors["pixel_values"] = tensor_summary(batch.pixel_values)
+        for key in sorted(batch.model_specific_tensors):
+            td = batch.model_specific_tensors[key]
+            tensors[key] = tensor_summary(td)
+            if td.WhichOneof("payload") == "inline" and len(td.inline) <= 256:
+                from mmctl.request.tensors import from_bytes
+
+                tensors[key]["values"] = from_bytes(td.inline, td.shape, td.dtype).tolist()
+        out_batches.append(
+            {
+                "modality": modality_names.get(batch.modality, batch.modality),
+                "im_token_id": batch.im_token_id if batch.HasField("im_token_id") else None,
+                "mm_placeholders": [
+                    {"offset": p.offset, "length": p.length} for p in batch.mm_placeholders
+                ],
+                "mm_hashes": list(batch.mm_hashes),
+                "batched_keys": list(batch.batched_keys),
+                "flat_keys": dict(batch.flat_keys),
+                "keep_on_cpu_keys": list(batch.keep_on_cpu_keys),
+                "encoder_input_key": batch.encoder_input_key
+                if batch.HasField("encoder_input_key")
+                else None,
+                "tensors": tensors,
+            }
+        )
+    return {
+        "request_id": req.request_id,
+        "stream": req.stream,
+        "num_input_ids": len(req.tokenized.input_ids),
+        "original_text": req.tokenized.original_text,
+        "sampling_params": MessageToDict(req.sampling_params, preserving_proto_field_name=True),
+        "batches": out_batches,
+        "serialized_bytes": req.ByteSize(),
+    }
+
+
+def grid_of(batch, kind: MediaKind) -> list[tuple[int, int, int]]:
+    """The per-item ``*_grid_thw`` rows of a batch (inline tensors only)."""
+    from mmctl.request.tensors import from_bytes
+
+    key = "video_grid_thw" if kind is MediaKind.VIDEO else "image_grid_thw"
+    if key not in batch.model_specific_tensors:
+        raise InputError(f"{kind.value} batch has no {key} tensor")
+    td = batch.model_specific_tensors[key]
+    if td.WhichOneof("payload") != "inline":
+        raise InputError(f"{key} is not inline; cannot read it here")
+    grid = from_bytes(td.inline, td.shape, td.dtype).reshape(-1, 3)
+    return [tuple(int(v) for v in row) for row in grid]
+
+
+def layout_of(req) -> tuple[Layout, list[tuple[int, int, int]]]:
+    """The request's token layout (spans in prompt order) and each span's grid."""
+    spans: list[tuple[int, int, MediaKind, tuple[int, int, int]]] = []
+    for batch in batches(req):
+        kind = batch_kind(batch)
+        grids = grid_of(batch, kind)
+        if len(grids) != len(batch.mm_placeholders):
+            raise InputError(
+                f"{kind.value} batch: {len(batch.mm_placeholders)} placeholders for "
+                f"{len(grids)} grid rows"
+            )
+        for p, grid in zip(batch.mm_placeholders, grids, strict=True):
+            spans.append((p.offset, p.length, kind, grid))
+    spans.sort(key=lambda s: s[0])
+    layout = Layout(
+        kind=LayoutKind.VLLM,
+        ids=np.asarray(req.tokenized.input_ids, dtype=np.int64),
+        spans=tuple(Span(n, kind, off, length) for n, (off, length, kind, _) in enumerate(spans)),
+    )
+    return layout, [s[3] for s in spans]

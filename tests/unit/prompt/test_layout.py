@@ -1,0 +1,90 @@
+"""Placeholder expansion: the three Qwen3-VL video layouts, images, Qwen2.5-VL, errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from mmctl.errors import InputError
+from mmctl.media.probe import MediaKind
+from mmctl.models import qwen2_vl, qwen3_vl
+from mmctl.prompt.layout import LayoutItem, LayoutKind, expand
+
+IDS = qwen3_vl.TOKEN_IDS
+VS, VE = IDS.vision_start_token_id, IDS.vision_end_token_id
+VPAD, IPAD = IDS.video_token_id, IDS.image_token_id
+
+
+class FakeTokenizer:
+    """Timestamp text → one token per character (enough to see where labels go)."""
+
+    def encode_cached(self, text: str) -> tuple[int, ...]:
+        return tuple(ord(c) for c in text)
+
+
+def _label(t: float) -> list[int]:
+    return [ord(c) for c in f"<{t:.1f} seconds>"]
+
+
+VIDEO = LayoutItem(MediaKind.VIDEO, (2, 4, 4), (0.25, 1.5))
+PROMPT = [1, 2, VS, VPAD, VE, 3]
+
+
+def _expand(items, prompt=PROMPT, kind=LayoutKind.VLLM, spec=qwen3_vl.SPEC):
+    return expand(
+        prompt, items, spec=spec, token_ids=IDS, tokenizer=FakeTokenizer(), merge_size=2, kind=kind
+    )
+
+
+def _frame(t: float) -> list[int]:
+    return [*_label(t), VS, *[VPAD] * 4, VE]
+
+
+def test_vllm_keeps_the_outer_pair_and_expands_the_bare_pad():
+    layout = _expand([VIDEO])
+    body = _frame(0.25) + _frame(1.5)
+    assert layout.id_list() == [1, 2, VS, *body, VE, 3]
+    (span,) = layout.spans
+    assert (span.offset, span.length) == (3, len(body))  # starts on the first timestamp
+
+
+def test_hf_legacy_replaces_the_whole_triple():
+    layout = _expand([VIDEO], kind=LayoutKind.HF_LEGACY)
+    body = _frame(0.25) + _frame(1.5)
+    assert layout.id_list() == [1, 2, *body, 3]
+    assert (layout.spans[0].offset, layout.spans[0].length) == (2, len(body))
+
+
+def test_smg_reuses_the_outer_pair_for_first_and_last_frame():
+    layout = _expand([VIDEO], kind=LayoutKind.SMG)
+    expected = [1, 2, VS, *_label(0.25), *[VPAD] * 4, VE, *_label(1.5), VS, *[VPAD] * 4, VE, 3]
+    assert layout.id_list() == expected
+    span = layout.spans[0]
+    assert span.offset == 2  # on the outer <|vision_start|>
+    assert span.end == len(expected) - 2  # the outer <|vision_end|> closes the last frame
+
+
+def test_image_expands_to_pads_only():
+    prompt = [VS, IPAD, VE, 7]
+    layout = _expand([LayoutItem(MediaKind.IMAGE, (1, 6, 4))], prompt=prompt)
+    assert layout.id_list() == [VS, *[IPAD] * 6, VE, 7]
+    assert (layout.spans[0].offset, layout.spans[0].length) == (1, 6)
+
+
+def test_qwen25_video_is_one_flat_run_in_every_layout():
+    for kind in LayoutKind:
+        layout = _expand([VIDEO], kind=kind, spec=qwen2_vl.SPEC)
+        assert layout.id_list() == [1, 2, VS, *[VPAD] * 8, VE, 3]
+
+
+def test_items_follow_prompt_order():
+    prompt = [VS, IPAD, VE, VS, VPAD, VE]
+    layout = _expand([LayoutItem(MediaKind.IMAGE, (1, 2, 2)), VIDEO], prompt=prompt)
+    assert [s.kind for s in layout.spans] == [MediaKind.IMAGE, MediaKind.VIDEO]
+    assert layout.spans[0].end < layout.spans[1].offset
+
+
+def test_count_and_kind_mismatches_are_input_errors():
+    with pytest.raises(InputError, match="1 media placeholder"):
+        _expand([VIDEO, VIDEO])
+    with pytest.raises(InputError, match="is video but placeholder 1"):
+        _expand([LayoutItem(MediaKind.VIDEO, (1, 2, 2), (0.0,))], prompt=[VS, IPAD, VE])
