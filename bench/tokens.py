@@ -45,7 +45,7 @@ def main() -> int:
 
     model = load_model()
     spec, params, ids = model.spec, model.params, model.token_ids
-    frames, fps = 768, 30.0
+    fps = 30.0
     total = 27000  # a 15-minute clip
     indices = spec.sample_indices(total, fps, params)
     height, width = spec.video_size(len(indices), 720, 1280, params)

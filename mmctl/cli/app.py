@@ -63,11 +63,12 @@ def root(
 
 def _register() -> None:
     # Command modules import only typer at module level (see the docstring).
-    from mmctl.cli import build, inspect_tokens, preprocess
+    from mmctl.cli import build, inspect_tokens, preprocess, stub_worker
 
     app.command(name="preprocess")(preprocess.preprocess)
     app.command(name="inspect-tokens")(inspect_tokens.inspect_tokens)
     app.command(name="build")(build.build)
+    app.command(name="stub-worker")(stub_worker.stub_worker)
 
 
 _register()

@@ -1,0 +1,134 @@
+"""`mmctl stub-worker`: a strict VllmEngine gRPC server for GPU-less tests and CI."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from mmctl.cli._options import BundleOpt, FamilyOpt, JsonOpt, ModelDirOpt
+
+EXAMPLES = """
+Examples:
+
+  mmctl stub-worker                                # 127.0.0.1:50051, answers "red, blue"
+  mmctl stub-worker --port 0 --json                # a free port; first stdout line is JSON
+  mmctl stub-worker --device-normalize             # advertises mm_device_do_normalize: wants uint8
+  mmctl stub-worker --legacy-proto                 # a worker from before the modality field
+  mmctl stub-worker --answer echo --delay-ms 50    # describe what arrived, slowly
+
+Prints one ready line (the bound address) on stdout, then one log line per
+request on stderr. SIGINT/SIGTERM stop it cleanly (exit 0).
+"""
+
+
+class Answer(StrEnum):
+    colors = "colors"
+    echo = "echo"
+
+
+def stub_worker(
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port; 0 picks a free one.")] = 50051,
+    answer: Annotated[
+        Answer,
+        typer.Option(
+            "--answer", help="colors: dominant colour per temporal patch; echo: what arrived."
+        ),
+    ] = Answer.colors,
+    delay_ms: Annotated[int, typer.Option("--delay-ms", help="Delay per generated token.")] = 0,
+    device_normalize: Annotated[
+        bool,
+        typer.Option(
+            "--device-normalize", help="Advertise mm_device_do_normalize: accept only uint8 pixels."
+        ),
+    ] = False,
+    legacy_proto: Annotated[
+        bool,
+        typer.Option(
+            "--legacy-proto",
+            help="Behave like a worker from before the modality and capability fields.",
+        ),
+    ] = False,
+    mm_item_limits: Annotated[
+        str,
+        typer.Option("--mm-item-limits", help="Per-request item limits to advertise and enforce."),
+    ] = "image=8,video=2",
+    mm_encoder_budget: Annotated[
+        int,
+        typer.Option(
+            "--mm-encoder-budget", help="Most feature tokens per item (advertised, enforced)."
+        ),
+    ] = 65536,
+    allowed_local_media_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--allowed-local-media-path",
+            help="Accept file:// media_refs under this folder.",
+            show_default=False,
+        ),
+    ] = None,
+    model_dir: ModelDirOpt = None,
+    bundle: BundleOpt = None,
+    family: FamilyOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Serve vllm.grpc.engine.VllmEngine (plus grpc.health.v1 and reflection) without a GPU."""
+    from mmctl.cli._model import load_from_options
+    from mmctl.cli._output import Output
+    from mmctl.errors import Interrupted, UsageError
+    from mmctl.request.limits import parse_item_limits
+    from mmctl.worker import checks
+    from mmctl.worker.server import StubConfig, start
+
+    output = Output(json_mode=json_out)
+    if delay_ms < 0 or mm_encoder_budget < 0:
+        raise UsageError("--delay-ms and --mm-encoder-budget must not be negative")
+    if allowed_local_media_path is not None and not allowed_local_media_path.is_dir():
+        raise UsageError(f"--allowed-local-media-path {allowed_local_media_path} is not a folder")
+    model = load_from_options(model_dir=model_dir, bundle=bundle, family=family, params={})
+    model.tokenizer  # noqa: B018 - load now: a broken tokenizer fails at start, not per request
+    policy = checks.Policy(
+        device_normalize=device_normalize,
+        legacy_proto=legacy_proto,
+        item_limits=parse_item_limits(mm_item_limits),
+        encoder_budget=mm_encoder_budget,
+    )
+    cfg = StubConfig(
+        model=model,
+        policy=policy,
+        answer=answer.value,
+        delay_ms=delay_ms,
+        allowed_local_media_path=allowed_local_media_path,
+    )
+    running = start(cfg, host, port)
+    address = f"{host}:{running.port}"
+    doc = {
+        "event": "ready",
+        "address": address,
+        "port": running.port,
+        "model": model.source.label,
+        "family": model.spec.name,
+        "device_normalize": device_normalize,
+        "legacy_proto": legacy_proto,
+    }
+    output.result(
+        doc,
+        human=lambda console: console.print(
+            f"mmctl stub-worker listening on {address} ({model.spec.name}, {model.source.label}"
+            + (", device-normalize" if device_normalize else "")
+            + (", legacy proto" if legacy_proto else "")
+            + ")"
+        ),
+    )
+    try:
+        running.server.wait_for_termination()
+    except Interrupted as stop:
+        output.note(f"[stub] {stop.signal_name}: shutting down")
+    finally:
+        running.stop(grace=1.0)
+
+
+stub_worker.__doc__ = (stub_worker.__doc__ or "") + EXAMPLES

@@ -1,0 +1,1 @@
+"""Tensor transports: inline bytes and /dev/shm segments."""

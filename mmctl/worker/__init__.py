@@ -1,0 +1,1 @@
+"""The stub worker: a strict VllmEngine gRPC server for GPU-less tests and CI."""

@@ -1,0 +1,320 @@
+"""What the stub worker refuses, mirroring the real servicer and vLLM.
+
+A request the stub accepts is one the real worker (smg-grpc-servicer 0.14.1
+in front of vLLM 0.33) would accept; where the real one would crash deep in
+the engine, the stub refuses up front and says what would have happened.
+Every refusal is a :class:`Rejected` with one sentence naming the field and
+the values; the server turns it into ``INVALID_ARGUMENT``.
+
+Order matters and follows the servicer: tensors are decoded (and shm files
+read and unlinked) first, then the batch structure, then the prompt.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mmctl.media.probe import MediaKind
+from mmctl.models.model import Model
+from mmctl.prompt.layout import Span
+from mmctl.prompt.mrope import walk
+from mmctl.request.tensors import LEGACY_DTYPES, WIRE_DTYPES, expected_nbytes
+from mmctl.transport.shm import ShmReadError, read_handle
+
+ENGINE_FAIL = "the real worker would fail in the engine with"
+
+
+class Rejected(ValueError):
+    """One refusal; the message is what the client sees."""
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What this worker accepts (the capabilities it advertises)."""
+
+    device_normalize: bool = False
+    legacy_proto: bool = False
+    item_limits: dict[str, int] = field(default_factory=lambda: {"image": 8, "video": 2})
+    encoder_budget: int = 65536  # feature tokens one item may carry
+
+    @property
+    def dtypes(self) -> frozenset[str]:
+        return LEGACY_DTYPES if self.legacy_proto else frozenset(WIRE_DTYPES)
+
+
+@dataclass
+class ReceivedBatch:
+    """One ``MultimodalInputs`` as the worker sees it after decoding."""
+
+    index: int  # 0 = mm_inputs, 1.. = extra_mm_inputs
+    kind: MediaKind
+    tensors: dict[str, np.ndarray]  # wire keys, pixel_values renamed for video
+    dtypes: dict[str, str]
+    transports: dict[str, str]
+    placeholders: list[tuple[int, int]]
+    im_token_id: int | None
+    hashes: list[str]
+    batched_keys: list[str]
+    flat_keys: dict[str, str]
+    keep_on_cpu_keys: list[str]
+
+    @property
+    def label(self) -> str:
+        return "mm_inputs" if self.index == 0 else f"extra_mm_inputs[{self.index - 1}]"
+
+    @property
+    def pixel_key(self) -> str:
+        return "pixel_values_videos" if self.kind is MediaKind.VIDEO else "pixel_values"
+
+    def rename(self, key: str) -> str:
+        return self.pixel_key if key == "pixel_values" else key
+
+    @property
+    def grid_key(self) -> str:
+        return "video_grid_thw" if self.kind is MediaKind.VIDEO else "image_grid_thw"
+
+    def grids(self) -> list[tuple[int, int, int]]:
+        grid = self.tensors[self.grid_key].reshape(-1, 3)
+        return [tuple(int(v) for v in row) for row in grid]
+
+
+def _kind(modality: int, legacy: bool, label: str) -> MediaKind:
+    if legacy:
+        return MediaKind.IMAGE  # field 10 is unknown to such a worker: everything is an image
+    if modality in (0, 1):
+        return MediaKind.IMAGE
+    if modality == 3:
+        return MediaKind.VIDEO
+    if modality == 2:
+        raise Rejected(f"{label}.modality AUDIO is not supported on the vLLM preprocessed path")
+    raise Rejected(f"{label}.modality {modality} is not a known Modality value")
+
+
+def _payload(td, key: str, label: str) -> tuple[bytes, str]:
+    where = td.WhichOneof("payload")
+    if where == "inline":
+        return td.inline, "inline"
+    if where == "shm":
+        try:
+            return read_handle(td.shm.name, td.shm.offset, td.shm.nbytes), "shm"
+        except ShmReadError as err:
+            raise Rejected(f"{label}.{key}: {err}") from None
+    if where == "remote":
+        raise Rejected(f"{label}.{key}: TensorData.remote payload is not implemented")
+    raise Rejected(f"{label}.{key}: TensorData payload is required")
+
+
+def decode(req, policy: Policy) -> list[ReceivedBatch]:
+    """Read every batch's tensors (shm files are consumed here) with the servicer's checks."""
+    raw = [req.mm_inputs] if req.HasField("mm_inputs") else []
+    raw.extend(req.extra_mm_inputs)
+    out: list[ReceivedBatch] = []
+    errors: list[str] = []
+    for n, mm in enumerate(raw):
+        label = "mm_inputs" if n == 0 else f"extra_mm_inputs[{n - 1}]"
+        tensors, dtypes, transports = {}, {}, {}
+        named = []
+        if mm.HasField("pixel_values"):
+            named.append(("pixel_values", mm.pixel_values))
+        named.extend(sorted(mm.model_specific_tensors.items()))
+        kind_error = None
+        try:
+            kind = _kind(mm.modality, policy.legacy_proto, label)
+        except Rejected as err:
+            kind, kind_error = MediaKind.IMAGE, str(err)
+        for key, td in named:
+            # Read every payload even after a failure: a real worker consumes
+            # each shm file it reaches, and a stub must not leave them behind.
+            try:
+                payload, transport = _payload(td, key, label)
+                name = (
+                    key
+                    if kind is not MediaKind.VIDEO or key != "pixel_values"
+                    else "pixel_values_videos"
+                )
+                tensors[name] = _tensor(payload, td, key, label, policy)
+                dtypes[name], transports[name] = td.dtype, transport
+            except Rejected as err:
+                errors.append(str(err))
+        if kind_error:
+            errors.insert(0, kind_error)
+        batch = ReceivedBatch(
+            index=n,
+            kind=kind,
+            tensors=tensors,
+            dtypes=dtypes,
+            transports=transports,
+            placeholders=[(p.offset, p.length) for p in mm.mm_placeholders],
+            im_token_id=mm.im_token_id if mm.HasField("im_token_id") else None,
+            hashes=list(mm.mm_hashes),
+            batched_keys=list(mm.batched_keys),
+            flat_keys=dict(mm.flat_keys),
+            keep_on_cpu_keys=list(mm.keep_on_cpu_keys),
+        )
+        out.append(batch)
+    if errors:
+        raise Rejected(errors[0])
+    return out
+
+
+def _tensor(payload: bytes, td, key: str, label: str, policy: Policy) -> np.ndarray:
+    if td.dtype not in policy.dtypes:
+        accepted = ", ".join(sorted(policy.dtypes))
+        raise Rejected(
+            f"{label}.{key}: unsupported proto tensor dtype {td.dtype!r} (accepted: {accepted})"
+        )
+    want = expected_nbytes(td.shape, td.dtype)
+    if len(payload) != want:
+        raise Rejected(
+            f"{label}.{key}: TensorData byte length mismatch for dtype={td.dtype!r}, "
+            f"shape={list(td.shape)}: expected {want}, got {len(payload)}"
+        )
+    return np.frombuffer(payload, dtype=WIRE_DTYPES[td.dtype]).reshape([int(d) for d in td.shape])
+
+
+def validate(req, batches: list[ReceivedBatch], model: Model, policy: Policy) -> None:
+    """Everything after decoding; raises :class:`Rejected` on the first problem."""
+    ids = np.asarray(req.tokenized.input_ids, dtype=np.int64)
+    seen: dict[str, str] = {}
+    for batch in batches:
+        for key in batch.tensors:
+            if key in seen:
+                raise Rejected(
+                    f"multimodal batches carry the same tensor keys ['{key}'] ({seen[key]} and "
+                    f"{batch.label}); one batch per modality is expected"
+                )
+            seen[key] = batch.label
+        _check_batch(batch, model, policy)
+    kinds = Counter(b.kind.value for b in batches for _ in b.placeholders)
+    for kind, count in kinds.items():
+        limit = policy.item_limits.get(kind)
+        if limit is not None and count > limit:
+            raise Rejected(
+                f"{count} {kind} items in one request; this worker's mm_item_limits allow {limit}"
+            )
+    spans: list[Span] = []
+    grids: list[tuple[int, int, int]] = []
+    merge = model.params.merge_size
+    for batch in batches:
+        for (offset, length), grid in zip(batch.placeholders, batch.grids(), strict=True):
+            if offset + length > len(ids):
+                raise Rejected(
+                    f"{batch.label}.mm_placeholders [{offset}, {offset + length}) lies outside the "
+                    f"prompt of {len(ids)} tokens"
+                )
+            tokens = int(np.prod(grid)) // (merge * merge)
+            if tokens > policy.encoder_budget:
+                raise Rejected(
+                    f"{batch.label}: an item of grid {list(grid)} carries {tokens} feature tokens, "
+                    f"more than this worker's mm_encoder_budget {policy.encoder_budget}"
+                )
+            spans.append(Span(len(spans), batch.kind, offset, length))
+            grids.append(grid)
+    order = sorted(range(len(spans)), key=lambda i: spans[i].offset)
+    for a, b in itertools.pairwise(order):
+        if spans[a].end > spans[b].offset:
+            raise Rejected(f"placeholder spans overlap at token {spans[b].offset}")
+    # Which pad token counts is im_token_id per batch; the walk uses the model's ids,
+    # so check im_token_id against them first.
+    result = walk(
+        ids,
+        [Span(i, s.kind, s.offset, s.length) for i, s in enumerate(spans)],
+        grids,
+        model.token_ids,
+        merge,
+        per_frame_markers=model.spec.per_frame_markers,
+    )
+    if not result.ok:
+        fail = ""
+        if "not in list" in result.reason:
+            fail = f"; {ENGINE_FAIL} ValueError"
+        raise Rejected(f"mrope/placeholder check: {result.reason}{fail}")
+
+
+def _check_batch(batch: ReceivedBatch, model: Model, policy: Policy) -> None:
+    label = batch.label
+    p = model.params
+    if batch.pixel_key not in batch.tensors:
+        raise Rejected(f"{label} carries no pixel_values; each modality batch needs its own")
+    pixels = batch.tensors[batch.pixel_key]
+    dtype = batch.dtypes[batch.pixel_key]
+    if policy.device_normalize and dtype != "uint8":
+        raise Rejected(
+            f"{label}.pixel_values is {dtype}, but this worker normalizes on the device "
+            "(mm_device_do_normalize): it expects raw uint8 pixels; normalized floats would "
+            "be normalized twice"
+        )
+    if not policy.device_normalize and dtype == "uint8":
+        raise Rejected(
+            f"{label}.pixel_values is uint8, but this worker does not normalize on the device: "
+            "raw 0-255 values would reach the vision encoder as if normalized"
+        )
+    if batch.im_token_id is None:
+        raise Rejected(f"{label}.im_token_id is unset; the worker cannot tell embedding positions")
+    want_pad = (
+        model.token_ids.video_token_id
+        if batch.kind is MediaKind.VIDEO
+        else model.token_ids.image_token_id
+    )
+    if batch.im_token_id != want_pad:
+        raise Rejected(
+            f"{label}.im_token_id is {batch.im_token_id}, the served model's "
+            f"{batch.kind.value} pad token is {want_pad}"
+        )
+    if batch.grid_key not in batch.tensors:
+        raise Rejected(f"{label} ({batch.kind.value}) carries no {batch.grid_key} tensor")
+    grid = batch.tensors[batch.grid_key]
+    items = len(batch.placeholders)
+    if grid.ndim != 2 or grid.shape[1] != 3 or grid.shape[0] != items:
+        raise Rejected(
+            f"{label}.{batch.grid_key} has shape {list(grid.shape)}; {items} placeholder(s) need [{items}, 3]"
+        )
+    want_dim = 3 * p.temporal_patch_size * p.patch_size * p.patch_size
+    if pixels.ndim != 2 or pixels.shape[1] != want_dim:
+        raise Rejected(
+            f"{label}.pixel_values has shape {list(pixels.shape)}; patches of this model have "
+            f"3*{p.temporal_patch_size}*{p.patch_size}*{p.patch_size} = {want_dim} features"
+        )
+    rows = sum(int(np.prod(g)) for g in batch.grids())
+    if pixels.shape[0] != rows:
+        raise Rejected(
+            f"{label}.pixel_values has {pixels.shape[0]} rows, {batch.grid_key} "
+            f"{[list(g) for g in batch.grids()]} needs sum(t*h*w) = {rows}; {ENGINE_FAIL} a shape mismatch"
+        )
+    if batch.hashes and len(batch.hashes) != items:
+        raise Rejected(f"{label}: {len(batch.hashes)} mm_hashes for {items} placeholders")
+    for key in batch.batched_keys:
+        name = batch.rename(key)
+        if name not in batch.tensors:
+            raise Rejected(
+                f"{label}.batched_keys names {key!r}, which is not a tensor of the batch"
+            )
+        if batch.tensors[name].shape[0] != items:
+            raise Rejected(
+                f"{label}.batched_keys {key!r} has {batch.tensors[name].shape[0]} rows for {items} items"
+            )
+    for key, sizes_key in batch.flat_keys.items():
+        name, sizes_name = batch.rename(key), batch.rename(sizes_key)
+        for k, n in ((key, name), (sizes_key, sizes_name)):
+            if n not in batch.tensors:
+                raise Rejected(f"{label}.flat_keys names {k!r}, which is not a tensor of the batch")
+        sizes = batch.tensors[sizes_name].reshape(-1).astype(np.int64)
+        rows = batch.tensors[name].shape[0]
+        if int(sizes.sum()) != rows:
+            raise Rejected(
+                f"{label}.flat_keys {key!r}: sizes {sizes.tolist()} from {sizes_key!r} sum to "
+                f"{int(sizes.sum())}, the tensor has {rows} rows"
+            )
+    for key in batch.keep_on_cpu_keys:
+        if batch.rename(key) not in batch.tensors:
+            raise Rejected(
+                f"{label}.keep_on_cpu_keys names {key!r}, which is not a tensor of the batch"
+            )
+    for grid_row in batch.grids():
+        _, h, w = grid_row
+        if min(grid_row) < 1 or h % p.merge_size or w % p.merge_size:
+            raise Rejected(f"{label}.{batch.grid_key} row {list(grid_row)} is not a valid grid")

@@ -1,0 +1,111 @@
+"""Worker-side processing: ``media_refs`` requests run through mmctl's own pipeline.
+
+The request's ``tokenized`` input holds one *unexpanded* placeholder triple
+per item; each ``MediaRef`` names the media by a ``data:`` URL or, when the
+worker was started with ``--allowed-local-media-path DIR``, a ``file://``
+URL under that folder. The stub preprocesses them as a real worker's
+processor would and builds the same batches a client would have sent.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+import tempfile
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from mmctl.errors import MmctlError
+from mmctl.media.probe import MediaKind
+from mmctl.models.model import Model
+from mmctl.preprocess.pipeline import preprocess
+from mmctl.preprocess.pixels import PixelFormat
+from mmctl.prompt.layout import LayoutItem, expand
+from mmctl.request.build import MediaItem, make_batches
+from mmctl.request.hashing import item_hash
+from mmctl.worker.checks import Rejected
+
+SUFFIX = {
+    "video/mp4": ".mp4",
+    "video/webm": ".webm",
+    "video/x-matroska": ".mkv",
+    "video/quicktime": ".mov",
+    "image/gif": ".gif",
+    "image/png": ".png",
+    "image/jpeg": ".jpg",
+    "image/webp": ".webp",
+}
+MAX_DATA_URL_BYTES = 512 * 2**20
+
+
+def schemes(allowed_dir: Path | None) -> list[str]:
+    return ["data", "file"] if allowed_dir else ["data"]
+
+
+def resolve(url: str, kind: MediaKind, workdir: Path, allowed_dir: Path | None, n: int) -> Path:
+    parsed = urlparse(url)
+    if parsed.scheme == "data":
+        header, sep, body = url[5:].partition(",")
+        if not sep or ";base64" not in header:
+            raise Rejected(f"media_refs[{n}]: only base64 data: URLs are supported")
+        mime = header.split(";")[0].lower()
+        if len(body) > MAX_DATA_URL_BYTES * 4 // 3:
+            raise Rejected(f"media_refs[{n}]: data: URL larger than {MAX_DATA_URL_BYTES} bytes")
+        try:
+            data = base64.b64decode(body, validate=True)
+        except (binascii.Error, ValueError):
+            raise Rejected(f"media_refs[{n}]: data: URL is not valid base64") from None
+        suffix = SUFFIX.get(mime, ".mp4" if kind is MediaKind.VIDEO else ".png")
+        path = workdir / f"item{n}{suffix}"
+        path.write_bytes(data)
+        return path
+    if parsed.scheme == "file":
+        if allowed_dir is None:
+            raise Rejected(
+                f"media_refs[{n}]: file:// URLs need the worker started with --allowed-local-media-path"
+            )
+        path = Path(unquote(parsed.path))
+        real = Path(os.path.realpath(path))
+        root = Path(os.path.realpath(allowed_dir))
+        if root not in real.parents:
+            raise Rejected(f"media_refs[{n}]: {path} is outside the allowed folder {allowed_dir}")
+        return real
+    raise Rejected(
+        f"media_refs[{n}]: URL scheme {parsed.scheme or '(none)'!r} is not accepted here"
+    )
+
+
+def process(req, model: Model, device_normalize: bool, allowed_dir: Path | None):
+    """(expanded input ids, batches) for a media_refs request."""
+    from mmctl.wire import proto
+
+    common = proto.common()
+    fmt = PixelFormat.UINT8 if device_normalize else PixelFormat.FLOAT32
+    items: list[MediaItem] = []
+    with tempfile.TemporaryDirectory(prefix="mmctl-stub-") as tmp:
+        for n, ref in enumerate(req.media_refs.items):
+            if ref.modality == common.VIDEO:
+                kind = MediaKind.VIDEO
+            elif ref.modality in (common.IMAGE, common.MODALITY_UNSPECIFIED):
+                kind = MediaKind.IMAGE
+            else:
+                raise Rejected(f"media_refs[{n}].modality {ref.modality} is not supported")
+            path = resolve(ref.url, kind, Path(tmp), allowed_dir, n)
+            try:
+                pre = preprocess(path, model.spec, model.params, fmt, kind=kind)
+            except MmctlError as err:
+                raise Rejected(f"media_refs[{n}]: {err.message}") from None
+            items.append(MediaItem(ref.url[:64], pre, item_hash(pre, path)))
+    try:
+        layout = expand(
+            list(req.tokenized.input_ids),
+            [LayoutItem(it.kind, it.pre.grid_thw, it.pre.patch_times) for it in items],
+            spec=model.spec,
+            token_ids=model.token_ids,
+            tokenizer=model.tokenizer,
+            merge_size=model.merge_size,
+        )
+    except MmctlError as err:
+        raise Rejected(f"media_refs: {err.message}") from None
+    return layout, make_batches(items, layout, model.spec, model.token_ids)

@@ -1,0 +1,350 @@
+"""The stub worker with hand-built requests: answers, transports, streaming, Abort,
+the malformed-request table, capabilities, reflection, bundle."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import os
+import threading
+import time
+import zipfile
+
+import grpc
+import numpy as np
+import pytest
+
+from mmctl.preprocess.pixels import PixelFormat
+from mmctl.request import tensors
+from mmctl.transport.shm import ShmArena, shm_dir
+from mmctl.wire import proto
+
+from .conftest import shm_placer
+
+VS = 151652
+VPAD = 151656
+
+
+def _text(stub, tokens) -> str:
+    from mmctl.models.model import load_model
+
+    return load_model().tokenizer.decode(tokens, skip_special_tokens=True)
+
+
+def test_red_blue_inline_streaming(stub, video_request, builtin_model):
+    req, _ = video_request()
+    tokens, done = stub.generate(req)
+    assert builtin_model.tokenizer.decode(tokens, skip_special_tokens=True) == "red, blue"
+    assert done.finish_reason == "stop" and done.matched_token_id == 151645
+    assert done.prompt_tokens == len(req.tokenized.input_ids)
+
+
+def test_red_blue_non_streaming_bf16(stub, video_request, builtin_model):
+    req, _ = video_request(PixelFormat.BFLOAT16)
+    req.stream = False
+    tokens, done = stub.generate(req)
+    assert builtin_model.tokenizer.decode(tokens, skip_special_tokens=True) == "red, blue"
+    assert list(done.output_ids) == tokens and done.completion_tokens == len(tokens)
+
+
+def test_red_blue_over_shm_and_files_are_consumed(stub, video_request, builtin_model, no_leaks):
+    req, composed = video_request()
+    with ShmArena() as arena:
+        req = composed.plan.to_proto(shm_placer(arena, min_bytes=64 * 1024))
+        assert req.mm_inputs.pixel_values.WhichOneof("payload") == "shm"
+        assert (
+            req.mm_inputs.model_specific_tensors["video_grid_thw"].WhichOneof("payload") == "inline"
+        )
+        tokens, _ = stub.generate(req)
+        assert arena.pending() == []  # the worker unlinked what it read
+    assert builtin_model.tokenizer.decode(tokens, skip_special_tokens=True) == "red, blue"
+    assert "via shm" in stub.log.getvalue()
+
+
+def test_max_tokens_cuts_with_length(stub, video_request):
+    req, _ = video_request()
+    req.sampling_params.max_tokens = 1
+    tokens, done = stub.generate(req)
+    assert len(tokens) == 1 and done.finish_reason == "length"
+
+
+def test_stop_string(stub, video_request, builtin_model):
+    req, _ = video_request()
+    req.sampling_params.stop.append(",")
+    tokens, done = stub.generate(req)
+    assert builtin_model.tokenizer.decode(tokens, skip_special_tokens=True) == "red"
+    assert done.finish_reason == "stop" and done.matched_stop_str == ","
+
+
+def test_abort_cancels_an_in_flight_stream(make_stub, video_request):
+    slow = make_stub(delay_ms=300)
+    req, _ = video_request()
+    req.request_id = "to-abort"
+    result = {}
+
+    def run():
+        result["out"] = slow.generate(req)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    deadline = time.time() + 5
+    while time.time() < deadline and "to-abort" not in str(slow.running.servicer.requests._events):
+        time.sleep(0.02)
+    slow.engine.Abort(proto.engine().AbortRequest(request_ids=["to-abort"]))
+    thread.join(10)
+    tokens, done = result["out"]
+    assert done.finish_reason == "abort" and len(tokens) < 4
+
+
+def test_echo_describes_what_arrived(make_stub, video_request, builtin_model):
+    echo = make_stub(answer="echo")
+    req, _ = video_request()
+    tokens, _ = echo.generate(req)
+    text = builtin_model.tokenizer.decode(tokens, skip_special_tokens=True)
+    assert "VIDEO" in text and "pixel_values_videos [192, 1536] float32 via inline" in text
+
+
+def test_device_normalize_takes_uint8_and_refuses_floats(make_stub, video_request, builtin_model):
+    dn = make_stub(device_normalize=True)
+    req, _ = video_request(PixelFormat.UINT8)
+    tokens, _ = dn.generate(req)
+    assert builtin_model.tokenizer.decode(tokens, skip_special_tokens=True) == "red, blue"
+    info = dn.engine.GetServerInfo(proto.engine().GetServerInfoRequest())
+    assert info.mm_device_do_normalize
+    req, _ = video_request(PixelFormat.FLOAT32)
+    with pytest.raises(grpc.RpcError) as err:
+        dn.generate(req)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "normalized twice" in err.value.details()
+
+
+def test_media_refs_processed_by_the_worker(stub, red_blue, builtin_model):
+    engine, common = proto.engine(), proto.common()
+    text = (
+        "<|im_start|>user\n<|vision_start|><|video_pad|><|vision_end|>Which colours?"
+        "<|im_end|>\n<|im_start|>assistant\n"
+    )
+    url = "data:video/mp4;base64," + base64.b64encode(red_blue.read_bytes()).decode()
+    req = engine.GenerateRequest(
+        request_id="refs",
+        tokenized=engine.TokenizedInput(
+            original_text=text, input_ids=builtin_model.tokenizer.encode(text)
+        ),
+        media_refs=engine.MediaRefs(items=[engine.MediaRef(modality=common.VIDEO, url=url)]),
+        stream=True,
+    )
+    tokens, _ = stub.generate(req)
+    assert builtin_model.tokenizer.decode(tokens, skip_special_tokens=True) == "red, blue"
+
+
+# ---- the malformed-request table ----------------------------------------------
+
+
+def _shm_file(name: str, data: bytes) -> str:
+    (shm_dir() / name).write_bytes(data)
+    return name
+
+
+def _with_shm_pixels(req, name: str, nbytes: int | None = None) -> None:
+    td = req.mm_inputs.pixel_values
+    nbytes = nbytes if nbytes is not None else len(td.inline)
+    td.shm.name, td.shm.offset, td.shm.nbytes = name, 0, nbytes
+
+
+def _mutate_ids(req, fn) -> None:
+    ids = list(req.tokenized.input_ids)
+    fn(ids)
+    del req.tokenized.input_ids[:]
+    req.tokenized.input_ids.extend(ids)
+
+
+def _drop_frame2_start(req):
+    def fn(ids):
+        starts = [i for i, t in enumerate(ids) if t == VS]
+        ids[starts[2]] = 27  # outer, frame 1, frame 2
+
+    _mutate_ids(req, fn)
+
+
+def _extra_pad(req):
+    def fn(ids):
+        ids.insert(ids.index(VPAD), VPAD)
+
+    _mutate_ids(req, fn)
+    req.mm_inputs.mm_placeholders[0].length += 1
+
+
+def _rows_off(req):
+    td = req.mm_inputs.pixel_values
+    td.inline = td.inline[: -1536 * 4]
+    td.shape[0] -= 1
+
+
+def _float64(req):
+    td = req.mm_inputs.pixel_values
+    td.dtype = "float64"
+    td.shape[1] //= 2
+
+
+def _uint8_to_float_worker(req):
+    td = req.mm_inputs.pixel_values
+    arr = tensors.from_bytes(td.inline, td.shape, "float32")
+    td.inline = np.clip((arr * 127.5 + 127.5).round(), 0, 255).astype(np.uint8).tobytes()
+    td.dtype = "uint8"
+
+
+def _flat_missing(req):
+    req.mm_inputs.flat_keys["pixel_values"] = "patches_per_clip"
+
+
+def _modality(value):
+    def fn(req):
+        req.mm_inputs.modality = value
+
+    return fn
+
+
+MALFORMED = [
+    ("shm-dotdot", lambda req, tmp: _with_shm_pixels(req, "../x"), "Invalid TensorData.shm name"),
+    (
+        "shm-absolute",
+        lambda req, tmp: _with_shm_pixels(req, "/etc/passwd"),
+        "Invalid TensorData.shm name",
+    ),
+    ("shm-symlink", "symlink", "is a symlink"),
+    ("shm-fifo", "fifo", "not a regular file"),
+    ("shm-short", "short", "byte length mismatch"),
+    ("dtype-float64", lambda req, tmp: _float64(req), "unsupported proto tensor dtype 'float64'"),
+    (
+        "uint8-to-float-worker",
+        lambda req, tmp: _uint8_to_float_worker(req),
+        "does not normalize on the device",
+    ),
+    ("rows", lambda req, tmp: _rows_off(req), "needs sum(t*h*w) = 192"),
+    ("pad-count", lambda req, tmp: _extra_pad(req), "holds 49 video pad tokens"),
+    ("frame2-start", lambda req, tmp: _drop_frame2_start(req), "frame 2/4"),
+    ("flat-key", lambda req, tmp: _flat_missing(req), "flat_keys names 'patches_per_clip'"),
+    ("audio", lambda req, tmp: _modality(2)(req), "AUDIO is not supported"),
+    ("modality-7", lambda req, tmp: _modality(7)(req), "7 is not a known Modality"),
+]
+
+
+@pytest.mark.parametrize("name,mutate,message", MALFORMED, ids=[m[0] for m in MALFORMED])
+def test_malformed_requests_are_invalid_argument(
+    stub, video_request, name, mutate, message, tmp_path, no_leaks
+):
+    req, _ = video_request()
+    made = []
+    if mutate == "symlink":
+        target = tmp_path / "target"
+        target.write_bytes(req.mm_inputs.pixel_values.inline)
+        link = shm_dir() / f"mmctl-test-{os.getpid()}-link"
+        link.symlink_to(target)
+        made.append(link)
+        _with_shm_pixels(req, link.name)
+    elif mutate == "fifo":
+        fifo = shm_dir() / f"mmctl-test-{os.getpid()}-fifo"
+        os.mkfifo(fifo)
+        made.append(fifo)
+        _with_shm_pixels(req, fifo.name)
+    elif mutate == "short":
+        data = req.mm_inputs.pixel_values.inline
+        name_ = _shm_file(f"mmctl-test-{os.getpid()}-short", data[:100])
+        _with_shm_pixels(req, name_, nbytes=len(data))
+        made.append(shm_dir() / name_)
+    else:
+        mutate(req, tmp_path)
+    try:
+        with pytest.raises(grpc.RpcError) as err:
+            stub.generate(req)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, err.value.details()
+        assert message in err.value.details()
+        if mutate == "short":
+            assert not made[0].exists()  # read (short) and unlinked, like the real worker
+        if mutate in ("symlink", "fifo"):
+            assert made[0].exists() or made[0].is_symlink()  # refused without unlinking
+    finally:
+        for path in made:
+            if path.exists() or path.is_symlink():
+                path.unlink()
+    ok = stub.engine.HealthCheck(proto.engine().HealthCheckRequest())
+    assert ok.healthy  # still serving after the refusal
+
+
+def test_item_limit_and_encoder_budget(make_stub, video_request):
+    tight = make_stub(item_limits={"video": 1}, encoder_budget=40)
+    req, _ = video_request()
+    with pytest.raises(grpc.RpcError) as err:
+        tight.generate(req)
+    assert "mm_encoder_budget 40" in err.value.details()
+
+
+# ---- legacy, capabilities, reflection, bundle -------------------------------------
+
+
+def test_legacy_worker_looks_old(make_stub, video_request):
+    old = make_stub(legacy_proto=True)
+    info = old.engine.GetServerInfo(proto.engine().GetServerInfoRequest())
+    assert info.shm_namespace_id and not info.model_dtype and not info.mm_item_limits
+    assert not info.mm_device_do_normalize and info.mm_encoder_budget == 0
+    req, _ = video_request(PixelFormat.BFLOAT16)
+    with pytest.raises(grpc.RpcError) as err:
+        old.generate(req)
+    assert "unsupported proto tensor dtype 'bfloat16'" in err.value.details()
+
+
+def _reflection(address: str, request):
+    from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+    with grpc.insecure_channel(address) as ch:
+        stub = reflection_pb2_grpc.ServerReflectionStub(ch)
+        (resp,) = list(
+            stub.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(**request)]))
+        )
+    return resp
+
+
+def _multimodal_fields(address: str) -> set[str]:
+    from google.protobuf import descriptor_pb2
+
+    resp = _reflection(address, {"file_containing_symbol": "vllm.grpc.engine.MultimodalInputs"})
+    for raw in resp.file_descriptor_response.file_descriptor_proto:
+        fdp = descriptor_pb2.FileDescriptorProto.FromString(raw)
+        for message in fdp.message_type:
+            if message.name == "MultimodalInputs":
+                return {f.name for f in message.field}
+    raise AssertionError("MultimodalInputs not served")
+
+
+def test_reflection_lists_services_like_grpcurl(stub, make_stub):
+    resp = _reflection(stub.running.address, {"list_services": ""})
+    names = {s.name for s in resp.list_services_response.service}
+    assert {"vllm.grpc.engine.VllmEngine", "grpc.health.v1.Health"} <= names
+    assert "modality" in _multimodal_fields(stub.running.address)
+    old = make_stub(legacy_proto=True)
+    assert "modality" not in _multimodal_fields(old.running.address)
+
+
+def test_standard_health_service(stub):
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    health = health_pb2_grpc.HealthStub(stub.channel)
+    resp = health.Check(health_pb2.HealthCheckRequest(service="vllm.grpc.engine.VllmEngine"))
+    assert resp.status == health_pb2.HealthCheckResponse.SERVING
+
+
+def test_get_tokenizer_streams_the_bundle_in_64k_chunks(stub):
+    chunks = list(stub.engine.GetTokenizer(proto.common().GetTokenizerRequest()))
+    assert all(len(c.data) == 64 * 1024 for c in chunks[:-1])
+    assert all(not c.sha256 for c in chunks[:-1])
+    data = b"".join(c.data for c in chunks)
+    assert chunks[-1].sha256 == hashlib.sha256(data).hexdigest()
+    names = set(zipfile.ZipFile(io.BytesIO(data)).namelist())
+    assert {"tokenizer.json", "config.json", "preprocessor_config.json"} <= names
+
+
+def test_model_info(stub):
+    info = stub.engine.GetModelInfo(proto.engine().GetModelInfoRequest())
+    assert info.supports_vision and info.model_type == "qwen3_vl"
+    assert list(info.eos_token_ids) == [151645, 151643]
