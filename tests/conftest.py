@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import io
 import json
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import pytest
 
 from mmctl.cli.app import main
 from mmctl.media import synth
+from mmctl.transport.shm import shm_dir
+from mmctl.wire import proto
 
 
 class CliResult:
@@ -52,3 +58,75 @@ def builtin_model():
     from mmctl.models.model import load_model
 
     return load_model()
+
+
+# ---- stub workers on 127.0.0.1, free ports ----
+
+
+class Stub:
+    def __init__(self, running, log: io.StringIO) -> None:
+        from mmctl.worker.server import UNLIMITED
+
+        self.running, self.log = running, log
+        self.channel = grpc.insecure_channel(running.address, options=UNLIMITED)
+        self.engine = proto.engine_grpc().VllmEngineStub(self.channel)
+
+    def generate(self, req, timeout: float = 30) -> tuple[list[int], object]:
+        """(all output token ids, the Complete message)."""
+        tokens: list[int] = []
+        complete = None
+        for resp in self.engine.Generate(req, timeout=timeout):
+            if resp.HasField("chunk"):
+                tokens.extend(resp.chunk.token_ids)
+            else:
+                complete = resp.complete
+                if not req.stream:
+                    tokens.extend(complete.output_ids)
+        return tokens, complete
+
+    def close(self) -> None:
+        self.channel.close()
+        self.running.stop(grace=0.5)
+
+
+def _stub(model, **policy_and_cfg) -> Stub:
+    from mmctl.worker import checks
+    from mmctl.worker.server import StubConfig, start
+
+    cfg_keys = {"answer", "delay_ms", "allowed_local_media_path"}
+    cfg_kw = {k: v for k, v in policy_and_cfg.items() if k in cfg_keys}
+    policy = checks.Policy(**{k: v for k, v in policy_and_cfg.items() if k not in cfg_keys})
+    log = io.StringIO()
+    running = start(StubConfig(model=model, policy=policy, log=log, **cfg_kw), port=0)
+    return Stub(running, log)
+
+
+@pytest.fixture(scope="module")
+def stub(builtin_model) -> Iterator[Stub]:
+    s = _stub(builtin_model)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def make_stub(builtin_model):
+    made: list[Stub] = []
+
+    def make(**kw) -> Stub:
+        s = _stub(builtin_model, **kw)
+        made.append(s)
+        return s
+
+    yield make
+    for s in made:
+        s.close()
+
+
+@pytest.fixture
+def no_leaks():
+    """Fails the test if it leaves mmctl files of this process in /dev/shm."""
+    prefix = f"mmctl-{os.getpid()}-"
+    before = {p.name for p in shm_dir().iterdir() if p.name.startswith(prefix)}
+    yield
+    after = {p.name for p in shm_dir().iterdir() if p.name.startswith(prefix)}
+    assert after <= before, f"leaked in /dev/shm: {sorted(after - before)}"

@@ -100,3 +100,29 @@ LimitOpt = Annotated[
         show_default=False,
     ),
 ]
+TargetOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--target",
+        "-t",
+        help="Worker host:port (default: $MMCTL_TARGET, else localhost:50051).",
+        show_default=False,
+    ),
+]
+TlsOpt = Annotated[
+    bool, typer.Option("--tls", help="Connect with TLS (system roots unless --ca-cert).")
+]
+CaCertOpt = Annotated[
+    Path | None,
+    typer.Option("--ca-cert", help="PEM root certificate(s) for --tls.", show_default=False),
+]
+HeaderOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--header", "-H", help="Metadata header key:value (repeatable).", show_default=False
+    ),
+]
+TimeoutOpt = Annotated[
+    float | None,
+    typer.Option("--timeout", help="Deadline in seconds for the whole call.", show_default=False),
+]

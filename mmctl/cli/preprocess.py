@@ -70,6 +70,7 @@ def preprocess(
     """Preprocess a video or image exactly as the model's processor would."""
     from mmctl.cli._model import overrides
     from mmctl.cli._output import Output
+    from mmctl.cli._progress import FrameProgress
     from mmctl.models.base import params_from_configs
     from mmctl.models.files import load_model_files
     from mmctl.models.registry import resolve
@@ -91,7 +92,7 @@ def preprocess(
             max_pixels=max_pixels,
         )
     )
-    with _progress(output, enabled=not json_out) as on_frame:
+    with FrameProgress(output, enabled=not json_out) as on_frame:
         pre = run(
             media,
             spec,
@@ -109,38 +110,6 @@ def preprocess(
 
 
 preprocess.__doc__ = (preprocess.__doc__ or "") + EXAMPLES
-
-
-class _progress:
-    """A progress bar on stderr for videos, only when stderr is a terminal."""
-
-    def __init__(self, output, enabled: bool) -> None:
-        self.output, self.enabled, self.bar = output, enabled, None
-
-    def __enter__(self):
-        if not (self.enabled and self.output.err_console.is_terminal):
-            return None
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
-        self.bar = Progress(
-            "[progress.description]{task.description}",
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=self.output.err_console,
-            transient=True,
-        )
-        self.bar.start()
-        task = self.bar.add_task("frames", total=None)
-
-        def on_frame(done: int, total: int) -> None:
-            self.bar.update(task, completed=done, total=total)
-
-        return on_frame
-
-    def __exit__(self, *exc) -> None:
-        if self.bar is not None:
-            self.bar.stop()
 
 
 def _render(console, doc: dict) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,15 @@ from mmctl.preprocess.pixels import PixelFormat, grid_for, patchify_into
 from mmctl.preprocess.resize import resize_rgb
 
 MAX_PENDING_FRAMES = 8
+
+#: ``allocate(shape, dtype) -> ndarray``: where the pixel tensor is written
+#: (default ``np.empty``; ``mmctl send`` passes a shared-memory mapping so the
+#: patchified pixels land in the file the worker reads, with no extra copy).
+Allocator = Callable[[tuple[int, ...], np.dtype], np.ndarray]
+
+
+def _empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    return np.empty(shape, dtype=dtype)
 
 
 @dataclass(frozen=True)
@@ -76,6 +86,7 @@ def preprocess(
     kind: MediaKind | None = None,
     keep_frames: bool = False,
     on_frame=None,
+    allocate: Allocator = _empty,
 ) -> Preprocessed:
     """Preprocess an image or a video file (kind from the file unless given).
 
@@ -85,9 +96,17 @@ def preprocess(
     check_readable(path)
     kind = kind or media_kind(path)
     if kind is MediaKind.IMAGE:
-        return preprocess_image(path, spec, params, pixel_format, keep_frames=keep_frames)
+        return preprocess_image(
+            path, spec, params, pixel_format, keep_frames=keep_frames, allocate=allocate
+        )
     return preprocess_video(
-        path, spec, params, pixel_format, keep_frames=keep_frames, on_frame=on_frame
+        path,
+        spec,
+        params,
+        pixel_format,
+        keep_frames=keep_frames,
+        on_frame=on_frame,
+        allocate=allocate,
     )
 
 
@@ -98,6 +117,7 @@ def preprocess_image(
     pixel_format: PixelFormat = PixelFormat.FLOAT32,
     *,
     keep_frames: bool = False,
+    allocate: Allocator = _empty,
 ) -> Preprocessed:
     start = time.perf_counter()
     info, rgb = load_image(path)
@@ -105,7 +125,7 @@ def preprocess_image(
     height, width = spec.image_size(info.height, info.width, params)
     resized = resize_rgb(rgb, height, width)
     grid = (1, height // params.patch_size, width // params.patch_size)
-    out = np.empty((grid[1] * grid[2], params.patch_dim), dtype=pixel_format.numpy_dtype)
+    out = allocate((grid[1] * grid[2], params.patch_dim), pixel_format.numpy_dtype)
     frames = np.broadcast_to(resized, (params.temporal_patch_size, *resized.shape))
     patchify_into(out, frames, params, pixel_format)
     end = time.perf_counter()
@@ -131,7 +151,13 @@ class _VideoAssembler:
     """The worker-thread side: resize each frame, patchify complete temporal patches."""
 
     def __init__(
-        self, spec: ModelSpec, params: VisionParams, fmt: PixelFormat, keep: bool, on_frame
+        self,
+        spec: ModelSpec,
+        params: VisionParams,
+        fmt: PixelFormat,
+        keep: bool,
+        on_frame,
+        allocate: Allocator = _empty,
     ):
         self.spec, self.params, self.fmt, self.keep, self.on_frame = (
             spec,
@@ -140,6 +166,7 @@ class _VideoAssembler:
             keep,
             on_frame,
         )
+        self.allocate = allocate
         self.busy_s = 0.0
         self.count = 0
         self.out: np.ndarray | None = None
@@ -151,7 +178,7 @@ class _VideoAssembler:
         self.size = self.spec.video_size(count, height, width, p)
         self.grid = grid_for(count, *self.size, p)
         rows_per_t = self.grid[1] * self.grid[2]
-        self.out = np.empty((self.grid[0] * rows_per_t, p.patch_dim), dtype=self.fmt.numpy_dtype)
+        self.out = self.allocate((self.grid[0] * rows_per_t, p.patch_dim), self.fmt.numpy_dtype)
         self.rows_per_t = rows_per_t
         self.pair = np.empty((p.temporal_patch_size, *self.size, 3), dtype=np.uint8)
         self.scratch = (
@@ -190,9 +217,10 @@ def preprocess_video(
     *,
     keep_frames: bool = False,
     on_frame=None,
+    allocate: Allocator = _empty,
 ) -> Preprocessed:
     start = time.perf_counter()
-    assembler = _VideoAssembler(spec, params, pixel_format, keep_frames, on_frame)
+    assembler = _VideoAssembler(spec, params, pixel_format, keep_frames, on_frame, allocate)
     pending = threading.BoundedSemaphore(MAX_PENDING_FRAMES)
     futures: list[Future] = []
     sampled: dict[str, int] = {}

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from mmctl.media.probe import MediaKind, check_readable, media_kind
 from mmctl.models.model import Model
-from mmctl.preprocess.pipeline import Preprocessed, preprocess
+from mmctl.preprocess.pipeline import Allocator, Preprocessed, preprocess
 from mmctl.preprocess.pixels import PixelFormat
 from mmctl.prompt.chat import Rendered, render
 from mmctl.prompt.layout import Layout, LayoutItem, LayoutKind, expand
@@ -80,6 +80,7 @@ def compose(
     request_id: str | None = None,
     item_limits: dict[str, int] | None = None,
     on_frame: Callable[[int, int], None] | None = None,
+    allocate: Allocator | None = None,
 ) -> Composed:
     timings: dict[str, float] = {"decode_s": 0.0, "preprocess_s": 0.0}
     kinds = []
@@ -90,8 +91,9 @@ def compose(
         check_item_limits([k.value for k in kinds], item_limits, "the limit")
     items: list[MediaItem] = []
     for path, kind in zip(media, kinds, strict=True):
+        extra = {"allocate": allocate} if allocate is not None else {}
         pre: Preprocessed = preprocess(
-            path, model.spec, model.params, pixel_format, kind=kind, on_frame=on_frame
+            path, model.spec, model.params, pixel_format, kind=kind, on_frame=on_frame, **extra
         )
         timings["decode_s"] += pre.timings.decode_s
         timings["preprocess_s"] += pre.timings.preprocess_s

@@ -63,6 +63,12 @@ class _Requests:
         with self._lock:
             self._events.pop(request_id, None)
 
+    def abort_all(self) -> None:
+        with self._lock:
+            events = list(self._events.values())
+        for event in events:
+            event.set()
+
     def abort(self, ids) -> int:
         with self._lock:
             found = [self._events[i] for i in ids if i in self._events]
@@ -331,6 +337,8 @@ class Running:
         return f"127.0.0.1:{self.port}"
 
     def stop(self, grace: float = 1.0) -> None:
+        # In-flight generations end now (finish_reason "abort"), not after their delays.
+        self.servicer.requests.abort_all()
         self.server.stop(grace).wait()
 
 

@@ -1,0 +1,1 @@
+"""Talking to a worker: channel, worker facts, bundle, negotiation, send."""

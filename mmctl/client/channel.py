@@ -1,0 +1,91 @@
+"""Connecting to a worker: target, TLS, metadata, and gRPC errors as mmctl errors."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+
+from mmctl.errors import InputError, MmctlError, UsageError, WorkerRejected, WorkerUnavailable
+
+DEFAULT_TARGET = "localhost:50051"
+TARGET_ENV = "MMCTL_TARGET"
+UNLIMITED = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
+
+#: Codes that mean "the worker is not there / did not answer in time".
+UNAVAILABLE_CODES = {
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.DEADLINE_EXCEEDED,
+    grpc.StatusCode.CANCELLED,
+    grpc.StatusCode.UNKNOWN,
+}
+
+
+@dataclass(frozen=True)
+class Target:
+    address: str
+    tls: bool = False
+    ca_cert: Path | None = None
+    headers: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+
+    @property
+    def host(self) -> str:
+        return self.address.rsplit(":", 1)[0] if ":" in self.address else self.address
+
+    def is_local(self) -> bool:
+        return self.host in ("localhost", "127.0.0.1", "::1", "[::1]")
+
+
+def resolve_target(
+    target: str | None,
+    *,
+    tls: bool = False,
+    ca_cert: Path | None = None,
+    headers: list[str] | None = None,
+) -> Target:
+    address = target or os.environ.get(TARGET_ENV) or DEFAULT_TARGET
+    if address.startswith(("http://", "https://", "grpc://")):
+        raise UsageError(f"--target is host:port, not a URL: {address!r}")
+    if ":" not in address:
+        raise UsageError(f"--target needs a port: {address!r} (e.g. localhost:50051)")
+    if ca_cert is not None and not tls:
+        tls = True
+    pairs = []
+    for header in headers or []:
+        key, sep, value = header.partition(":")
+        if not sep or not key.strip():
+            raise UsageError(f"-H wants key:value, got {header!r}")
+        pairs.append((key.strip().lower(), value.strip()))
+    return Target(address, tls, ca_cert, tuple(pairs))
+
+
+def open_channel(target: Target) -> grpc.Channel:
+    if not target.tls:
+        return grpc.insecure_channel(target.address, options=UNLIMITED)
+    root = None
+    if target.ca_cert is not None:
+        try:
+            root = target.ca_cert.read_bytes()
+        except OSError as err:
+            raise InputError(f"cannot read --ca-cert {target.ca_cert}: {err.strerror}") from None
+    return grpc.secure_channel(
+        target.address, grpc.ssl_channel_credentials(root_certificates=root), options=UNLIMITED
+    )
+
+
+def as_error(err: grpc.RpcError, target: Target, what: str) -> MmctlError:
+    """A gRPC failure as the mmctl error (and exit code) it means."""
+    code = err.code() if hasattr(err, "code") else None
+    details = (err.details() if hasattr(err, "details") else str(err)) or ""
+    name = code.name if code is not None else "ERROR"
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return WorkerUnavailable(f"{what}: the deadline passed before {target.address} answered")
+    if code in UNAVAILABLE_CODES:
+        first = details.splitlines()[0] if details else ""
+        return WorkerUnavailable(
+            f"{what}: worker at {target.address} unavailable ({name}{': ' + first if first else ''})",
+            hint=f"is `vllm serve … --grpc` (or `mmctl stub-worker`) listening there? --target / ${TARGET_ENV}",
+        )
+    return WorkerRejected(f"{what}: the worker refused it ({name}): {details}")

@@ -1,0 +1,105 @@
+"""Decisions made with the worker (DESIGN §2–3), each with the reason shown to the user.
+
+* pixel dtype — uint8 raw pixels when the worker normalizes on the device
+  (floats would be normalized twice: silent garbage); else the model's dtype
+  when the worker accepts half-width floats; float32 for older workers.
+* transport — ``auto`` uses shared memory iff the worker's
+  ``shm_namespace_id`` equals ours (same ``/dev/shm``), else inline.
+* processing — ``worker`` sends ``media_refs`` when the worker offers a
+  processor and the URL scheme.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mmctl.client.worker import WorkerFacts
+from mmctl.errors import CheckFailed, UsageError
+from mmctl.preprocess.pixels import PixelFormat
+from mmctl.request.tensors import LEGACY_DTYPES
+
+
+@dataclass(frozen=True)
+class Decision:
+    value: str
+    reason: str
+
+    def as_dict(self) -> dict:
+        return {"value": self.value, "reason": self.reason}
+
+
+def pixel_dtype(
+    facts: WorkerFacts | None, requested: str | None, skip_checks: bool = False
+) -> Decision:
+    info = facts.server if facts else None
+    normalizes = bool(info and info.mm_device_do_normalize)
+    modern = bool(facts and facts.knows_capabilities)
+    if requested:
+        try:
+            fmt = PixelFormat(requested)
+        except ValueError:
+            choices = ", ".join(f.value for f in PixelFormat)
+            raise UsageError(f"--pixel-dtype must be one of {choices}; got {requested!r}") from None
+        if not skip_checks:
+            if normalizes and fmt is not PixelFormat.UINT8:
+                raise CheckFailed(
+                    f"--pixel-dtype {requested}: this worker normalizes on the device "
+                    "(mm_device_do_normalize) and would normalize these floats twice",
+                    hint="drop --pixel-dtype (mmctl sends uint8), or --skip-checks",
+                )
+            if facts is not None and not normalizes and fmt is PixelFormat.UINT8:
+                raise CheckFailed(
+                    "--pixel-dtype uint8: this worker does not normalize on the device; raw "
+                    "pixels would reach the encoder as if normalized",
+                    hint="drop --pixel-dtype, or --skip-checks",
+                )
+            if facts is not None and not modern and fmt.value not in LEGACY_DTYPES:
+                raise CheckFailed(
+                    f"--pixel-dtype {requested}: this worker does not advertise the newer dtypes "
+                    "(an older worker takes float32 only)",
+                    hint="drop --pixel-dtype, or --skip-checks",
+                )
+        return Decision(fmt.value, "--pixel-dtype")
+    if facts is None:
+        return Decision(
+            "float32", "no worker facts (replay or offline); float32 is accepted everywhere"
+        )
+    if normalizes:
+        return Decision(
+            "uint8", "worker normalizes on the device (mm_device_do_normalize): raw uint8 pixels"
+        )
+    if not modern:
+        return Decision(
+            "float32", "worker does not advertise its capabilities (older worker): float32"
+        )
+    model = (info.model_dtype or "").lower()
+    for name in ("bfloat16", "float16"):
+        if name in model:
+            return Decision(name, f"model dtype {info.model_dtype}: the worker casts to it anyway")
+    return Decision("float32", f"model dtype {info.model_dtype or 'unknown'}: float32")
+
+
+def transport(
+    mode: str, facts: WorkerFacts | None, local_namespace: str, shm_usable: str | None
+) -> Decision:
+    """``shm_usable``: None when /dev/shm can be written here, else why not."""
+    remote = facts.server.shm_namespace_id if facts else ""
+    if mode == "inline":
+        return Decision("inline", "--transport inline")
+    if mode == "shm":
+        return Decision("shm", "--transport shm")
+    if shm_usable is not None:
+        return Decision("inline", f"auto: {shm_usable}; falling back to inline")
+    if not remote:
+        return Decision("inline", "auto: the worker does not report shm_namespace_id")
+    if remote == local_namespace:
+        return Decision(
+            "shm", "auto: the worker shares this host's /dev/shm (shm_namespace_id matches)"
+        )
+    return Decision(
+        "inline", f"auto: different /dev/shm (worker {remote}, here {local_namespace or 'unknown'})"
+    )
+
+
+def processing_schemes(facts: WorkerFacts) -> list[str]:
+    return [s.strip() for s in (facts.server.mm_media_ref_schemes or "").split(",") if s.strip()]

@@ -1,0 +1,108 @@
+"""What a worker says about itself: model, server info, proto capabilities.
+
+Fields an older worker does not know arrive empty; :class:`Capabilities`
+keeps "unknown" apart from "no". Reflection, when offered, tells whether its
+``MultimodalInputs`` has ``modality`` (field 10): a worker without it treats
+every batch as an image, which for video is silent garbage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import grpc
+
+from mmctl.client.channel import Target, as_error
+from mmctl.wire import proto
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    reflection: bool
+    services: tuple[str, ...] = ()
+    multimodal_fields: frozenset[str] = frozenset()
+    request_fields: frozenset[str] = frozenset()
+    error: str = ""
+
+    @property
+    def modality(self) -> bool | None:
+        """Whether ``MultimodalInputs.modality`` exists; ``None`` when unknown."""
+        return "modality" in self.multimodal_fields if self.reflection else None
+
+    def as_dict(self) -> dict:
+        return {
+            "reflection": self.reflection,
+            "services": list(self.services),
+            "multimodal_inputs_fields": sorted(self.multimodal_fields),
+            "modality_field": self.modality,
+            "extra_mm_inputs": "extra_mm_inputs" in self.request_fields
+            if self.reflection
+            else None,
+            "media_refs": "media_refs" in self.request_fields if self.reflection else None,
+            "error": self.error or None,
+        }
+
+
+def capabilities(channel: grpc.Channel, timeout: float = 5.0) -> Capabilities:
+    """Ask the server's reflection (v1alpha) for its services and message fields."""
+    from google.protobuf import descriptor_pb2
+    from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+    stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+    requests = [
+        reflection_pb2.ServerReflectionRequest(list_services=""),
+        reflection_pb2.ServerReflectionRequest(
+            file_containing_symbol="vllm.grpc.engine.MultimodalInputs"
+        ),
+    ]
+    try:
+        responses = list(stub.ServerReflectionInfo(iter(requests), timeout=timeout))
+    except grpc.RpcError as err:
+        return Capabilities(False, error=f"{err.code().name}: {err.details()}")
+    services: tuple[str, ...] = ()
+    fields: dict[str, set[str]] = {}
+    for resp in responses:
+        if resp.HasField("list_services_response"):
+            services = tuple(s.name for s in resp.list_services_response.service)
+        elif resp.HasField("file_descriptor_response"):
+            for raw in resp.file_descriptor_response.file_descriptor_proto:
+                fdp = descriptor_pb2.FileDescriptorProto.FromString(raw)
+                if fdp.package != "vllm.grpc.engine":
+                    continue
+                for message in fdp.message_type:
+                    fields[message.name] = {f.name for f in message.field}
+        elif resp.HasField("error_response"):
+            return Capabilities(True, services, error=resp.error_response.error_message)
+    return Capabilities(
+        True,
+        services,
+        frozenset(fields.get("MultimodalInputs", ())),
+        frozenset(fields.get("GenerateRequest", ())),
+    )
+
+
+@dataclass
+class WorkerFacts:
+    server: object  # GetServerInfoResponse
+    model: object  # GetModelInfoResponse
+    caps: Capabilities = field(default_factory=lambda: Capabilities(False))
+
+    @property
+    def knows_capabilities(self) -> bool:
+        """A 0.4.28-era worker fills model_dtype; an older one leaves it empty."""
+        return bool(self.server.model_dtype or self.server.mm_item_limits)
+
+
+def probe(
+    channel: grpc.Channel, target: Target, timeout: float = 10.0, with_caps: bool = True
+) -> WorkerFacts:
+    engine = proto.engine()
+    stub = proto.engine_grpc().VllmEngineStub(channel)
+    meta = list(target.headers)
+    try:
+        server = stub.GetServerInfo(engine.GetServerInfoRequest(), timeout=timeout, metadata=meta)
+        model = stub.GetModelInfo(engine.GetModelInfoRequest(), timeout=timeout, metadata=meta)
+    except grpc.RpcError as err:
+        raise as_error(err, target, "GetServerInfo") from None
+    caps = capabilities(channel, timeout) if with_caps else Capabilities(False)
+    return WorkerFacts(server, model, caps)

@@ -1,0 +1,257 @@
+"""`mmctl send`, `health`, `info`, `demo`, `shm gc` against stub workers on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from mmctl.transport.shm import ShmArena, shm_dir
+
+PROMPT = "Which colours appear, in order?"
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("MMCTL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("MMCTL_TARGET", raising=False)
+
+
+def _send(cli, stub, *args):
+    return cli("send", *args, "--target", stub.running.address, "--json")
+
+
+@pytest.mark.parametrize("transport", ["inline", "shm", "auto"])
+@pytest.mark.parametrize("stream", ["--stream", "--no-stream"])
+def test_video_answers_over_each_transport(cli, stub, red_blue, transport, stream, no_leaks):
+    r = _send(cli, stub, red_blue, "-p", PROMPT, "--transport", transport, stream)
+    assert r.code == 0, r.err
+    doc = r.json()
+    assert doc["answer"] == "red, blue" and doc["finish_reason"] == "stop"
+    chosen = doc["decisions"]["transport"]
+    assert chosen["value"] == ("shm" if transport in ("shm", "auto") else "inline")
+    if transport == "auto":
+        assert "shm_namespace_id matches" in chosen["reason"]
+    if chosen["value"] == "shm":
+        assert doc["bytes"]["shm"] == 192 * 1536 * 2 and doc["shm_files"]
+        assert not any((shm_dir() / n).exists() for n in doc["shm_files"])
+    assert {c["name"] for c in doc["checks"] if c["ran"]} >= {"mrope_walk", "modality_field"}
+    for key in ("decode_s", "tokenize_s", "handoff_s", "ttft_s", "generation_s", "total_s"):
+        assert key in doc["timings_s"]
+
+
+def test_image_and_video_in_one_request(cli, stub, red_blue, picture):
+    r = _send(cli, stub, picture, red_blue, "-p", "Compare.", "--shm")
+    assert r.code == 0, r.err
+    answer = r.json()["answer"]
+    assert answer.endswith("red, blue") and ";" in answer  # image colours; video colours
+
+
+def test_human_output_streams_answer_then_timings(cli, stub, red_blue):
+    r = cli("send", red_blue, "--target", stub.running.address, "--shm")
+    assert r.code == 0, r.err
+    assert r.out.startswith("red, blue\n")
+    assert "time to first token" in r.out and "transport shm" in r.out
+
+
+def test_replay_a_built_request(cli, stub, red_blue, tmp_path, no_leaks):
+    req = tmp_path / "req.pb"
+    assert cli("build", red_blue, "-p", PROMPT, "-o", req).code == 0
+    r = _send(cli, stub, "--request", req, "--shm")
+    assert r.code == 0, r.err
+    doc = r.json()
+    assert doc["answer"] == "red, blue" and doc["bytes"]["shm"] == 192 * 1536 * 4
+
+
+def test_device_normalizing_worker_gets_uint8(cli, make_stub, red_blue):
+    dn = make_stub(device_normalize=True)
+    r = _send(cli, dn, red_blue, "-p", PROMPT)
+    assert r.code == 0, r.err
+    doc = r.json()
+    assert doc["decisions"]["pixel_dtype"]["value"] == "uint8" and doc["answer"] == "red, blue"
+    assert "uint8 via" in dn.log.getvalue()
+    refused = _send(cli, dn, red_blue, "--pixel-dtype", "float32")
+    assert refused.code == 6 and "normalize these floats twice" in refused.err
+
+
+def test_legacy_worker_gets_float32_and_a_refusal_for_video(cli, make_stub, red_blue, picture):
+    old = make_stub(legacy_proto=True)
+    r = _send(cli, old, red_blue, "-p", PROMPT)
+    assert r.code == 6
+    assert "no `modality` field" in r.err and "treat the video as an image" in r.err
+    image = _send(cli, old, picture, "-p", "Colour?")
+    assert image.code == 0, image.err
+    assert image.json()["decisions"]["pixel_dtype"]["value"] == "float32"
+
+
+def test_worker_processing_and_compare(cli, stub, red_blue):
+    r = _send(cli, stub, red_blue, "-p", PROMPT, "--processing", "worker")
+    assert r.code == 0, r.err
+    assert r.json()["answer"] == "red, blue"
+    both = _send(cli, stub, red_blue, "--compare-processing")
+    assert both.code == 0 and both.json()["same_answer"]
+
+
+def test_bundle_is_fetched_verified_and_cached(cli, stub, red_blue):
+    first = _send(cli, stub, red_blue).json()["model"]["bundle"]
+    assert not first["cached"] and first["bytes"] > 0
+    second = _send(cli, stub, red_blue).json()["model"]["bundle"]
+    assert second["cached"] and second["sha256"] == first["sha256"]
+
+
+def test_tampered_bundle_is_rejected(cli, make_stub, red_blue):
+    bad = make_stub()
+    from mmctl.models.source import build_bundle
+
+    data, _ = build_bundle(bad.running.servicer.cfg.model.source)
+    bad.running.servicer._bundle = (data, "0" * 64)
+    r = _send(cli, bad, red_blue)
+    assert r.code == 3 and "corrupt" in r.err
+
+
+def test_real_reader_reads_our_shm_files_byte_exact():
+    import numpy as np
+    from smg_grpc_proto.generated import common_pb2
+    from smg_grpc_servicer import mm_shm
+
+    payload = np.arange(300_000, dtype=np.float32).reshape(1000, 300)
+    with ShmArena() as arena:
+        seg = arena.put(payload)
+        handle = common_pb2.ShmHandle(name=seg.name, offset=0, nbytes=seg.nbytes)
+        raw = mm_shm.tensor_payload_bytes_from_shm(handle)
+        assert raw == payload.tobytes()
+        assert not seg.path.exists()  # the real reader unlinked it
+        assert arena.close() == []
+
+
+def test_worker_not_running_exits_5(cli, red_blue):
+    r = cli("send", red_blue, "--target", "127.0.0.1:1", "--timeout", "3")
+    assert r.code == 5 and "unavailable" in r.err
+
+
+def test_deadline_exits_5_and_cleans_shm(cli, make_stub, red_blue, no_leaks):
+    slow = make_stub(delay_ms=1000)
+    r = cli("send", red_blue, "--target", slow.running.address, "--shm", "--timeout", "1.5")
+    assert r.code == 5 and "deadline" in r.err
+
+
+def test_limits_are_checked_before_shipping(cli, make_stub, red_blue, no_leaks):
+    tight = make_stub(encoder_budget=40)
+    r = _send(cli, tight, red_blue, "--shm")
+    assert r.code == 3 and "mm_encoder_budget" in r.err and "--max-pixels" in r.err
+    assert "[stub] Generate" not in tight.log.getvalue()  # nothing was sent
+
+
+def test_health_and_info(cli, stub, make_stub):
+    h = cli("health", "--target", stub.running.address, "--json")
+    assert h.code == 0 and h.json()["healthy"] and h.json()["grpc_health"] == "SERVING"
+    info = cli("info", "--target", stub.running.address, "--json").json()
+    assert info["shm"]["shared"] and info["capabilities"]["modality_field"]
+    assert info["server"]["mm_item_limits"] == "image=8,video=2"
+    old = cli("info", "--target", make_stub(legacy_proto=True).running.address, "--json").json()
+    assert old["capabilities"]["modality_field"] is False and not old["advertises_capabilities"]
+    down = cli("health", "--target", "127.0.0.1:1", "--timeout", "2")
+    assert down.code == 5
+
+
+def test_shm_gc_removes_files_of_dead_processes(cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("MMCTL_SHM_DIR", str(tmp_path))
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    pid = int(dead.stdout)
+    (tmp_path / f"mmctl-{pid}-1-abcd1234").write_bytes(b"x" * 10)
+    (tmp_path / f"mmctl-{os.getpid()}-1-abcd1234").write_bytes(b"y")
+    listed = cli("shm", "gc", "--dry-run", "--json").json()
+    assert len(listed["files"]) == 2 and listed["removed"] == []
+    done = cli("shm", "gc", "--json").json()
+    assert done["removed"] == [f"mmctl-{pid}-1-abcd1234"]
+    assert (tmp_path / f"mmctl-{os.getpid()}-1-abcd1234").exists()  # alive: kept
+
+
+def test_shm_unavailable_fails_clearly_and_auto_falls_back(
+    cli, stub, red_blue, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("MMCTL_SHM_DIR", str(tmp_path / "missing"))
+    forced = _send(cli, stub, red_blue, "--shm")
+    assert forced.code == 3 and "does not exist" in forced.err
+    auto = _send(cli, stub, red_blue, "--transport", "auto")
+    assert auto.code == 0
+    assert "falling back to inline" in auto.json()["decisions"]["transport"]["reason"]
+
+
+def test_demo(cli):
+    r = cli("demo", "--json")
+    assert r.code == 0, r.err
+    doc = r.json()
+    assert doc["ok"] and doc["inline"]["answer"] == doc["shm"]["answer"] == "red, blue"
+
+
+# ---- failure paths with real processes ----------------------------------------
+
+
+def _mmctl(*args, **kw) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "mmctl", *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kw,
+    )
+
+
+def _start_stub(*args) -> tuple[subprocess.Popen, str]:
+    proc = _mmctl("stub-worker", "--port", "0", "--json", *args)
+    line = proc.stdout.readline()
+    ready = json.loads(line)
+    assert ready["event"] == "ready"
+    return proc, ready["address"]
+
+
+def _mine(pid: int) -> list[str]:
+    return [p.name for p in shm_dir().iterdir() if p.name.startswith(f"mmctl-{pid}-")]
+
+
+def test_stub_worker_process_ready_line_and_clean_sigterm():
+    proc, address = _start_stub()
+    assert address.startswith("127.0.0.1:")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(10) == 0
+    assert "shutting down" in proc.stderr.read()
+
+
+def test_worker_killed_mid_stream_exits_5_without_leaks(red_blue, tmp_path):
+    stub, address = _start_stub("--delay-ms", "400")
+    try:
+        env = {**os.environ, "MMCTL_CACHE_DIR": str(tmp_path)}
+        client = _mmctl("send", red_blue, "--target", address, "--shm", env=env)
+        time.sleep(2.5)  # model load, preprocessing, first tokens
+        stub.kill()
+        _, err = client.communicate(timeout=30)
+        assert client.returncode == 5, err
+        assert _mine(client.pid) == []
+    finally:
+        stub.kill()
+        stub.wait()
+
+
+def test_sigint_while_waiting_exits_130_and_removes_shm_files(red_blue, tmp_path):
+    stub, address = _start_stub("--delay-ms", "3000")
+    try:
+        env = {**os.environ, "MMCTL_CACHE_DIR": str(tmp_path)}
+        client = _mmctl("send", red_blue, "--target", address, "--shm", "--no-stream", env=env)
+        time.sleep(4)  # model load and preprocessing done; waiting on the slow answer
+        assert client.poll() is None
+        client.send_signal(signal.SIGINT)
+        _, err = client.communicate(timeout=30)
+        assert client.returncode == 130, err
+        assert "interrupted" in err.lower()
+        assert _mine(client.pid) == []
+    finally:
+        stub.send_signal(signal.SIGTERM)
+        stub.wait(10)
