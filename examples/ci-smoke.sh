@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# CI smoke test: a stub worker on a free port, the mmctl commands a pipeline
+# would run, assertions on their --json output. Always stops the worker; fails
+# if /dev/shm holds mmctl files from this run.
+#
+#   bash examples/ci-smoke.sh            # uses `mmctl` from PATH (or $MMCTL)
+set -euo pipefail
+
+MMCTL=${MMCTL:-mmctl}
+PY=${PYTHON:-python3}
+work=$(mktemp -d)
+export MMCTL_CACHE_DIR="$work/cache"
+stub_pid=""
+
+shm_files() { ls /dev/shm 2>/dev/null | grep -E '^mmctl-[0-9]+-' | sort || true; }
+before=$(shm_files)
+
+cleanup() {
+  status=$?
+  if [ -n "$stub_pid" ] && kill -0 "$stub_pid" 2>/dev/null; then
+    kill -TERM "$stub_pid" 2>/dev/null || true
+    wait "$stub_pid" 2>/dev/null || true
+  fi
+  leaked=$(comm -13 <(echo "$before") <(shm_files) | grep . || true)
+  rm -rf "$work"
+  if [ -n "$leaked" ]; then
+    echo "FAIL: files left in /dev/shm: $leaked" >&2
+    exit 1
+  fi
+  exit "$status"
+}
+trap cleanup EXIT
+
+# jq-free assertions: json_get FILE EXPR (a Python expression over `d`)
+json_get() { "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
+check() { # check DESCRIPTION ACTUAL EXPECTED
+  if [ "$2" != "$3" ]; then echo "FAIL: $1: got '$2', want '$3'" >&2; exit 1; fi
+  echo "ok: $1"
+}
+
+"$PY" "$(dirname "$0")/make-red-blue.py" "$work/red-blue.mp4" >/dev/null
+
+"$MMCTL" stub-worker --port 0 --json >"$work/ready.json" 2>"$work/stub.log" &
+stub_pid=$!
+for _ in $(seq 100); do [ -s "$work/ready.json" ] && break; sleep 0.1; done
+[ -s "$work/ready.json" ] || { echo "FAIL: stub worker did not start" >&2; cat "$work/stub.log" >&2; exit 1; }
+target=$(json_get "$work/ready.json" 'd["address"]')
+echo "stub worker at $target"
+
+"$MMCTL" health --target "$target" --json >"$work/health.json"
+check "health" "$(json_get "$work/health.json" 'd["healthy"]')" "True"
+
+"$MMCTL" info --target "$target" --json >"$work/info.json"
+check "info: /dev/shm shared" "$(json_get "$work/info.json" 'd["shm"]["shared"]')" "True"
+check "info: modality field" "$(json_get "$work/info.json" 'd["capabilities"]["modality_field"]')" "True"
+
+"$MMCTL" preprocess "$work/red-blue.mp4" --json >"$work/pre.json"
+check "preprocess grid" "$(json_get "$work/pre.json" 'd["grid_thw"]')" "[4, 6, 8]"
+
+"$MMCTL" inspect-tokens "$work/red-blue.mp4" -p "Which colours?" --json >"$work/tokens.json"
+check "mrope walk" "$(json_get "$work/tokens.json" 'd["check"]["ok"]')" "True"
+
+"$MMCTL" build "$work/red-blue.mp4" -p "Which colours appear, in order?" -o "$work/req.pb" --json >"$work/build.json"
+check "build modality" "$(json_get "$work/build.json" 'd["request"]["batches"][0]["modality"]')" "VIDEO"
+
+for transport in inline shm auto; do
+  "$MMCTL" send "$work/red-blue.mp4" -p "Which colours appear, in order?" \
+    --target "$target" --transport "$transport" --json >"$work/send-$transport.json"
+  check "send --transport $transport" "$(json_get "$work/send-$transport.json" 'd["answer"]')" "red, blue"
+done
+check "auto chose shm" "$(json_get "$work/send-auto.json" 'd["decisions"]["transport"]["value"]')" "shm"
+
+"$MMCTL" send --request "$work/req.pb" --target "$target" --shm --json >"$work/replay.json"
+check "replay" "$(json_get "$work/replay.json" 'd["answer"]')" "red, blue"
+
+set +e
+"$MMCTL" send "$work/red-blue.mp4" --target 127.0.0.1:1 --timeout 3 >/dev/null 2>"$work/down.err"
+code=$?
+set -e
+check "unreachable worker exit code" "$code" "5"
+
+echo "smoke: all checks passed"
