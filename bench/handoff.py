@@ -66,7 +66,13 @@ def main() -> int:
         req.mm_inputs.pixel_values.CopyFrom(tensors.inline(pixels, "bfloat16"))
         req.SerializeToString()
 
-    contenders = {"memcpy": memcpy, "memcpy new": memcpy_new, "shm put": shm_put, "shm direct": shm_direct, "inline": inline}
+    contenders = {
+        "memcpy": memcpy,
+        "memcpy new": memcpy_new,
+        "shm put": shm_put,
+        "shm direct": shm_direct,
+        "inline": inline,
+    }
     times = {k: [] for k in contenders}
     for _ in range(args.runs):
         for name, fn in contenders.items():
@@ -77,7 +83,9 @@ def main() -> int:
     print(f"tensor {pixels.nbytes / 2**20:.0f} MiB ({rows} x 1536 bfloat16), median of {args.runs}")
     for name, seconds in med.items():
         rate = pixels.nbytes / seconds / 2**30
-        print(f"{name:11s} {seconds * 1000:8.1f} ms  {rate:6.2f} GiB/s  x{seconds / med['memcpy']:.2f} memcpy")
+        print(
+            f"{name:11s} {seconds * 1000:8.1f} ms  {rate:6.2f} GiB/s  x{seconds / med['memcpy']:.2f} memcpy"
+        )
     return 0
 
 
