@@ -85,7 +85,12 @@ def load_model(
     source = source or resolve_source(model_dir, bundle)
     files = load_model_files(source)
     spec = resolve_family(family, files.config)
-    params = params_from_configs(spec.params, files)
+    if files.config and not spec.matches(files.config):
+        # --family forced over another family's files: their vision sizes
+        # (P=16 vs 14, mean/std) would be wrong for it; keep the family's own.
+        params = spec.params
+    else:
+        params = params_from_configs(spec.params, files)
     if overrides:
         params = params.with_overrides(**overrides)
     token_ids, origin = token_ids_from_config(dict(files.config), spec.token_ids)
