@@ -70,6 +70,16 @@ def stub_worker(
             show_default=False,
         ),
     ] = None,
+    tls_cert: Annotated[
+        Path | None,
+        typer.Option(
+            "--tls-cert", help="Serve TLS with this certificate (PEM).", show_default=False
+        ),
+    ] = None,
+    tls_key: Annotated[
+        Path | None,
+        typer.Option("--tls-key", help="Private key (PEM) for --tls-cert.", show_default=False),
+    ] = None,
     model_dir: ModelDirOpt = None,
     bundle: BundleOpt = None,
     family: FamilyOpt = None,
@@ -103,7 +113,15 @@ def stub_worker(
         delay_ms=delay_ms,
         allowed_local_media_path=allowed_local_media_path,
     )
-    running = start(cfg, host, port)
+    tls = None
+    if (tls_cert is None) != (tls_key is None):
+        raise UsageError("--tls-cert and --tls-key go together")
+    if tls_cert is not None:
+        try:
+            tls = (tls_key.read_bytes(), tls_cert.read_bytes())
+        except OSError as err:
+            raise UsageError(f"cannot read the TLS files: {err.strerror}") from None
+    running = start(cfg, host, port, tls=tls)
     address = f"{host}:{running.port}"
     doc = {
         "event": "ready",
@@ -113,6 +131,7 @@ def stub_worker(
         "family": model.spec.name,
         "device_normalize": device_normalize,
         "legacy_proto": legacy_proto,
+        "tls": tls is not None,
     }
     output.result(
         doc,

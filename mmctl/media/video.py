@@ -12,6 +12,16 @@ some MP4s a wrong one, and a frame rate can be variable):
    prediction was wrong: sample again from the true count and decode a
    second time. ``VideoInfo.frame_count_source`` says which path ran.
 
+Fast path for H.264/HEVC, where one packet is one frame: a demux-only pass
+lists every packet's presentation time, which numbers the frames (frame i
+is the packet with the i-th smallest pts); the sampled indices come from
+that count, and the decode pass asks FFmpeg to skip decoding the
+non-reference frames nobody sampled (``skip_frame`` per packet). Reference
+frames are always decoded, so every sampled frame is bit-identical to a full
+decode — about a third less decoding on typical B-frame streams. Any doubt
+(missing or repeated pts, a header count that disagrees, a sampled frame
+that does not come out, a decoder error) falls back to the full path above.
+
 Source fps is the stream's average rate, else its guessed rate, else the
 count over the duration. Display rotation (the display matrix) is applied.
 Frame decoding is threaded (FFmpeg frame/slice threads).
@@ -126,6 +136,19 @@ def decode_sampled(path: Path, sampler: Sampler, sink: FrameSink) -> tuple[Video
         fmt = container.format.name
     finally:
         container.close()
+    if codec in SKIPPABLE:
+        fast = _skipping_pass(path, sampler, sink, header)
+        if fast is not None:
+            done, total = fast
+            return _info(
+                path,
+                fmt,
+                codec,
+                header,
+                done,
+                total,
+                "packets (unsampled non-reference frames skipped)",
+            ), done.indices
     predicted, source = (header, "header") if header > 0 else (_count_packets(path), "packets")
     if predicted == 0:
         raise InputError(f"{path} has a video stream with no frames")
@@ -141,7 +164,11 @@ def decode_sampled(path: Path, sampler: Sampler, sink: FrameSink) -> tuple[Video
             raise InputError(
                 f"{path} decodes to {first} frames, then {done.decoded}: unstable stream"
             )
-    info = VideoInfo(
+    return _info(path, fmt, codec, header, done, done.decoded, source), done.indices
+
+
+def _info(path, fmt, codec, header, done: _Pass, total: int, source: str) -> VideoInfo:
+    return VideoInfo(
         path=str(path),
         container=fmt,
         codec=codec,
@@ -150,12 +177,74 @@ def decode_sampled(path: Path, sampler: Sampler, sink: FrameSink) -> tuple[Video
         rotation=done.rotation,
         source_fps=done.fps,
         fps_source=done.fps_source,
-        duration_s=done.decoded / done.fps,
+        duration_s=total / done.fps,
         header_frames=header,
-        total_frames=done.decoded,
+        total_frames=total,
         frame_count_source=source,
     )
-    return info, done.indices
+
+
+#: Codecs whose packets are exactly one frame each (no hidden/super frames).
+SKIPPABLE = frozenset({"h264", "hevc"})
+
+
+def _packet_pts(path: Path) -> list[int] | None:
+    """Every packet's pts in presentation order; None when they cannot number frames."""
+    container = _open(path)
+    try:
+        stream = container.streams.video[0]
+        pts = [p.pts for p in container.demux(stream) if p.size]
+    except Exception:
+        return None
+    finally:
+        container.close()
+    if not pts or any(p is None for p in pts) or len(set(pts)) != len(pts):
+        return None
+    return sorted(pts)
+
+
+def _skipping_pass(
+    path: Path, sampler: Sampler, sink: FrameSink, header: int
+) -> tuple[_Pass, int] | None:
+    """The fast path (module docstring); None means "use the full path"."""
+    import av
+
+    pts = _packet_pts(path)
+    if pts is None or (header and header != len(pts)):
+        return None
+    container = _open(path)
+    try:
+        stream = container.streams.video[0]
+        stream.thread_type = "AUTO"
+        fps, fps_source = _fps(stream, len(pts))
+        indices = sampler(len(pts), fps)
+        wanted: dict[int, list[int]] = {}
+        for pos, idx in enumerate(indices.tolist()):
+            wanted.setdefault(pts[int(idx)], []).append(pos)
+        codec = stream.codec_context
+        emitted, rotation, size = 0, 0, (0, 0)
+        expected = [p for idx in indices.tolist() for p in [pts[int(idx)]]]
+        seen: list[int] = []
+        for packet in container.demux(stream):
+            codec.skip_frame = "DEFAULT" if packet.pts in wanted else "NONREF"
+            for frame in codec.decode(packet):
+                positions = wanted.get(frame.pts)
+                if positions is None or (seen and frame.pts <= seen[-1]):
+                    continue
+                seen.append(frame.pts)
+                rotation = int(frame.rotation or 0)
+                rgb = _rotate(frame.to_ndarray(format="rgb24"), rotation)
+                size = rgb.shape[:2]
+                for pos in positions:
+                    sink(pos, rgb)
+                emitted += len(positions)
+        if seen != sorted(set(expected)) or emitted != len(indices):
+            return None  # a sampled frame did not come out: decode everything instead
+    except (av.error.FFmpegError, EOFError, ValueError):
+        return None
+    finally:
+        container.close()
+    return _Pass(fps, fps_source, indices, len(pts), rotation, size), len(pts)
 
 
 def _decode_pass(path: Path, sampler: Sampler, sink: FrameSink, total: int) -> _Pass:

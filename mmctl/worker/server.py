@@ -342,8 +342,17 @@ class Running:
         self.server.stop(grace).wait()
 
 
-def start(cfg: StubConfig, host: str = "127.0.0.1", port: int = 0, workers: int = 16) -> Running:
-    """Bind and start; ``port=0`` picks a free port (see ``Running.port``)."""
+def start(
+    cfg: StubConfig,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    workers: int = 16,
+    tls: tuple[bytes, bytes] | None = None,
+) -> Running:
+    """Bind and start; ``port=0`` picks a free port (see ``Running.port``).
+
+    ``tls``: (private key PEM, certificate chain PEM) to serve over TLS.
+    """
     from grpc_health.v1 import health, health_pb2, health_pb2_grpc
     from grpc_reflection.v1alpha import reflection
 
@@ -357,7 +366,11 @@ def start(cfg: StubConfig, host: str = "127.0.0.1", port: int = 0, workers: int 
         names, server, pool=reflection_pool(cfg.policy.legacy_proto)
     )
     try:
-        bound = server.add_insecure_port(f"{host}:{port}")
+        if tls is None:
+            bound = server.add_insecure_port(f"{host}:{port}")
+        else:
+            creds = grpc.ssl_server_credentials([tls])
+            bound = server.add_secure_port(f"{host}:{port}", creds)
     except RuntimeError:
         bound = 0
     if not bound:

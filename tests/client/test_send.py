@@ -255,3 +255,56 @@ def test_sigint_while_waiting_exits_130_and_removes_shm_files(red_blue, tmp_path
     finally:
         stub.send_signal(signal.SIGTERM)
         stub.wait(10)
+
+
+def test_tls_with_ca_cert_and_headers(cli, builtin_model, red_blue, tmp_path):
+    import shutil
+
+    from mmctl.worker.server import StubConfig, start
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is needed to make a test certificate")
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-keyout", key, "-out", cert, "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    running = start(
+        StubConfig(model=builtin_model), port=0, tls=(key.read_bytes(), cert.read_bytes())
+    )
+    try:
+        target = f"localhost:{running.port}"
+        plain = cli("health", "--target", target, "--timeout", "3")
+        assert plain.code == 5  # a TLS server does not speak plaintext
+        r = cli(
+            "send",
+            red_blue,
+            "--target",
+            target,
+            "--tls",
+            "--ca-cert",
+            cert,
+            "-H",
+            "x-team:mm",
+            "--json",
+        )
+        assert r.code == 0, r.err
+        assert r.json()["answer"] == "red, blue"
+    finally:
+        running.stop(0.5)
+
+
+def test_worker_refusal_exits_4(cli, make_stub, red_blue):
+    dn = make_stub(device_normalize=True)
+    r = cli(
+        "send",
+        red_blue,
+        "--target",
+        dn.running.address,
+        "--pixel-dtype",
+        "float32",
+        "--skip-checks",
+    )
+    assert r.code == 4 and "INVALID_ARGUMENT" in r.err and "normalized twice" in r.err
