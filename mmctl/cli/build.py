@@ -176,7 +176,7 @@ def build(
     output.result(doc, human=lambda console: _render(console, doc))
 
 
-build.__doc__ = (build.__doc__ or "") + EXAMPLES
+build.__doc__ = (build.__doc__ or "") + "\n" + EXAMPLES
 
 
 def _render(console, doc: dict) -> None:

@@ -80,4 +80,4 @@ def demo(
         raise CheckFailed(f"demo answers differ from {EXPECTED!r}: {answers}")
 
 
-demo.__doc__ = (demo.__doc__ or "") + EXAMPLES
+demo.__doc__ = (demo.__doc__ or "") + "\n" + EXAMPLES

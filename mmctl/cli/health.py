@@ -86,7 +86,7 @@ def health(
         raise WorkerUnavailable(f"worker at {tgt.address} reports unhealthy: {engine.message}")
 
 
-health.__doc__ = (health.__doc__ or "") + HEALTH_EXAMPLES
+health.__doc__ = (health.__doc__ or "") + "\n" + HEALTH_EXAMPLES
 
 
 def info(
@@ -133,7 +133,7 @@ def info(
     output.result(doc, human=lambda console: _render_info(console, doc))
 
 
-info.__doc__ = (info.__doc__ or "") + INFO_EXAMPLES
+info.__doc__ = (info.__doc__ or "") + "\n" + INFO_EXAMPLES
 
 
 def _render_info(console, doc: dict) -> None:

@@ -33,7 +33,7 @@ Examples:
 
   mmctl inspect-tokens clip.mp4 --layout hf-legacy --json | jq .check
 
-  mmctl inspect-tokens --request request.pb      # check a built or captured request
+  mmctl inspect-tokens --request request.pb   # check a built request
 
 Exit codes: 0 the layout passes the mrope walk, 6 it does not (the reason is
 printed), 3 bad input.
@@ -184,7 +184,7 @@ def inspect_tokens(
         raise CheckFailed(f"mrope walk failed: {check.reason}")
 
 
-inspect_tokens.__doc__ = (inspect_tokens.__doc__ or "") + EXAMPLES
+inspect_tokens.__doc__ = (inspect_tokens.__doc__ or "") + "\n" + EXAMPLES
 
 
 def _parse_diff(value: str):

@@ -109,7 +109,7 @@ def preprocess(
     output.result(doc, human=lambda console: _render(console, doc))
 
 
-preprocess.__doc__ = (preprocess.__doc__ or "") + EXAMPLES
+preprocess.__doc__ = (preprocess.__doc__ or "") + "\n" + EXAMPLES
 
 
 def _render(console, doc: dict) -> None:

@@ -47,13 +47,14 @@ Examples:
 
   mmctl send photo.jpg clip.mp4 -p "Is the photo in the clip?" --max-tokens 64
 
-  mmctl send --request request.pb --transport auto        # replay `mmctl build` output
+  mmctl send --request request.pb          # replay `mmctl build` output
 
-  mmctl send clip.mp4 --compare-processing                # client vs worker preprocessing
+  mmctl send clip.mp4 --compare-processing # client vs worker processing
 
-Exit codes: 0 answered, 2 usage, 3 bad input (or /dev/shm unusable with --shm),
-4 the worker refused the request, 5 worker unreachable / deadline / died,
-6 a safety check refused to send, 130 interrupted (shm files removed).
+Exit codes: 0 answered, 2 usage, 3 bad input (or /dev/shm unusable
+with --shm), 4 the worker refused the request, 5 worker unreachable,
+deadline or died, 6 a safety check refused to send, 130 interrupted
+(shm files removed).
 """
 
 
@@ -216,7 +217,7 @@ def send(
     )
 
 
-send.__doc__ = (send.__doc__ or "") + EXAMPLES
+send.__doc__ = (send.__doc__ or "") + "\n" + EXAMPLES
 
 
 TIMING_ROWS = (

@@ -13,11 +13,11 @@ from mmctl.cli._options import BundleOpt, FamilyOpt, JsonOpt, ModelDirOpt
 EXAMPLES = """
 Examples:
 
-  mmctl stub-worker                                # 127.0.0.1:50051, answers "red, blue"
-  mmctl stub-worker --port 0 --json                # a free port; first stdout line is JSON
-  mmctl stub-worker --device-normalize             # advertises mm_device_do_normalize: wants uint8
-  mmctl stub-worker --legacy-proto                 # a worker from before the modality field
-  mmctl stub-worker --answer echo --delay-ms 50    # describe what arrived, slowly
+  mmctl stub-worker                        # 127.0.0.1:50051
+  mmctl stub-worker --port 0 --json        # free port; JSON ready line
+  mmctl stub-worker --device-normalize     # wants raw uint8 pixels
+  mmctl stub-worker --legacy-proto         # predates the modality field
+  mmctl stub-worker --answer echo --delay-ms 50
 
 Prints one ready line (the bound address) on stdout, then one log line per
 request on stderr. SIGINT/SIGTERM stop it cleanly (exit 0).
@@ -150,4 +150,4 @@ def stub_worker(
         running.stop(grace=1.0)
 
 
-stub_worker.__doc__ = (stub_worker.__doc__ or "") + EXAMPLES
+stub_worker.__doc__ = (stub_worker.__doc__ or "") + "\n" + EXAMPLES
