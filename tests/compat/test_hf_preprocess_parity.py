@@ -24,13 +24,10 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 sys.path.insert(0, str(FIXTURES))
 import hf_cases  # noqa: E402
 
-# Known gap, tracked on the preprocess issue: where a frame is enlarged along
-# one axis, torchvision's int16 fixed-point weights and Pillow's int32 ones
-# round the intermediate pass differently, and the enlarging pass can turn
-# that ±1 into ±2 (3 of 221,184 entries in "ties", 2 of 28,224 in the
-# Qwen2.5-VL "exif_rotated" image). Closing it needs torch's fixed-point
-# arithmetic reproduced in numpy. Every other case is held to one level.
-LEVELS_ALLOWED = {"video:qwen3-vl:ties": 2, "image:qwen2.5-vl:exif_rotated": 2}
+# Where an axis grows, mmctl reproduces torchvision's int16 fixed-point
+# arithmetic (resize_rgb_exact) and is bit-identical; shrinking uses Pillow
+# (int32 weights), within one level. No case needs more than one level.
+LEVELS_ALLOWED: dict[str, int] = {}
 
 ONE_LEVEL = {"qwen3-vl": 1 / 127.5 + 1e-6, "qwen2.5-vl": 1 / (255 * 0.26130258) + 1e-6}
 SPECS = {"qwen3-vl": qwen3_vl.SPEC, "qwen2.5-vl": qwen2_vl.SPEC}

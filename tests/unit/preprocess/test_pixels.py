@@ -79,3 +79,20 @@ def test_bfloat16_rounds_to_nearest_even():
     values = np.array([1.0, 1.00390625, 1.01171875, -2.5, 3.0e38], dtype=np.float32)
     widened = bfloat16_bits_to_float32(float32_to_bfloat16_bits(values))
     assert widened.tolist()[:4] == [1.0, 1.0, 1.015625, -2.5]
+
+
+def test_exact_resize_matches_torchvision_bit_for_bit():
+    """Golden outputs from scripts/make_resize_fixtures.py (torchvision 0.29.1)."""
+    import sys
+    from pathlib import Path
+
+    from mmctl.preprocess.resize import resize_rgb_exact
+
+    root = Path(__file__).resolve().parents[3]
+    sys.path.insert(0, str(root / "scripts"))
+    from make_resize_fixtures import case_image
+
+    with np.load(root / "tests" / "fixtures" / "hf" / "resize_exact.npz") as data:
+        for n, (seed, h, w, th, tw) in enumerate(data["cases"].tolist()):
+            ours = resize_rgb_exact(case_image(seed, h, w), th, tw)
+            assert np.array_equal(ours, data[f"out{n}"]), (h, w, th, tw)
