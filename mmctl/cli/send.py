@@ -69,6 +69,11 @@ class Processing(StrEnum):
     worker = "worker"
 
 
+class MediaRef(StrEnum):
+    data = "data"
+    file = "file"
+
+
 def send(
     media: Annotated[
         list[Path] | None,
@@ -92,6 +97,10 @@ def send(
         Processing,
         typer.Option("--processing", help="client: mmctl preprocesses; worker: send media_refs."),
     ] = Processing.client,
+    media_ref: Annotated[
+        MediaRef,
+        typer.Option("--media-ref", help="With --processing worker: data: URLs, or file:// paths."),
+    ] = MediaRef.data,
     compare_processing: Annotated[
         bool,
         typer.Option("--compare-processing", help="Run client and worker processing; compare."),
@@ -158,6 +167,7 @@ def send(
         shm_min_bytes=shm_min_bytes,
         pixel_dtype=pixel_dtype,
         processing=processing.value,
+        media_ref=media_ref.value,
         sampling=sampling(
             max_tokens=max_tokens,
             temperature=temperature,

@@ -51,6 +51,7 @@ class SendOptions:
     shm_min_bytes: int = 64 * 1024
     pixel_dtype: str | None = None
     processing: str = "client"  # client | worker
+    media_ref: str = "data"  # data | file: how --processing worker names the media
     sampling: Sampling = field(default_factory=Sampling)
     stream: bool = True
     timeout: float | None = None
@@ -109,17 +110,28 @@ class SendResult:
 
 
 class _ShmAllocator:
-    """Pixel tensors written straight into shm segments (the one copy is the write itself)."""
+    """Pixel tensors written straight into shm segments (the one copy is the write itself).
 
-    def __init__(self, arena: ShmArena, min_bytes: int) -> None:
-        self.arena, self.min_bytes = arena, min_bytes
+    ``fallback`` (transport auto): when ``/dev/shm`` fills up, keep going in
+    ordinary memory and say so (``problems``) instead of failing.
+    """
+
+    def __init__(self, arena: ShmArena, min_bytes: int, fallback: bool = False) -> None:
+        self.arena, self.min_bytes, self.fallback = arena, min_bytes, fallback
         self.by_array: dict[int, object] = {}
+        self.problems: list[str] = []
 
     def __call__(self, shape, dtype) -> np.ndarray:
         nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
         if nbytes < self.min_bytes:
             return np.empty(shape, dtype=dtype)
-        segment = self.arena.create(nbytes)
+        try:
+            segment = self.arena.create(nbytes)
+        except ShmUnavailable as err:
+            if not self.fallback:
+                raise
+            self.problems.append(err.message)
+            return np.empty(shape, dtype=dtype)
         array = segment.array(dtype, shape)
         self.by_array[id(array)] = (segment, array)
         return array
@@ -214,11 +226,23 @@ def _send(opts, channel, facts, model, model_doc, timings, started, note) -> Sen
         moved = {"inline": 0, "shm": 0}
         if prepared.plan is not None:
             place = (
-                _ShmPlacer(arena, opts.shm_min_bytes, prepared.allocator, moved)
+                _ShmPlacer(
+                    arena,
+                    opts.shm_min_bytes,
+                    prepared.allocator,
+                    moved,
+                    fallback=opts.transport == "auto",
+                )
                 if use_shm
                 else None
             )
             req = prepared.plan.to_proto(place) if place else prepared.plan.to_proto()
+            if place is not None and place.problems:
+                decisions["transport"] = Decision(
+                    "shm+inline" if moved["shm"] else "inline",
+                    f"auto: {place.problems[0]}; those tensors went inline",
+                )
+                note(f"shared memory: {place.problems[0]}; falling back to inline")
         else:
             req = prepared.message
             if use_shm:
@@ -248,7 +272,11 @@ def _client_processing(opts, facts, model, decisions, checks, limits, arena, use
     decisions["pixel_dtype"] = pixel_dtype(facts, opts.pixel_dtype, opts.skip_checks)
     fmt = PixelFormat(decisions["pixel_dtype"].value)
     one_per_kind = all(n == 1 for n in Counter(kinds).values())
-    allocator = _ShmAllocator(arena, opts.shm_min_bytes) if use_shm and one_per_kind else None
+    allocator = (
+        _ShmAllocator(arena, opts.shm_min_bytes, fallback=opts.transport == "auto")
+        if use_shm and one_per_kind
+        else None
+    )
     composed = compose(
         opts.media,
         opts.prompt,
@@ -343,9 +371,11 @@ def _worker_processing(opts, facts, model, decisions, checks, limits, timings) -
             hint="use --processing client",
         )
     schemes = processing_schemes(facts)
-    if "data" not in schemes:
+    if opts.media_ref not in schemes:
         raise CheckFailed(
-            f"--processing worker: the worker accepts {schemes or 'no'} URL schemes, not data:"
+            f"--processing worker: the worker accepts {', '.join(schemes) or 'no'} URL schemes, "
+            f"not {opts.media_ref}:",
+            hint="file: needs a worker started with --allowed-local-media-path on this host",
         )
     begin = time.perf_counter()
     kinds = []
@@ -356,8 +386,11 @@ def _worker_processing(opts, facts, model, decisions, checks, limits, timings) -
     engine, common = proto.engine(), proto.common()
     refs = []
     for path, kind in zip(opts.media, kinds, strict=True):
-        mime = _MIME.get(path.suffix.lower(), "application/octet-stream")
-        url = f"data:{mime};base64," + base64.b64encode(path.read_bytes()).decode()
+        if opts.media_ref == "file":
+            url = path.resolve().as_uri()  # the worker must see this path (same host)
+        else:
+            mime = _MIME.get(path.suffix.lower(), "application/octet-stream")
+            url = f"data:{mime};base64," + base64.b64encode(path.read_bytes()).decode()
         refs.append(
             engine.MediaRef(
                 modality=common.VIDEO if kind is MediaKind.VIDEO else common.IMAGE, url=url
@@ -383,7 +416,7 @@ def _worker_processing(opts, facts, model, decisions, checks, limits, timings) -
     )
     timings["tokenize_s"] = time.perf_counter() - begin
     decisions["processing"] = Decision(
-        "worker", f"media_refs as data: URLs ({facts.server.mm_processor})"
+        "worker", f"media_refs as {opts.media_ref}: URLs ({facts.server.mm_processor})"
     )
     checks.append({"name": "mrope_walk", "ran": False, "reason": "the worker expands the prompt"})
     items = [
@@ -437,12 +470,23 @@ def _replay(opts, facts, model, decisions, checks) -> _Prepared:
 
 
 class _ShmPlacer:
-    """Tensors of at least ``min_bytes`` go to shm, the rest inline."""
+    """Tensors of at least ``min_bytes`` go to shm, the rest inline.
+
+    ``fallback`` (transport auto): a tensor that no longer fits in ``/dev/shm``
+    travels inline, and ``problems`` says so.
+    """
 
     def __init__(
-        self, arena: ShmArena, min_bytes: int, allocator: _ShmAllocator | None, moved: dict
+        self,
+        arena: ShmArena,
+        min_bytes: int,
+        allocator: _ShmAllocator | None,
+        moved: dict,
+        fallback: bool = False,
     ):
         self.arena, self.min_bytes, self.allocator, self.moved = arena, min_bytes, allocator, moved
+        self.fallback = fallback
+        self.problems: list[str] = list(allocator.problems) if allocator else []
 
     def __call__(self, key: str, array: np.ndarray, dtype: str):
         data = tensors.wire_array(array, dtype)
@@ -450,7 +494,13 @@ class _ShmPlacer:
             return tensors.inline(data, dtype)
         segment = self.allocator.segment_of(array) if self.allocator else None
         if segment is None:
-            segment = self.arena.put(data)
+            try:
+                segment = self.arena.put(data)
+            except ShmUnavailable as err:
+                if not self.fallback:
+                    raise
+                self.problems.append(err.message)
+                return tensors.inline(data, dtype)
         self.moved["shm"] += segment.nbytes
         return _handle(segment, data.shape, dtype)
 

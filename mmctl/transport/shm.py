@@ -73,10 +73,14 @@ def read_handle(name: str, offset: int, nbytes: int, *, unlink: bool = True) -> 
             if err.errno == errno.ELOOP:
                 raise ShmReadError(f"TensorData.shm is a symlink: {name!r}") from None
             raise ShmReadError(f"TensorData.shm {name!r}: {err.strerror}") from None
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
             raise ShmReadError(f"TensorData.shm is not a regular file: {name!r}")
         opened = True
-        raw = os.pread(fd, int(nbytes), int(offset))
+        # Never allocate more than the file holds: a client asking for a
+        # terabyte must get the short-read error, not exhaust our memory.
+        available = max(0, info.st_size - int(offset))
+        raw = os.pread(fd, min(int(nbytes), available), int(offset)) if available else b""
     finally:
         if fd is not None:
             os.close(fd)

@@ -308,3 +308,31 @@ def test_worker_refusal_exits_4(cli, make_stub, red_blue):
         "--skip-checks",
     )
     assert r.code == 4 and "INVALID_ARGUMENT" in r.err and "normalized twice" in r.err
+
+
+def test_shm_full_auto_falls_back_inline_and_shm_fails(cli, stub, red_blue, monkeypatch, no_leaks):
+    import errno
+
+    def full(fd, offset, length):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "posix_fallocate", full)
+    auto = _send(cli, stub, red_blue, "-p", PROMPT, "--transport", "auto")
+    assert auto.code == 0, auto.err
+    doc = auto.json()
+    assert doc["answer"] == "red, blue" and doc["bytes"]["shm"] == 0
+    assert "full" in doc["decisions"]["transport"]["reason"]
+    forced = _send(cli, stub, red_blue, "--shm")
+    assert forced.code == 3 and "full" in forced.err
+
+
+def test_worker_processing_with_file_urls(cli, make_stub, red_blue):
+    allowed = make_stub(allowed_local_media_path=red_blue.parent)
+    ok = _send(
+        cli, allowed, red_blue, "-p", PROMPT, "--processing", "worker", "--media-ref", "file"
+    )
+    assert ok.code == 0, ok.err
+    assert ok.json()["answer"] == "red, blue"
+    plain = make_stub()
+    refused = _send(cli, plain, red_blue, "--processing", "worker", "--media-ref", "file")
+    assert refused.code == 6 and "not file:" in refused.err

@@ -348,3 +348,40 @@ def test_model_info(stub):
     info = stub.engine.GetModelInfo(proto.engine().GetModelInfoRequest())
     assert info.supports_vision and info.model_type == "qwen3_vl"
     assert list(info.eos_token_ids) == [151645, 151643]
+
+
+def test_item_limit_is_enforced(make_stub, red_blue, builtin_model):
+    from mmctl.request.compose import compose
+
+    one = make_stub(item_limits={"video": 1})
+    req = compose([red_blue, red_blue], "Both?", builtin_model).plan.to_proto()
+    with pytest.raises(grpc.RpcError) as err:
+        one.generate(req)
+    assert (
+        "2 video items in one request; this worker's mm_item_limits allow 1" in err.value.details()
+    )
+
+
+def test_file_media_ref_outside_the_allowed_folder(make_stub, red_blue, builtin_model, tmp_path):
+    engine, common = proto.engine(), proto.common()
+    guarded = make_stub(allowed_local_media_path=tmp_path)
+    text = "<|im_start|>user\n<|vision_start|><|video_pad|><|vision_end|>?<|im_end|>\n"
+    req = engine.GenerateRequest(
+        tokenized=engine.TokenizedInput(input_ids=builtin_model.tokenizer.encode(text)),
+        media_refs=engine.MediaRefs(
+            items=[engine.MediaRef(modality=common.VIDEO, url=red_blue.resolve().as_uri())]
+        ),
+    )
+    with pytest.raises(grpc.RpcError) as err:
+        guarded.generate(req)
+    assert "outside the allowed folder" in err.value.details()
+
+
+def test_a_terabyte_shm_claim_is_a_short_read_not_an_allocation(stub, video_request, no_leaks):
+    req, _ = video_request()
+    name = _shm_file(f"mmctl-test-{os.getpid()}-tiny", b"x" * 64)
+    _with_shm_pixels(req, name, nbytes=2**40)
+    with pytest.raises(grpc.RpcError) as err:
+        stub.generate(req)
+    assert "expected 1099511627776, got 64" in err.value.details()
+    assert not (shm_dir() / name).exists()
