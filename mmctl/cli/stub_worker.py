@@ -122,27 +122,29 @@ def stub_worker(
         except OSError as err:
             raise UsageError(f"cannot read the TLS files: {err.strerror}") from None
     running = start(cfg, host, port, tls=tls)
-    address = f"{host}:{running.port}"
-    doc = {
-        "event": "ready",
-        "address": address,
-        "port": running.port,
-        "model": model.source.label,
-        "family": model.spec.name,
-        "device_normalize": device_normalize,
-        "legacy_proto": legacy_proto,
-        "tls": tls is not None,
-    }
-    output.result(
-        doc,
-        human=lambda console: console.print(
-            f"mmctl stub-worker listening on {address} ({model.spec.name}, {model.source.label}"
-            + (", device-normalize" if device_normalize else "")
-            + (", legacy proto" if legacy_proto else "")
-            + ")"
-        ),
-    )
+    # From here on a stop signal is the normal way out (exit 0), even one that
+    # arrives right after the ready line a script was waiting for.
     try:
+        address = f"{host}:{running.port}"
+        doc = {
+            "event": "ready",
+            "address": address,
+            "port": running.port,
+            "model": model.source.label,
+            "family": model.spec.name,
+            "device_normalize": device_normalize,
+            "legacy_proto": legacy_proto,
+            "tls": tls is not None,
+        }
+        output.result(
+            doc,
+            human=lambda console: console.print(
+                f"mmctl stub-worker listening on {address} ({model.spec.name}, {model.source.label}"
+                + (", device-normalize" if device_normalize else "")
+                + (", legacy proto" if legacy_proto else "")
+                + ")"
+            ),
+        )
         running.server.wait_for_termination()
     except Interrupted as stop:
         output.note(f"[stub] {stop.signal_name}: shutting down")
