@@ -124,5 +124,9 @@ HeaderOpt = Annotated[
 ]
 TimeoutOpt = Annotated[
     float | None,
-    typer.Option("--timeout", help="Deadline in seconds for the whole call.", show_default=False),
+    typer.Option(
+        "--timeout",
+        help="Deadline in seconds for each call to the worker (Generate included).",
+        show_default=False,
+    ),
 ]

@@ -224,15 +224,21 @@ def _servicer_class():
 
         # ---- the rest of the service -----------------------------------------
 
+        def _note(self, line: str) -> None:
+            self.cfg.log.write(f"[stub] {line}\n")
+            self.cfg.log.flush()
+
         def HealthCheck(self, request, context):
+            self._note("HealthCheck: healthy")
             return proto.engine().HealthCheckResponse(healthy=True, message="stub worker ready")
 
         def Abort(self, request, context):
             found = self.requests.abort(list(request.request_ids))
-            self.cfg.log.write(f"[stub] Abort {list(request.request_ids)}: {found} in flight\n")
+            self._note(f"Abort {list(request.request_ids)}: {found} in flight")
             return proto.engine().AbortResponse()
 
         def GetModelInfo(self, request, context):
+            self._note("GetModelInfo")
             model = self.cfg.model
             config = dict(model.files.config)
             eos = model.eos_token_ids()
@@ -253,6 +259,7 @@ def _servicer_class():
             )
 
         def GetServerInfo(self, request, context):
+            self._note("GetServerInfo")
             policy = self.cfg.policy
             info = proto.engine().GetServerInfoResponse(
                 active_requests=len(self.requests),
@@ -284,6 +291,7 @@ def _servicer_class():
                 if self._bundle is None:
                     self._bundle = build_bundle(self.cfg.model.source)
             data, sha = self._bundle
+            self._note(f"GetTokenizer: {len(data):,} bytes, sha256 {sha[:12]}…")
             common = proto.common()
             for start in range(0, len(data), CHUNK):
                 end = min(start + CHUNK, len(data))
