@@ -237,16 +237,22 @@ def _send(opts, channel, facts, model, model_doc, timings, started, note) -> Sen
                 else None
             )
             req = prepared.plan.to_proto(place) if place else prepared.plan.to_proto()
-            if place is not None and place.problems:
-                decisions["transport"] = Decision(
-                    "shm+inline" if moved["shm"] else "inline",
-                    f"auto: {place.problems[0]}; those tensors went inline",
-                )
-                note(f"shared memory: {place.problems[0]}; falling back to inline")
+            problems = place.problems if place is not None else []
         else:
             req = prepared.message
-            if use_shm:
-                _move_inline_to_shm(req, arena, opts.shm_min_bytes, moved)
+            problems = (
+                _move_inline_to_shm(
+                    req, arena, opts.shm_min_bytes, moved, fallback=opts.transport == "auto"
+                )
+                if use_shm
+                else []
+            )
+        if problems:  # transport auto, /dev/shm filled up: those tensors went inline
+            decisions["transport"] = Decision(
+                "shm+inline" if moved["shm"] else "inline",
+                f"auto: {problems[0]}; those tensors went inline",
+            )
+            note(f"shared memory: {problems[0]}; falling back to inline")
         moved["inline"] += _inline_bytes(req)
         data = req.SerializeToString()
         moved["request"] = len(data)
@@ -516,18 +522,30 @@ def _handle(segment, shape, dtype: str):
     )
 
 
-def _move_inline_to_shm(req, arena: ShmArena, min_bytes: int, moved: dict) -> None:
+def _move_inline_to_shm(
+    req, arena: ShmArena, min_bytes: int, moved: dict, fallback: bool = False
+) -> list[str]:
+    """Move a replayed request's large inline tensors into shm; returns problems
+    (``fallback``: a tensor that no longer fits stays inline)."""
     from mmctl.request.view import batches
 
+    problems: list[str] = []
     for batch in batches(req):
         named = [batch.pixel_values] if batch.HasField("pixel_values") else []
         named.extend(batch.model_specific_tensors.values())
         for td in named:
             if td.WhichOneof("payload") != "inline" or len(td.inline) < min_bytes:
                 continue
-            segment = arena.put(np.frombuffer(td.inline, dtype=np.uint8))
+            try:
+                segment = arena.put(np.frombuffer(td.inline, dtype=np.uint8))
+            except ShmUnavailable as err:
+                if not fallback:
+                    raise
+                problems.append(err.message)
+                continue
             moved["shm"] += segment.nbytes
             td.CopyFrom(_handle(segment, td.shape, td.dtype))
+    return problems
 
 
 def _inline_bytes(req) -> int:

@@ -336,3 +336,19 @@ def test_worker_processing_with_file_urls(cli, make_stub, red_blue):
     plain = make_stub()
     refused = _send(cli, plain, red_blue, "--processing", "worker", "--media-ref", "file")
     assert refused.code == 6 and "not file:" in refused.err
+
+
+def test_replay_in_auto_falls_back_when_shm_is_full(cli, stub, red_blue, tmp_path, monkeypatch):
+    import errno
+
+    req = tmp_path / "req.pb"
+    assert cli("build", red_blue, "-p", PROMPT, "-o", req).code == 0
+
+    def full(fd, offset, length):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "posix_fallocate", full)
+    r = _send(cli, stub, "--request", req, "--transport", "auto")
+    assert r.code == 0, r.err
+    doc = r.json()
+    assert doc["answer"] == "red, blue" and doc["decisions"]["transport"]["value"] == "inline"
