@@ -73,9 +73,3 @@ def sampling(
         seed=seed,
         stop=tuple(stop or ()),
     )
-
-
-def target_from_options(target, tls, ca_cert, headers):
-    from mmctl.client.channel import resolve_target
-
-    return resolve_target(target, tls=tls, ca_cert=ca_cert, headers=headers)

@@ -37,14 +37,13 @@ def health(
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-    from mmctl.cli._model import target_from_options
     from mmctl.cli._output import Output
-    from mmctl.client.channel import as_error, open_channel
+    from mmctl.client.channel import as_error, open_channel, resolve_target
     from mmctl.errors import WorkerUnavailable
     from mmctl.wire import proto
 
     output = Output(json_mode=json_out)
-    tgt = target_from_options(target, tls, ca_cert, header)
+    tgt = resolve_target(target, tls=tls, ca_cert=ca_cert, headers=header)
     meta = list(tgt.headers)
     channel = open_channel(tgt)
     try:
@@ -100,14 +99,13 @@ def info(
     """Show the worker's model, server info, /dev/shm sharing and proto capabilities."""
     from google.protobuf.json_format import MessageToDict
 
-    from mmctl.cli._model import target_from_options
     from mmctl.cli._output import Output
-    from mmctl.client.channel import open_channel
+    from mmctl.client.channel import open_channel, resolve_target
     from mmctl.client.worker import probe
     from mmctl.transport.shm import namespace_id
 
     output = Output(json_mode=json_out)
-    tgt = target_from_options(target, tls, ca_cert, header)
+    tgt = resolve_target(target, tls=tls, ca_cert=ca_cert, headers=header)
     channel = open_channel(tgt)
     try:
         facts = probe(channel, tgt, timeout=timeout or 10.0)

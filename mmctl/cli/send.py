@@ -141,9 +141,10 @@ def send(
     json_out: JsonOpt = False,
 ) -> None:
     """Send media to a vLLM gRPC worker and print the answer with a timing breakdown."""
-    from mmctl.cli._model import overrides, sampling, target_from_options
+    from mmctl.cli._model import overrides, sampling
     from mmctl.cli._output import Output
     from mmctl.cli._progress import FrameProgress
+    from mmctl.client.channel import resolve_target
     from mmctl.client.send import SendOptions
     from mmctl.client.send import send as run
     from mmctl.errors import UsageError
@@ -159,7 +160,7 @@ def send(
     if shm_min_bytes < 0:
         raise UsageError("--shm-min-bytes must not be negative")
     opts = SendOptions(
-        target=target_from_options(target, tls, ca_cert, header),
+        target=resolve_target(target, tls=tls, ca_cert=ca_cert, headers=header),
         media=list(media or []),
         prompt=prompt,
         request_file=request,

@@ -30,13 +30,6 @@ class Target:
     ca_cert: Path | None = None
     headers: tuple[tuple[str, str], ...] = field(default_factory=tuple)
 
-    @property
-    def host(self) -> str:
-        return self.address.rsplit(":", 1)[0] if ":" in self.address else self.address
-
-    def is_local(self) -> bool:
-        return self.host in ("localhost", "127.0.0.1", "::1", "[::1]")
-
 
 def resolve_target(
     target: str | None,

@@ -125,12 +125,8 @@ class _ShmAllocator:
         nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
         if nbytes < self.min_bytes:
             return np.empty(shape, dtype=dtype)
-        try:
-            segment = self.arena.create(nbytes)
-        except ShmUnavailable as err:
-            if not self.fallback:
-                raise
-            self.problems.append(err.message)
+        segment = _shm_or_none(lambda: self.arena.create(nbytes), self.fallback, self.problems)
+        if segment is None:
             return np.empty(shape, dtype=dtype)
         array = segment.array(dtype, shape)
         self.by_array[id(array)] = (segment, array)
@@ -139,6 +135,19 @@ class _ShmAllocator:
     def segment_of(self, array: np.ndarray):
         entry = self.by_array.get(id(array))
         return entry[0] if entry and entry[1] is array else None
+
+
+def _shm_or_none(make, fallback: bool, problems: list[str]):
+    """``make()``'s segment; ``None`` — the reason added to ``problems`` — when
+    ``/dev/shm`` cannot take it and ``fallback`` (transport auto) lets the
+    tensor travel inline instead."""
+    try:
+        return make()
+    except ShmUnavailable as err:
+        if not fallback:
+            raise
+        problems.append(err.message)
+        return None
 
 
 def _shm_problem() -> str | None:
@@ -198,10 +207,10 @@ class _Prepared:
 def _send(opts, channel, facts, model, model_doc, timings, started, note) -> SendResult:
     decisions: dict[str, Decision] = {}
     checks: list[dict] = []
-    decisions["transport"] = transport(opts.transport, facts, namespace_id(), _shm_problem())
+    problem = _shm_problem()
+    decisions["transport"] = transport(opts.transport, facts, namespace_id(), problem)
     use_shm = decisions["transport"].value == "shm"
     if use_shm:
-        problem = _shm_problem()
         if problem:
             raise ShmUnavailable(
                 f"--transport shm: {problem}", hint="use --transport auto or inline"
@@ -455,16 +464,16 @@ def _replay(opts, facts, model, decisions, checks) -> _Prepared:
         req.request_id = new_request_id()
     kinds = [batch_kind(b) for b in batches(req) for _ in b.mm_placeholders]
     dtypes = {b.pixel_values.dtype for b in batches(req) if b.HasField("pixel_values")}
+    want = pixel_dtype(facts, None)
+    normalizes = facts.server.mm_device_do_normalize
     for dtype in dtypes:
-        want = pixel_dtype(facts, None)
-        if dtype != want.value and not opts.skip_checks:
-            normalizes = facts.server.mm_device_do_normalize
-            if normalizes != (dtype == "uint8"):
-                raise CheckFailed(
-                    f"the request file carries {dtype} pixels; this worker wants {want.value} "
-                    f"({want.reason})",
-                    hint="rebuild it with --pixel-dtype " + want.value,
-                )
+        # Only a mismatch in normalization is wrong; float widths the worker casts.
+        if not opts.skip_checks and normalizes != (dtype == "uint8"):
+            raise CheckFailed(
+                f"the request file carries {dtype} pixels; this worker wants {want.value} "
+                f"({want.reason})",
+                hint="rebuild it with --pixel-dtype " + want.value,
+            )
     decisions["pixel_dtype"] = Decision(",".join(sorted(dtypes)) or "none", "from the request file")
     layout, grids = layout_of(req)
     _record_walk(check_layout(model, layout, grids), checks, opts.skip_checks)
@@ -500,12 +509,8 @@ class _ShmPlacer:
             return tensors.inline(data, dtype)
         segment = self.allocator.segment_of(array) if self.allocator else None
         if segment is None:
-            try:
-                segment = self.arena.put(data)
-            except ShmUnavailable as err:
-                if not self.fallback:
-                    raise
-                self.problems.append(err.message)
+            segment = _shm_or_none(lambda: self.arena.put(data), self.fallback, self.problems)
+            if segment is None:
                 return tensors.inline(data, dtype)
         self.moved["shm"] += segment.nbytes
         return _handle(segment, data.shape, dtype)
@@ -527,21 +532,16 @@ def _move_inline_to_shm(
 ) -> list[str]:
     """Move a replayed request's large inline tensors into shm; returns problems
     (``fallback``: a tensor that no longer fits stays inline)."""
-    from mmctl.request.view import batches
+    from mmctl.request.view import batches, tensor_fields
 
     problems: list[str] = []
     for batch in batches(req):
-        named = [batch.pixel_values] if batch.HasField("pixel_values") else []
-        named.extend(batch.model_specific_tensors.values())
-        for td in named:
+        for _, td in tensor_fields(batch):
             if td.WhichOneof("payload") != "inline" or len(td.inline) < min_bytes:
                 continue
-            try:
-                segment = arena.put(np.frombuffer(td.inline, dtype=np.uint8))
-            except ShmUnavailable as err:
-                if not fallback:
-                    raise
-                problems.append(err.message)
+            raw = np.frombuffer(td.inline, dtype=np.uint8)
+            segment = _shm_or_none(lambda raw=raw: arena.put(raw), fallback, problems)
+            if segment is None:
                 continue
             moved["shm"] += segment.nbytes
             td.CopyFrom(_handle(segment, td.shape, td.dtype))
@@ -549,14 +549,14 @@ def _move_inline_to_shm(
 
 
 def _inline_bytes(req) -> int:
-    from mmctl.request.view import batches
+    from mmctl.request.view import batches, tensor_fields
 
-    total = 0
-    for batch in batches(req):
-        named = [batch.pixel_values] if batch.HasField("pixel_values") else []
-        named.extend(batch.model_specific_tensors.values())
-        total += sum(len(td.inline) for td in named if td.WhichOneof("payload") == "inline")
-    return total
+    return sum(
+        len(td.inline)
+        for batch in batches(req)
+        for _, td in tensor_fields(batch)
+        if td.WhichOneof("payload") == "inline"
+    )
 
 
 def _generate(opts, channel, req, data: bytes, model: Model, timings, started) -> SendResult:

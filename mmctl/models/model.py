@@ -37,8 +37,10 @@ class Model:
     def merge_size(self) -> int:
         return self.params.merge_size
 
+    @cached_property
     def eos_token_ids(self) -> list[int]:
-        """From config.json / generation_config.json (ints or lists)."""
+        """From config.json / generation_config.json (ints or lists); read once
+        (the stub worker asks on every request)."""
         ids: list[int] = []
         generation = _read(self.source.find("generation_config.json"))
         for cfg in (generation, self.files.config):

@@ -35,10 +35,6 @@ class PixelFormat(Enum):
         )
 
     @property
-    def normalized(self) -> bool:
-        return self is not PixelFormat.UINT8
-
-    @property
     def needs_scratch(self) -> bool:
         """Computed in float32 first, then narrowed."""
         return self in (PixelFormat.BFLOAT16, PixelFormat.FLOAT16)

@@ -108,7 +108,8 @@ def resize_rgb(frame: np.ndarray, height: int, width: int) -> np.ndarray:
     identical) and are fast (Pillow releases the GIL). Where an axis grows,
     a one-level difference after the first pass can become two after the
     enlarging one, so then :func:`resize_rgb_exact` reproduces torchvision's
-    arithmetic bit for bit (slower, but enlarged frames are small).
+    arithmetic bit for bit (about 3x Pillow's time: 86 ms for a 720p frame
+    grown to 736x1312, measured here).
     """
     src_h, src_w = frame.shape[:2]
     if (src_h, src_w) == (height, width):

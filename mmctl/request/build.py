@@ -220,6 +220,3 @@ class RequestPlan:
             else:
                 req.extra_mm_inputs.append(msg)
         return req
-
-    def tensor_bytes(self) -> int:
-        return sum(a.nbytes for b in self.batches for a in b.arrays().values())

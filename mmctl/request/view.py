@@ -15,6 +15,7 @@ import numpy as np
 from mmctl.errors import InputError
 from mmctl.media.probe import MediaKind
 from mmctl.prompt.layout import Layout, LayoutKind, Span
+from mmctl.request.tensors import from_bytes
 
 
 def read_request(path: Path):
@@ -41,6 +42,14 @@ def batches(req) -> list:
     out = [req.mm_inputs] if req.HasField("mm_inputs") else []
     out.extend(req.extra_mm_inputs)
     return out
+
+
+def tensor_fields(batch) -> list[tuple[str, Any]]:
+    """A batch's ``(key, TensorData)`` pairs: ``pixel_values`` first, then the
+    model-specific tensors by name."""
+    named = [("pixel_values", batch.pixel_values)] if batch.HasField("pixel_values") else []
+    named.extend(sorted(batch.model_specific_tensors.items()))
+    return named
 
 
 def batch_kind(batch) -> MediaKind:
@@ -74,14 +83,10 @@ def summary(req) -> dict[str, Any]:
     out_batches = []
     for batch in batches(req):
         tensors = {}
-        if batch.HasField("pixel_values"):
-            tensors["pixel_values"] = tensor_summary(batch.pixel_values)
-        for key in sorted(batch.model_specific_tensors):
-            td = batch.model_specific_tensors[key]
+        for key, td in tensor_fields(batch):
             tensors[key] = tensor_summary(td)
-            if td.WhichOneof("payload") == "inline" and len(td.inline) <= 256:
-                from mmctl.request.tensors import from_bytes
-
+            small = td.WhichOneof("payload") == "inline" and len(td.inline) <= 256
+            if key != "pixel_values" and small:
                 tensors[key]["values"] = from_bytes(td.inline, td.shape, td.dtype).tolist()
         out_batches.append(
             {
@@ -113,8 +118,6 @@ def summary(req) -> dict[str, Any]:
 
 def grid_of(batch, kind: MediaKind) -> list[tuple[int, int, int]]:
     """The per-item ``*_grid_thw`` rows of a batch (inline tensors only)."""
-    from mmctl.request.tensors import from_bytes
-
     key = "video_grid_thw" if kind is MediaKind.VIDEO else "image_grid_thw"
     if key not in batch.model_specific_tensors:
         raise InputError(f"{kind.value} batch has no {key} tensor")

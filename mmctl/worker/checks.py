@@ -23,9 +23,15 @@ from mmctl.models.model import Model
 from mmctl.prompt.layout import Span
 from mmctl.prompt.mrope import walk
 from mmctl.request.tensors import LEGACY_DTYPES, WIRE_DTYPES, expected_nbytes
+from mmctl.request.view import batches, tensor_fields
 from mmctl.transport.shm import ShmReadError, read_handle
 
 ENGINE_FAIL = "the real worker would fail in the engine with"
+
+
+def worker_key(key: str, kind: MediaKind) -> str:
+    """The servicer's rename: VIDEO batches carry ``pixel_values_videos``."""
+    return "pixel_values_videos" if kind is MediaKind.VIDEO and key == "pixel_values" else key
 
 
 class Rejected(ValueError):
@@ -68,10 +74,10 @@ class ReceivedBatch:
 
     @property
     def pixel_key(self) -> str:
-        return "pixel_values_videos" if self.kind is MediaKind.VIDEO else "pixel_values"
+        return worker_key("pixel_values", self.kind)
 
     def rename(self, key: str) -> str:
-        return self.pixel_key if key == "pixel_values" else key
+        return worker_key(key, self.kind)
 
     @property
     def grid_key(self) -> str:
@@ -110,32 +116,22 @@ def _payload(td, key: str, label: str) -> tuple[bytes, str]:
 
 def decode(req, policy: Policy) -> list[ReceivedBatch]:
     """Read every batch's tensors (shm files are consumed here) with the servicer's checks."""
-    raw = [req.mm_inputs] if req.HasField("mm_inputs") else []
-    raw.extend(req.extra_mm_inputs)
     out: list[ReceivedBatch] = []
     errors: list[str] = []
-    for n, mm in enumerate(raw):
+    for n, mm in enumerate(batches(req)):
         label = "mm_inputs" if n == 0 else f"extra_mm_inputs[{n - 1}]"
         tensors, dtypes, transports = {}, {}, {}
-        named = []
-        if mm.HasField("pixel_values"):
-            named.append(("pixel_values", mm.pixel_values))
-        named.extend(sorted(mm.model_specific_tensors.items()))
         kind_error = None
         try:
             kind = _kind(mm.modality, policy.legacy_proto, label)
         except Rejected as err:
             kind, kind_error = MediaKind.IMAGE, str(err)
-        for key, td in named:
+        for key, td in tensor_fields(mm):
             # Read every payload even after a failure: a real worker consumes
             # each shm file it reaches, and a stub must not leave them behind.
             try:
                 payload, transport = _payload(td, key, label)
-                name = (
-                    key
-                    if kind is not MediaKind.VIDEO or key != "pixel_values"
-                    else "pixel_values_videos"
-                )
+                name = worker_key(key, kind)
                 tensors[name] = _tensor(payload, td, key, label, policy)
                 dtypes[name], transports[name] = td.dtype, transport
             except Rejected as err:

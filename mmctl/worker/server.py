@@ -23,6 +23,7 @@ import grpc
 from mmctl.models.model import Model
 from mmctl.models.source import build_bundle
 from mmctl.request.tensors import wire_name
+from mmctl.request.view import batches
 from mmctl.transport.shm import namespace_id
 from mmctl.wire import proto
 from mmctl.worker import answers, checks, media_refs
@@ -110,7 +111,7 @@ def _servicer_class():
                 sp = request.sampling_params
                 done = finish(
                     tok.encode(text),
-                    eos_ids=cfg.model.eos_token_ids(),
+                    eos_ids=cfg.model.eos_token_ids,
                     max_tokens=sp.max_tokens if sp.HasField("max_tokens") else None,
                     stop_token_ids=list(sp.stop_token_ids),
                     stop=list(sp.stop),
@@ -211,10 +212,7 @@ def _servicer_class():
             return f"stub-{self._seq}"
 
         def _log(self, request_id, request, outcome: str, started: float) -> None:
-            kinds = []
-            for mm in [request.mm_inputs] if request.HasField("mm_inputs") else []:
-                kinds.append(_describe(mm))
-            kinds.extend(_describe(mm) for mm in request.extra_mm_inputs)
+            kinds = [_describe(mm) for mm in batches(request)]
             if request.HasField("media_refs"):
                 kinds.append(f"{len(request.media_refs.items)} media_refs")
             what = "; ".join(kinds) or "text only"
@@ -241,7 +239,7 @@ def _servicer_class():
             self._note("GetModelInfo")
             model = self.cfg.model
             config = dict(model.files.config)
-            eos = model.eos_token_ids()
+            eos = model.eos_token_ids
             return proto.engine().GetModelInfoResponse(
                 model_path=model.source.label,
                 is_generation=True,
@@ -314,9 +312,7 @@ def _received(n: int, batch) -> checks.ReceivedBatch:
     tensors = {}
     dtypes = {}
     for key, array in batch.arrays().items():
-        name = (
-            "pixel_values_videos" if key == "pixel_values" and batch.kind.value == "video" else key
-        )
+        name = checks.worker_key(key, batch.kind)
         tensors[name] = array
         dtypes[name] = batch.pixel_dtype if key == "pixel_values" else wire_name(array)
     return checks.ReceivedBatch(

@@ -26,12 +26,6 @@ VS = 151652
 VPAD = 151656
 
 
-def _text(stub, tokens) -> str:
-    from mmctl.models.model import load_model
-
-    return load_model().tokenizer.decode(tokens, skip_special_tokens=True)
-
-
 def test_red_blue_inline_streaming(stub, video_request, builtin_model):
     req, _ = video_request()
     tokens, done = stub.generate(req)
