@@ -38,6 +38,12 @@ def cli(capsys):
 
 
 @pytest.fixture(scope="session")
+def fixtures() -> Path:
+    """tests/fixtures: committed media (never encoded at test time) and goldens."""
+    return Path(__file__).resolve().parent / "fixtures"
+
+
+@pytest.fixture(scope="session")
 def media_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("media")
 
@@ -130,3 +136,74 @@ def no_leaks():
     yield
     after = {p.name for p in shm_dir().iterdir() if p.name.startswith(prefix)}
     assert after <= before, f"leaked in /dev/shm: {sorted(after - before)}"
+
+
+# ---- what a person sees in a terminal ----
+
+
+class Screen:
+    """A command's run in a pseudo-terminal, rendered by a terminal emulator."""
+
+    def __init__(self, code: int, raw: bytes, lines: list[str]) -> None:
+        self.code, self.raw, self.lines = code, raw, lines
+
+    @property
+    def text(self) -> str:
+        return "\n".join(line.rstrip() for line in self.lines).strip("\n")
+
+
+@pytest.fixture
+def terminal(tmp_path):
+    """Run ``mmctl ARGS`` with stdout and stderr on one pseudo-terminal (as in
+    an interactive shell) and render the bytes with pyte, so a test sees what
+    stays on the screen after progress bars redraw and clear their lines."""
+    import fcntl
+    import pty
+    import select
+    import struct
+    import subprocess
+    import sys
+    import termios
+    import time
+
+    import pyte
+
+    def run(*argv, env: dict | None = None, cols: int = 120, rows: int = 60, timeout=60):
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        environ = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "COLUMNS")}
+        environ.update(TERM="xterm-256color", MMCTL_CACHE_DIR=str(tmp_path / "cache"))
+        environ.update(env or {})
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "mmctl", *map(str, argv)],
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            env=environ,
+            close_fds=True,
+        )
+        os.close(slave)
+        raw = b""
+        deadline = time.monotonic() + timeout
+        try:
+            while time.monotonic() < deadline:
+                ready, _, _ = select.select([master], [], [], 0.1)
+                if ready:
+                    try:
+                        chunk = os.read(master, 65536)
+                    except OSError:  # EIO: the last writer closed the terminal
+                        break
+                    if not chunk:
+                        break
+                    raw += chunk
+                elif proc.poll() is not None:
+                    break
+            code = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+        finally:
+            proc.kill()
+            os.close(master)
+        screen = pyte.Screen(cols, rows)
+        pyte.ByteStream(screen).feed(raw)
+        return Screen(code, raw, screen.display)
+
+    return run

@@ -1,4 +1,14 @@
-"""Option aliases shared by several commands (typing.Annotated, typer's public API)."""
+"""Option aliases shared by the commands (typing.Annotated, typer's public API).
+
+One alias per concept, so a name, its values, its default and its help read
+the same on every command. Every option has a help line and a metavar (help
+pages show ``N``, ``FILE``, ``HOST:PORT`` — never a Python type); defaults
+are shown, including those a value of ``None`` stands for. Options whose
+absence means something (``--prompt`` on a replay, sampling values the worker
+defaults) default to ``None`` and say their effective default in the help.
+Choices are the library's own enums (:mod:`mmctl.choices`), so typer refuses
+a bad value before anything runs.
+"""
 
 from __future__ import annotations
 
@@ -7,20 +17,253 @@ from typing import Annotated
 
 import typer
 
+from mmctl.choices import DEFAULT_MAX_TOKENS, DEFAULT_PROMPT, LayoutKind, PixelFormat
+
+
+def default_text(text: str) -> str:
+    # Click writes string defaults in parentheses; this reads like its literal ones.
+    return f"  [default: {text}]"
+
+
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
+
+# ---- the prompt ----
+
+PromptOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--prompt",
+        "-p",
+        metavar="TEXT",
+        help="The user's words, after the media in the chat turn. @FILE reads them from a "
+        "file, - from stdin; a literal leading @ is written @@."
+        + default_text(f'"{DEFAULT_PROMPT}"'),
+        show_default=False,
+    ),
+]
+PromptFileOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--prompt-file",
+        metavar="FILE",
+        help="Read the prompt from FILE (UTF-8), as -p @FILE does.",
+        show_default=False,
+    ),
+]
+AllowSpecialOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-special-tokens",
+        help="Let the prompt spell control tokens such as <|vision_start|> (refused otherwise: "
+        "the text would become the token).",
+    ),
+]
+SystemOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--system",
+        metavar="TEXT",
+        help="A system turn before the user's." + default_text("the family's, if any"),
+        show_default=False,
+    ),
+]
+ChatOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--chat/--no-chat",
+        help="Wrap media and prompt in the model's chat format (--no-chat: placeholders and "
+        "prompt as they are)." + default_text("--chat"),
+        show_default=False,
+    ),
+]
+
+# ---- sampling ----
+
+MaxTokensOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-tokens",
+        metavar="N",
+        help="Most tokens to generate." + default_text(str(DEFAULT_MAX_TOKENS)),
+        show_default=False,
+    ),
+]
+TemperatureOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--temperature",
+        metavar="T",
+        help="Sampling temperature, 0 (greedy) or more." + default_text("the worker's"),
+        show_default=False,
+    ),
+]
+TopPOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--top-p",
+        metavar="P",
+        help="Nucleus sampling: draw from the most likely tokens whose probabilities add up "
+        "to P, 0 < P <= 1." + default_text("the worker's"),
+        show_default=False,
+    ),
+]
+TopKOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--top-k",
+        metavar="K",
+        help="Draw from the K most likely tokens (0: no limit)." + default_text("the worker's"),
+        show_default=False,
+    ),
+]
+SeedOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--seed",
+        metavar="N",
+        help="Random seed for sampling (a 32-bit integer), for repeatable answers."
+        + default_text("none"),
+        show_default=False,
+    ),
+]
+StopOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--stop",
+        metavar="TEXT",
+        help="Stop generating at this text (repeatable)." + default_text("none"),
+        show_default=False,
+    ),
+]
+StreamOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--stream/--no-stream",
+        help="Ask the worker to stream tokens as they are generated." + default_text("--stream"),
+        show_default=False,
+    ),
+]
+RequestIdOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--request-id",
+        metavar="ID",
+        help="The request's id (the worker logs it; Abort uses it)."
+        + default_text("mmctl-<random>"),
+        show_default=False,
+    ),
+]
+
+# ---- pixels and media ----
+
+
+def _pixel_dtype(default: str) -> object:
+    return typer.Option(
+        "--pixel-dtype",
+        metavar="[float32|bfloat16|float16|uint8]",
+        help="What the pixel tensor holds: float32, bfloat16, float16 (normalized) or uint8 "
+        "(raw pixels, for workers that normalize on the device)." + default_text(default),
+        show_default=False,
+    )
+
+
+PixelDtypeOpt = Annotated[PixelFormat | None, _pixel_dtype("float32")]
+NegotiatedPixelDtypeOpt = Annotated[
+    PixelFormat | None, _pixel_dtype("what the worker expects (see `mmctl info`)")
+]
+LayoutOpt = Annotated[
+    LayoutKind,
+    typer.Option(
+        "--layout",
+        metavar="[vllm|hf-legacy|smg]",
+        help="How a video's placeholder expands: vllm (what a vLLM worker expects), hf-legacy "
+        "(older transformers), smg (the smg router).",
+    ),
+]
+MmItemLimitsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--mm-item-limits",
+        metavar="image=N,video=M",
+        help="Most media items of each kind per request (a worker's mm_item_limits)."
+        + default_text("no limit"),
+        show_default=False,
+    ),
+]
+StrictOpt = Annotated[
+    bool,
+    typer.Option(
+        "--strict",
+        help="Refuse (exit 3) a video that decodes to fewer frames than its container "
+        "announces, instead of warning and using the frames that decode.",
+    ),
+]
+FpsOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--fps",
+        metavar="F",
+        help="Video frames to sample per second of the source." + default_text("the model's (2)"),
+        show_default=False,
+    ),
+]
+NumFramesOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--num-frames",
+        metavar="N",
+        help="Sample exactly N video frames (instead of --fps)." + default_text("from --fps"),
+        show_default=False,
+    ),
+]
+MinFramesOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--min-frames",
+        metavar="N",
+        help="Sample at least N frames of a short video." + default_text("the model's (4)"),
+        show_default=False,
+    ),
+]
+MaxFramesOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-frames",
+        metavar="N",
+        help="Sample at most N frames of a long video." + default_text("the model's (768)"),
+        show_default=False,
+    ),
+]
+MinPixelsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--min-pixels",
+        metavar="N",
+        help="Video: the whole clip's least pixels (frames x height x width)."
+        + default_text("the model's"),
+        show_default=False,
+    ),
+]
+MaxPixelsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-pixels",
+        metavar="N",
+        help="Video: the whole clip's pixel budget (frames x height x width)."
+        + default_text("the model's"),
+        show_default=False,
+    ),
+]
+
+# ---- model files ----
+
 ModelDirOpt = Annotated[
     Path | None,
     typer.Option(
         "--model-dir",
-        help="Model folder: config.json and preprocessor configs override the family defaults.",
-        show_default=False,
-    ),
-]
-FamilyOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--family",
-        help="Model family (qwen3-vl, qwen2.5-vl, …); default: from config.json, else qwen3-vl.",
+        metavar="DIR",
+        help="Model folder: its tokenizer, config.json and preprocessor configs."
+        + default_text("the worker's files (send), else the built-in Qwen3-VL set"),
         show_default=False,
     ),
 ]
@@ -28,105 +271,69 @@ BundleOpt = Annotated[
     Path | None,
     typer.Option(
         "--bundle",
-        help="Tokenizer bundle zip, as a worker's GetTokenizer streams it (instead of --model-dir).",
+        metavar="ZIP",
+        help="A tokenizer bundle zip, as a worker's GetTokenizer streams it (instead of "
+        "--model-dir).",
         show_default=False,
     ),
 ]
-FpsOpt = Annotated[float | None, typer.Option("--fps", help="Frames to sample per second.")]
-NumFramesOpt = Annotated[
-    int | None, typer.Option("--num-frames", help="Sample exactly this many frames.")
-]
-MinFramesOpt = Annotated[int | None, typer.Option("--min-frames")]
-MaxFramesOpt = Annotated[int | None, typer.Option("--max-frames")]
-MinPixelsOpt = Annotated[
-    int | None, typer.Option("--min-pixels", help="Video: the whole clip's minimum pixels.")
-]
-MaxPixelsOpt = Annotated[
-    int | None, typer.Option("--max-pixels", help="Video: the whole clip's pixel budget.")
-]
-PromptOpt = Annotated[
-    str,
-    typer.Option("--prompt", "-p", help="The user's text, after the media in the chat turn."),
-]
-SystemOpt = Annotated[
+FamilyOpt = Annotated[
     str | None,
     typer.Option(
-        "--system", help="A system turn (default: the family's, if any).", show_default=False
-    ),
-]
-ChatOpt = Annotated[
-    bool,
-    typer.Option(
-        "--chat/--no-chat",
-        help="Wrap media and prompt in the model's chat format (--no-chat: placeholders + prompt as is).",
-    ),
-]
-MaxTokensOpt = Annotated[int, typer.Option("--max-tokens", help="Most tokens to generate.")]
-TemperatureOpt = Annotated[
-    float | None,
-    typer.Option(
-        "--temperature",
-        help="Sampling temperature (worker default when unset).",
+        "--family",
+        metavar="NAME",
+        help="Model family: qwen3-vl, qwen2.5-vl, qwen2-vl."
+        + default_text("from config.json, else qwen3-vl"),
         show_default=False,
     ),
 ]
-TopPOpt = Annotated[float | None, typer.Option("--top-p", show_default=False)]
-TopKOpt = Annotated[int | None, typer.Option("--top-k", show_default=False)]
-SeedOpt = Annotated[int | None, typer.Option("--seed", show_default=False)]
-StopOpt = Annotated[
-    list[str] | None,
-    typer.Option("--stop", help="Stop string (repeatable).", show_default=False),
-]
-StreamOpt = Annotated[
-    bool, typer.Option("--stream/--no-stream", help="Ask the worker to stream tokens.")
-]
-RequestIdOpt = Annotated[
-    str | None, typer.Option("--request-id", help="Default: mmctl-<random>.", show_default=False)
-]
-PixelDtypeOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--pixel-dtype",
-        help="float32, bfloat16, float16 (normalized) or uint8 (raw, device-normalizing workers).",
-        show_default=False,
-    ),
-]
-LimitOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--limit-mm",
-        metavar="image=N,video=M",
-        help="Refuse more media items per request than this (a worker's mm_item_limits).",
-        show_default=False,
-    ),
-]
+
+# ---- the worker ----
+
 TargetOpt = Annotated[
     str | None,
     typer.Option(
         "--target",
         "-t",
-        help="Worker host:port (default: $MMCTL_TARGET, else localhost:50051).",
+        metavar="HOST:PORT",
+        help="The worker's gRPC address." + default_text("$MMCTL_TARGET, else localhost:50051"),
         show_default=False,
     ),
 ]
 TlsOpt = Annotated[
-    bool, typer.Option("--tls", help="Connect with TLS (system roots unless --ca-cert).")
+    bool, typer.Option("--tls", help="Connect with TLS (the system's roots unless --ca-cert).")
 ]
 CaCertOpt = Annotated[
     Path | None,
-    typer.Option("--ca-cert", help="PEM root certificate(s) for --tls.", show_default=False),
+    typer.Option(
+        "--ca-cert",
+        metavar="PEM",
+        help="Root certificate(s) to trust for TLS (implies --tls).",
+        show_default=False,
+    ),
 ]
 HeaderOpt = Annotated[
     list[str] | None,
     typer.Option(
-        "--header", "-H", help="Metadata header key:value (repeatable).", show_default=False
-    ),
-]
-TimeoutOpt = Annotated[
-    float | None,
-    typer.Option(
-        "--timeout",
-        help="Deadline in seconds for each call to the worker (Generate included).",
+        "--header",
+        "-H",
+        metavar="KEY:VALUE",
+        help="gRPC metadata sent with every call (repeatable)." + default_text("none"),
         show_default=False,
     ),
+]
+
+
+def timeout_opt(default: str) -> object:
+    return typer.Option(
+        "--timeout",
+        metavar="SECONDS",
+        help="Deadline of each call to the worker." + default_text(default),
+        show_default=False,
+    )
+
+
+SendTimeoutOpt = Annotated[
+    float | None,
+    timeout_opt("none for Generate; probing calls give up after 10 s"),
 ]

@@ -21,21 +21,35 @@ from mmctl.errors import ExitCode, Interrupted, MmctlError
 
 DEBUG_ENV = "MMCTL_DEBUG"
 
+HELP = """Multimodal gRPC requests to vLLM workers: preprocess video and images
+exactly as Qwen-VL expects, build modality-tagged requests, and send them
+inline or through /dev/shm.
+
+Results go to stdout; progress, notes and hints to stderr. --json prints one
+JSON document. `mmctl COMMAND --help` shows each command's options and
+examples.
+
+Examples:
+
+\b
+  mmctl demo                     # the main job against an embedded stub worker
+  mmctl send clip.mp4 -p "What happens?" --target gpu-box:50051 --shm
+  mmctl inspect-tokens clip.mp4  # the prompt's token layout, checked
+
+Exit codes: 0 ok, 1 unexpected (a bug: run with --debug), 2 usage, 3 bad
+input, 4 rejected by the worker, 5 worker unavailable, 6 check failed, 130
+interrupted.
+"""
+
 app = typer.Typer(
     name="mmctl",
-    help=(
-        "Multimodal gRPC requests to vLLM workers: preprocess video and images "
-        "exactly as Qwen-VL expects, build modality-tagged requests, and send "
-        "them inline or through /dev/shm.\n\n"
-        "Results go to stdout, progress and hints to stderr; --json prints one "
-        "JSON document. Exit codes: 0 ok, 1 unexpected, 2 usage, 3 bad input, "
-        "4 rejected by the worker, 5 worker unavailable, 6 check failed, "
-        "130 interrupted."
-    ),
+    help=HELP,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
+    # Plain help pages: no type names in boxes, and no rich import to print them.
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
 
 
@@ -98,9 +112,16 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, _raise_interrupted)
     signal.signal(signal.SIGTERM, _raise_interrupted)
     try:
-        app(args=args, prog_name="mmctl")
+        # standalone_mode=False: typer raises usage errors instead of printing
+        # its own multi-line box, so they render like every other error.
+        code = app(args=args, prog_name="mmctl", standalone_mode=False)
     except SystemExit as done:
         return _exit_status(done.code)
+    except typer.TyperException as err:  # usage errors: unknown option, bad value, …
+        from mmctl.cli._output import render_error
+
+        render_error(sys.stderr, _usage_message(err), _usage_hint(err))
+        return int(ExitCode.USAGE) if getattr(err, "exit_code", 2) == 2 else err.exit_code
     except MmctlError as err:
         from mmctl.cli._output import render_error
 
@@ -119,7 +140,20 @@ def main(argv: list[str] | None = None) -> int:
             None if debug else f"run with --debug or {DEBUG_ENV}=1 for the traceback",
         )
         return int(ExitCode.UNEXPECTED)
-    return int(ExitCode.OK)
+    return code if isinstance(code, int) else int(ExitCode.OK)
+
+
+def _usage_message(err: typer.TyperException) -> str:
+    # pydantic's coercion wording ("Value error, …", "Input should be …") reads
+    # as noise in a command-line error.
+    text = err.format_message().replace("Value error, ", "")
+    return text[0].lower() + text[1:] if text[:1].isupper() and text[1:2].islower() else text
+
+
+def _usage_hint(err: typer.TyperException) -> str | None:
+    ctx = getattr(err, "ctx", None)
+    path = getattr(ctx, "command_path", None) or "mmctl"
+    return f"{path} --help shows the options"
 
 
 def _exit_status(code: object) -> int:

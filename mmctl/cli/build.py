@@ -2,85 +2,86 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from mmctl.choices import LayoutKind
 from mmctl.cli._options import (
+    AllowSpecialOpt,
     BundleOpt,
     ChatOpt,
     FamilyOpt,
     FpsOpt,
     JsonOpt,
-    LimitOpt,
+    LayoutOpt,
     MaxFramesOpt,
     MaxPixelsOpt,
     MaxTokensOpt,
     MinFramesOpt,
     MinPixelsOpt,
+    MmItemLimitsOpt,
     ModelDirOpt,
     NumFramesOpt,
     PixelDtypeOpt,
+    PromptFileOpt,
     PromptOpt,
     RequestIdOpt,
     SeedOpt,
     StopOpt,
     StreamOpt,
+    StrictOpt,
     SystemOpt,
     TemperatureOpt,
     TopKOpt,
     TopPOpt,
 )
 
-EXAMPLES = """
+HELP = """Build a modality-tagged GenerateRequest with vLLM-exact prompt tokens; write it.
+
+MEDIA: video and image files, in the order the prompt shows them. The
+request (tensors inline) is written to --out as binary protobuf, for
+`mmctl send --request` or any gRPC client (grpcurl, ghz).
+
 Examples:
 
+\b
   mmctl build clip.mp4 -p "Which colours appear, in order?" -o request.pb
-
   mmctl build a.jpg b.png clip.mp4 -p "Compare them." -o mixed.pb --pixel-dtype bfloat16
-
-  mmctl build clip.mp4 -p "Describe." -o req.pb --json | jq '.request.batches[0].tensors'
-
+  mmctl build clip.mp4 -o req.pb --json | jq '.request.batches[0].tensors'
   mmctl send --request request.pb        # replay it against a worker
 
-Exit codes: 0 written, 2 usage, 3 bad input, 6 the layout fails the mrope walk
-(nothing is written).
+Exit codes: 0 written; 2 usage; 3 bad input (or a truncated video with
+--strict); 6 the layout fails the mrope walk (nothing is written).
 """
 
 
-class LayoutChoice(StrEnum):
-    vllm = "vllm"
-    hf_legacy = "hf-legacy"
-    smg = "smg"
-
-
 def build(
-    media: Annotated[
-        list[Path],
-        typer.Argument(help="Video and image files, in prompt order.", show_default=False),
-    ],
+    media: Annotated[list[Path], typer.Argument(metavar="MEDIA", hidden=True, show_default=False)],
     out: Annotated[
-        Path, typer.Option("--out", "-o", help="Where to write the request (binary protobuf).")
+        Path,
+        typer.Option(
+            "--out", "-o", metavar="FILE", help="Where to write the request (binary protobuf)."
+        ),
     ],
-    prompt: PromptOpt = "",
+    prompt: PromptOpt = None,
+    prompt_file: PromptFileOpt = None,
+    allow_special_tokens: AllowSpecialOpt = False,
     pixel_dtype: PixelDtypeOpt = None,
-    layout: Annotated[
-        LayoutChoice,
-        typer.Option("--layout", help="Token layout (only vllm is what a vLLM worker expects)."),
-    ] = LayoutChoice.vllm,
-    max_tokens: MaxTokensOpt = 128,
+    layout: LayoutOpt = LayoutKind.VLLM,
+    max_tokens: MaxTokensOpt = None,
     temperature: TemperatureOpt = None,
     top_p: TopPOpt = None,
     top_k: TopKOpt = None,
     seed: SeedOpt = None,
     stop: StopOpt = None,
-    stream: StreamOpt = True,
+    stream: StreamOpt = None,
     request_id: RequestIdOpt = None,
-    limit_mm: LimitOpt = None,
+    mm_item_limits: MmItemLimitsOpt = None,
     system: SystemOpt = None,
-    chat: ChatOpt = True,
+    chat: ChatOpt = None,
+    strict: StrictOpt = False,
     model_dir: ModelDirOpt = None,
     bundle: BundleOpt = None,
     family: FamilyOpt = None,
@@ -91,22 +92,22 @@ def build(
     min_pixels: MinPixelsOpt = None,
     max_pixels: MaxPixelsOpt = None,
     force: Annotated[
-        bool, typer.Option("--force", help="Write even when the mrope walk fails.")
+        bool, typer.Option("--force", help="Write the request even when the mrope walk fails.")
     ] = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Build a modality-tagged GenerateRequest with vLLM-exact prompt tokens."""
-    from mmctl.cli._model import load_from_options, overrides, pixel_format, sampling
+    from mmctl.choices import DEFAULT_PROMPT, PixelFormat
+    from mmctl.cli import _inputs
     from mmctl.cli._output import Output
-    from mmctl.errors import CheckFailed, InputError
-    from mmctl.prompt.layout import LayoutKind
+    from mmctl.errors import CheckFailed
+    from mmctl.fileio import write_atomic
+    from mmctl.media.probe import check_readable
     from mmctl.request.compose import compose
-    from mmctl.request.limits import parse_item_limits
     from mmctl.request.view import summary
 
     output = Output(json_mode=json_out)
-    fmt = pixel_format(pixel_dtype)
-    params = sampling(
+    text = _inputs.prompt_text(prompt, prompt_file)
+    params = _inputs.sampling(
         max_tokens=max_tokens,
         temperature=temperature,
         top_p=top_p,
@@ -114,45 +115,44 @@ def build(
         seed=seed,
         stop=stop,
     )
-    limits = parse_item_limits(limit_mm) if limit_mm else None
-    model = load_from_options(
-        model_dir=model_dir,
-        bundle=bundle,
-        family=family,
-        params=overrides(
-            fps=fps,
-            num_frames=num_frames,
-            min_frames=min_frames,
-            max_frames=max_frames,
-            min_pixels=min_pixels,
-            max_pixels=max_pixels,
-        ),
+    limits = _inputs.item_limits(mm_item_limits)
+    overrides = _inputs.vision(
+        fps=fps,
+        num_frames=num_frames,
+        min_frames=min_frames,
+        max_frames=max_frames,
+        min_pixels=min_pixels,
+        max_pixels=max_pixels,
+    )
+    for path in media:
+        check_readable(path)
+    model = _inputs.load_model(
+        model_dir=model_dir, bundle=bundle, family=family, overrides=overrides
     )
     composed = compose(
         media,
-        prompt,
+        DEFAULT_PROMPT if text is None else text,
         model,
-        pixel_format=fmt,
-        layout_kind=LayoutKind(layout.value),
+        pixel_format=pixel_dtype or PixelFormat.FLOAT32,
+        layout_kind=layout,
         system=system,
-        chat=chat,
+        chat=chat is not False,
+        allow_special_tokens=allow_special_tokens,
         sampling=params,
-        stream=stream,
+        stream=stream is not False,
         request_id=request_id,
         item_limits=limits,
+        strict=strict,
     )
+    for warning in composed.warnings:
+        output.warn(warning)
     if not composed.check.ok and not force:
         raise CheckFailed(
             f"mrope walk failed: {composed.check.reason}", hint="--force writes it anyway"
         )
     req = composed.plan.to_proto()
     data = req.SerializeToString()
-    try:
-        tmp = out.with_name(out.name + ".part")
-        tmp.write_bytes(data)
-        tmp.replace(out)
-    except OSError as err:
-        raise InputError(f"cannot write {out}: {err.strerror or err}") from None
+    write_atomic(out, lambda f: f.write(data))
     doc = {
         "out": str(out),
         "bytes": len(data),
@@ -171,12 +171,13 @@ def build(
             for it in composed.items
         ],
         "timings_s": {k: round(v, 6) for k, v in composed.timings.items()},
+        "warnings": composed.warnings,
         "request": summary(req),
     }
     output.result(doc, human=lambda console: _render(console, doc))
 
 
-build.__doc__ = (build.__doc__ or "") + "\n" + EXAMPLES
+build.__doc__ = HELP
 
 
 def _render(console, doc: dict) -> None:

@@ -9,17 +9,25 @@ import typer
 
 from mmctl.cli._options import JsonOpt
 
-EXAMPLES = """
-Examples:
-
-  mmctl demo
-  mmctl demo --json | jq '.inline.answer, .shm.answer'
-  mmctl demo --clip my-red-blue.mp4
+HELP = """Send a clip inline and through /dev/shm to an embedded stub worker; compare.
 
 Starts the stub worker on a free 127.0.0.1 port, generates the red/blue
-example clip (2 s red, 2 s blue), sends it inline and through /dev/shm,
-prints both answers and timings side by side, and stops the worker.
-Exit codes: 0 both answers are "red, blue", 6 otherwise.
+example clip (2 s red, 2 s blue), and sends it inline and through /dev/shm
+on one set-up (connect, model files and tokenizer paid once, shown once).
+After a warm-up round the two run in turns, --rounds times each; each
+column shows its median run, whose rows add up to its total. Then the
+worker stops.
+
+Examples:
+
+\b
+  mmctl demo
+  mmctl demo --rounds 9
+  mmctl demo --json | jq '.inline.answer, .shm.answer'
+  mmctl demo --clip my-clip.mp4 -p "What happens?"
+
+Exit codes: 0 both answers are "red, blue" (any answer with --clip); 2
+usage; 3 bad --clip; 6 an answer differs from "red, blue".
 """
 
 EXPECTED = "red, blue"
@@ -29,55 +37,79 @@ def demo(
     clip: Annotated[
         Path | None,
         typer.Option(
-            "--clip", help="Use this clip instead of generating red-blue.mp4.", show_default=False
+            "--clip",
+            metavar="FILE",
+            help="Send this clip instead of the generated red-blue one.",
+            show_default=False,
         ),
     ] = None,
-    prompt: Annotated[str, typer.Option("--prompt", "-p")] = "Which colours appear, in order?",
+    prompt: Annotated[
+        str,
+        typer.Option(
+            "--prompt",
+            "-p",
+            metavar="TEXT",
+            help="The question sent with the clip (@FILE reads a file, - reads stdin).",
+        ),
+    ] = "Which colours appear, in order?",
+    rounds: Annotated[
+        int,
+        typer.Option(
+            "--rounds", metavar="N", min=1, help="Runs of each transport after the warm-up."
+        ),
+    ] = 3,
     json_out: JsonOpt = False,
 ) -> None:
-    """Run send inline and via /dev/shm against an embedded stub worker."""
     import io
     import tempfile
 
+    from mmctl.choices import Transport
+    from mmctl.cli import _inputs
     from mmctl.cli._output import Output
-    from mmctl.cli.send import render_side_by_side
+    from mmctl.cli._render import render_comparison
     from mmctl.client.channel import resolve_target
-    from mmctl.client.send import SendOptions, send
+    from mmctl.client.compare import compare
+    from mmctl.client.send import SendOptions
     from mmctl.errors import CheckFailed
+    from mmctl.media.probe import check_readable
     from mmctl.media.synth import color_clip
     from mmctl.models.model import load_model
     from mmctl.transport.shm import shm_dir
     from mmctl.worker.server import StubConfig, start
 
     output = Output(json_mode=json_out)
+    text = _inputs.prompt_text(prompt, None)
+    if clip is not None:
+        check_readable(clip)
     log = io.StringIO()
     with tempfile.TemporaryDirectory(prefix="mmctl-demo-") as tmp:
         path = clip or color_clip(Path(tmp) / "red-blue.mp4")
         running = start(StubConfig(model=load_model(), log=log), port=0)
         output.note(f"stub worker on {running.address}; clip {path}")
         try:
-            results = {}
-            modes = ["inline", "shm"] if shm_dir().is_dir() else ["inline"]
-            for mode in modes:
-                results[mode] = send(
-                    SendOptions(
-                        target=resolve_target(running.address),
-                        media=[path],
-                        prompt=prompt,
-                        transport=mode,
-                        on_note=output.note,
-                    )
-                )
+            modes = [Transport.INLINE, Transport.SHM] if shm_dir().is_dir() else [Transport.INLINE]
+            base = SendOptions(
+                target=resolve_target(running.address),
+                media=[path],
+                prompt=text,
+                on_note=output.note,
+                on_warning=output.warn,
+            )
+            done = compare(base, {m.value: {"transport": m} for m in modes}, rounds=rounds)
         finally:
             running.stop(grace=0.5)
-    doc = {name: r.as_dict() for name, r in results.items()}
+    median = done.median
+    doc: dict = {name: r.as_dict() for name, r in median.items()}
+    doc["setup_s"] = {k: round(v, 6) for k, v in done.setup.items()}
+    doc["rounds"] = rounds
+    doc["totals_s"] = {name: [round(t, 6) for t in done.totals(name)] for name in median}
     doc["worker"] = running.address
     doc["expected"] = EXPECTED
-    doc["ok"] = all(r.answer == EXPECTED for r in results.values())
-    output.result(doc, human=lambda console: render_side_by_side(console, results, list(results)))
+    doc["ok"] = all(r.answer == EXPECTED for runs in done.runs.values() for r in runs)
+    output.result(doc, human=lambda console: render_comparison(console, done, "inline vs shm"))
     if clip is None and not doc["ok"]:
-        answers = ", ".join(f"{k}: {r.answer!r}" for k, r in results.items())
+        answers = ", ".join(f"{k}: {r.answer!r}" for k, runs in done.runs.items() for r in runs)
         raise CheckFailed(f"demo answers differ from {EXPECTED!r}: {answers}")
 
 
-demo.__doc__ = (demo.__doc__ or "") + "\n" + EXAMPLES
+demo.__doc__ = HELP

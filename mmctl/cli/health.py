@@ -2,113 +2,106 @@
 
 from __future__ import annotations
 
-from mmctl.cli._options import CaCertOpt, HeaderOpt, JsonOpt, TargetOpt, TimeoutOpt, TlsOpt
+from typing import Annotated
 
-HEALTH_EXAMPLES = """
+from mmctl.cli._options import CaCertOpt, HeaderOpt, JsonOpt, TargetOpt, TlsOpt, timeout_opt
+
+HEALTH_HELP = """Check a worker's VllmEngine.HealthCheck and the standard grpc.health.v1 service.
+
 Examples:
 
+\b
   mmctl health                          # $MMCTL_TARGET or localhost:50051
   mmctl health --target gpu-box:50051 --json
+  until mmctl health -t gpu-box:50051 --timeout 1 2>/dev/null; do sleep 1; done
 
-Exit codes: 0 healthy, 5 unreachable or unhealthy.
+With --json a document is printed whether or not the worker answers
+(healthy: false and the error when it does not).
+
+Exit codes: 0 healthy; 2 usage; 5 unreachable, deadline passed, or unhealthy.
 """
 
-INFO_EXAMPLES = """
+INFO_HELP = """Show the worker's model, server info, /dev/shm sharing and proto capabilities.
+
 Examples:
 
+\b
   mmctl info
   mmctl info --json | jq .server.mm_device_do_normalize
 
-Exit codes: 0, 5 unreachable.
+Exit codes: 0 shown; 2 usage; 5 unreachable or deadline passed.
 """
 
 
 def health(
     target: TargetOpt = None,
-    timeout: TimeoutOpt = 5.0,
+    timeout: Annotated[float, timeout_opt("5")] = 5.0,
     header: HeaderOpt = None,
     tls: TlsOpt = False,
     ca_cert: CaCertOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Check VllmEngine.HealthCheck and the standard grpc.health.v1 service."""
-    import time
-
-    import grpc
-    from grpc_health.v1 import health_pb2, health_pb2_grpc
-
     from mmctl.cli._output import Output
-    from mmctl.client.channel import as_error, open_channel, resolve_target
-    from mmctl.errors import WorkerUnavailable
-    from mmctl.wire import proto
+    from mmctl.client.channel import open_channel, resolve_target
+    from mmctl.client.worker import health as check
+    from mmctl.errors import UsageError, WorkerUnavailable
 
     output = Output(json_mode=json_out)
+    if not timeout > 0:
+        raise UsageError(f"--timeout must be positive, got {timeout}")
     tgt = resolve_target(target, tls=tls, ca_cert=ca_cert, headers=header)
-    meta = list(tgt.headers)
     channel = open_channel(tgt)
     try:
-        began = time.perf_counter()
-        try:
-            engine = (
-                proto.engine_grpc()
-                .VllmEngineStub(channel)
-                .HealthCheck(proto.engine().HealthCheckRequest(), timeout=timeout, metadata=meta)
-            )
-        except grpc.RpcError as err:
-            raise as_error(err, tgt, "HealthCheck") from None
-        latency = time.perf_counter() - began
-        try:
-            std = health_pb2_grpc.HealthStub(channel).Check(
-                health_pb2.HealthCheckRequest(service=""), timeout=timeout, metadata=meta
-            )
-            standard = health_pb2.HealthCheckResponse.ServingStatus.Name(std.status)
-        except grpc.RpcError as err:
-            standard = f"unavailable ({err.code().name})"
+        report = check(channel, tgt, timeout)
     finally:
         channel.close()
-    doc = {
-        "target": tgt.address,
-        "healthy": engine.healthy,
-        "message": engine.message,
-        "grpc_health": standard,
-        "latency_ms": round(latency * 1000, 3),
-    }
-    output.result(
-        doc,
-        human=lambda console: console.print(
-            f"{tgt.address}: {'healthy' if engine.healthy else 'UNHEALTHY'} ({engine.message or 'no message'}); "
-            f"grpc.health.v1 {standard}; {doc['latency_ms']:.1f} ms",
-            markup=False,
-        ),
-    )
-    if not engine.healthy:
-        raise WorkerUnavailable(f"worker at {tgt.address} reports unhealthy: {engine.message}")
+    if report.error is None or json_out:
+        output.result(
+            report.as_dict(),
+            human=lambda console: console.print(
+                f"{tgt.address}: {'healthy' if report.healthy else 'UNHEALTHY'} "
+                f"({report.message or 'no message'}); grpc.health.v1 {report.grpc_health}; "
+                f"{report.latency_ms:.1f} ms",
+                markup=False,
+                highlight=False,
+            ),
+        )
+    if report.error is not None:
+        raise WorkerUnavailable(
+            report.error,
+            hint="is `vllm serve … --grpc` (or `mmctl stub-worker`) listening there? "
+            "--target / $MMCTL_TARGET",
+        )
+    if not report.healthy:
+        raise WorkerUnavailable(f"worker at {tgt.address} reports unhealthy: {report.message}")
 
 
-health.__doc__ = (health.__doc__ or "") + "\n" + HEALTH_EXAMPLES
+health.__doc__ = HEALTH_HELP
 
 
 def info(
     target: TargetOpt = None,
-    timeout: TimeoutOpt = 10.0,
+    timeout: Annotated[float, timeout_opt("10")] = 10.0,
     header: HeaderOpt = None,
     tls: TlsOpt = False,
     ca_cert: CaCertOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Show the worker's model, server info, /dev/shm sharing and proto capabilities."""
     from google.protobuf.json_format import MessageToDict
 
     from mmctl.cli._output import Output
     from mmctl.client.channel import open_channel, resolve_target
     from mmctl.client.worker import probe
+    from mmctl.errors import UsageError
     from mmctl.transport.shm import namespace_id
 
     output = Output(json_mode=json_out)
+    if not timeout > 0:
+        raise UsageError(f"--timeout must be positive, got {timeout}")
     tgt = resolve_target(target, tls=tls, ca_cert=ca_cert, headers=header)
     channel = open_channel(tgt)
     try:
-        facts = probe(channel, tgt, timeout=timeout or 10.0)
+        facts = probe(channel, tgt, timeout=timeout)
     finally:
         channel.close()
     local = namespace_id()
@@ -131,7 +124,7 @@ def info(
     output.result(doc, human=lambda console: _render_info(console, doc))
 
 
-info.__doc__ = (info.__doc__ or "") + "\n" + INFO_EXAMPLES
+info.__doc__ = INFO_HELP
 
 
 def _render_info(console, doc: dict) -> None:

@@ -2,75 +2,84 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from mmctl.choices import LayoutKind
 from mmctl.cli._options import (
+    AllowSpecialOpt,
     BundleOpt,
     ChatOpt,
     FamilyOpt,
     FpsOpt,
     JsonOpt,
+    LayoutOpt,
     MaxFramesOpt,
     MaxPixelsOpt,
     MinFramesOpt,
     MinPixelsOpt,
     ModelDirOpt,
     NumFramesOpt,
+    PromptFileOpt,
     PromptOpt,
+    StrictOpt,
     SystemOpt,
 )
 
-EXAMPLES = """
+HELP = """Show the prompt's token layout and run vLLM's mrope frame walk on it.
+
+MEDIA: video and image files, in the order the prompt shows them (the same
+prompt `mmctl send` would send: its default prompt too). Or --request FILE
+checks the layout of a request file.
+
 Examples:
 
+\b
   mmctl inspect-tokens clip.mp4 --prompt "Which colours appear?"
-
   mmctl inspect-tokens clip.mp4 --diff vllm,smg
-
   mmctl inspect-tokens clip.mp4 --layout hf-legacy --json | jq .check
-
   mmctl inspect-tokens --request request.pb   # check a built request
 
-Exit codes: 0 the layout passes the mrope walk, 6 it does not (the reason is
-printed), 3 bad input.
+Exit codes: 0 the layout passes the mrope walk; 2 usage; 3 bad input; 6 it
+fails the walk (the reason is printed).
 """
-
-
-class LayoutChoice(StrEnum):
-    vllm = "vllm"
-    hf_legacy = "hf-legacy"
-    smg = "smg"
 
 
 def inspect_tokens(
     media: Annotated[
-        list[Path] | None,
-        typer.Argument(help="Video and image files, in prompt order.", show_default=False),
+        list[Path] | None, typer.Argument(metavar="MEDIA", hidden=True, show_default=False)
     ] = None,
-    prompt: PromptOpt = "",
-    layout: Annotated[
-        LayoutChoice, typer.Option("--layout", help="Which expansion to build.")
-    ] = LayoutChoice.vllm,
+    prompt: PromptOpt = None,
+    prompt_file: PromptFileOpt = None,
+    allow_special_tokens: AllowSpecialOpt = False,
+    layout: LayoutOpt = LayoutKind.VLLM,
     diff: Annotated[
         str | None,
         typer.Option(
-            "--diff", metavar="A,B", help="Show where two layouts differ (e.g. vllm,smg)."
+            "--diff",
+            metavar="A,B",
+            help="Show where two layouts differ (e.g. vllm,smg).",
+            show_default=False,
         ),
     ] = None,
     request: Annotated[
         Path | None,
-        typer.Option("--request", help="Check the layout of a GenerateRequest file instead."),
+        typer.Option(
+            "--request",
+            metavar="FILE",
+            help="Check the layout of a GenerateRequest file instead of MEDIA.",
+            show_default=False,
+        ),
     ] = None,
     show_all: Annotated[
-        bool, typer.Option("--all", help="Show every frame (default: first and last three).")
+        bool, typer.Option("--all", help="Show every frame (default: the first and last three).")
     ] = False,
     ids: Annotated[bool, typer.Option("--ids", help="Include every token id in --json.")] = False,
     system: SystemOpt = None,
-    chat: ChatOpt = True,
+    chat: ChatOpt = None,
+    strict: StrictOpt = False,
     model_dir: ModelDirOpt = None,
     bundle: BundleOpt = None,
     family: FamilyOpt = None,
@@ -82,41 +91,57 @@ def inspect_tokens(
     max_pixels: MaxPixelsOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Show the prompt's token layout and run vLLM's mrope frame walk on it."""
-    from mmctl.cli._model import load_from_options, overrides
+    from mmctl.choices import DEFAULT_PROMPT, PixelFormat
+    from mmctl.cli import _inputs
     from mmctl.cli._output import Output
     from mmctl.errors import CheckFailed, UsageError
-    from mmctl.preprocess.pixels import PixelFormat
+    from mmctl.media.probe import check_readable
     from mmctl.prompt import view
-    from mmctl.prompt.layout import LayoutKind
     from mmctl.request.compose import check_layout, compose, lay_out
 
     output = Output(json_mode=json_out)
     if bool(media) == (request is not None):
         raise UsageError("give MEDIA files or --request FILE (one of the two)")
+    text = _inputs.prompt_text(prompt, prompt_file)
+    overrides = _inputs.vision(
+        fps=fps,
+        num_frames=num_frames,
+        min_frames=min_frames,
+        max_frames=max_frames,
+        min_pixels=min_pixels,
+        max_pixels=max_pixels,
+    )
     pair = _parse_diff(diff) if diff else None
-    model = load_from_options(
-        model_dir=model_dir,
-        bundle=bundle,
-        family=family,
-        params=overrides(
-            fps=fps,
-            num_frames=num_frames,
-            min_frames=min_frames,
-            max_frames=max_frames,
-            min_pixels=min_pixels,
-            max_pixels=max_pixels,
-        ),
+    if request is not None:
+        shaping = [
+            name
+            for name, given in (
+                ("--prompt", text is not None),
+                ("--system", system is not None),
+                ("--chat/--no-chat", chat is not None),
+                ("--allow-special-tokens", allow_special_tokens),
+                ("--layout", layout is not LayoutKind.VLLM),
+                ("--diff", pair is not None),
+                ("--strict", strict),
+            )
+            if given
+        ] + [f"--{n.replace('_', '-')}" for n in overrides.given()]
+        if shaping:
+            raise UsageError(
+                f"--request checks a recorded layout; it cannot apply {', '.join(shaping)}"
+            )
+    for path in media or []:
+        check_readable(path)
+    model = _inputs.load_model(
+        model_dir=model_dir, bundle=bundle, family=family, overrides=overrides
     )
     doc: dict = {"model": _model_doc(model)}
     if request is not None:
         from mmctl.request.view import layout_of, read_request
 
-        if pair:
-            raise UsageError("--diff builds layouts from media; it does not apply to --request")
         built, grids = layout_of(read_request(request))
         check = check_layout(model, built, grids)
-        doc.update(source=str(request), prompt_format="from the request file")
+        doc.update(source=str(request), prompt_format="from the request file", warnings=[])
         items_doc = [
             {"item": s.item + 1, "kind": s.kind.value, "grid_thw": list(g)}
             for s, g in zip(built.spans, grids, strict=True)
@@ -124,16 +149,20 @@ def inspect_tokens(
     else:
         composed = compose(
             list(media or []),
-            prompt,
+            DEFAULT_PROMPT if text is None else text,
             model,
             pixel_format=PixelFormat.UINT8,  # only grids and times matter here
-            layout_kind=LayoutKind(layout.value),
+            layout_kind=layout,
             system=system,
-            chat=chat,
+            chat=chat is not False,
+            allow_special_tokens=allow_special_tokens,
+            strict=strict,
         )
+        for warning in composed.warnings:
+            output.warn(warning)
         built, check = composed.layout, composed.check
         grids = [it.pre.grid_thw for it in composed.items]
-        doc.update(prompt_format=composed.rendered.how)
+        doc.update(prompt_format=composed.rendered.how, warnings=composed.warnings)
         items_doc = [
             {
                 "item": n + 1,
@@ -184,12 +213,11 @@ def inspect_tokens(
         raise CheckFailed(f"mrope walk failed: {check.reason}")
 
 
-inspect_tokens.__doc__ = (inspect_tokens.__doc__ or "") + "\n" + EXAMPLES
+inspect_tokens.__doc__ = HELP
 
 
 def _parse_diff(value: str):
     from mmctl.errors import UsageError
-    from mmctl.prompt.layout import LayoutKind
 
     names = [v.strip() for v in value.split(",")]
     try:

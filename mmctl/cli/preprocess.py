@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from mmctl.cli._options import (
+    BundleOpt,
     FamilyOpt,
     FpsOpt,
     JsonOpt,
@@ -18,89 +18,96 @@ from mmctl.cli._options import (
     MinPixelsOpt,
     ModelDirOpt,
     NumFramesOpt,
+    PixelDtypeOpt,
+    StrictOpt,
 )
 
-EXAMPLES = """
+HELP = """Preprocess a video or image exactly as the model's processor would; show it.
+
+MEDIA: one video or image file. Prints what the model will receive: the
+sampled frames and their times, the resized size, grid_thw, patches and
+prompt tokens, the tensor's size in each pixel dtype, and timings.
+
 Examples:
 
+\b
   mmctl preprocess clip.mp4
-
   mmctl preprocess clip.mp4 --fps 1 --max-pixels 4000000 --json
-
-  mmctl preprocess clip.mp4 --pixel-format uint8 --out clip.npz --preview sheet.png
-
+  mmctl preprocess clip.mp4 --pixel-dtype uint8 --out clip.npz --preview sheet.png
   mmctl preprocess photo.jpg --family qwen2.5-vl
+
+Exit codes: 0 done; 2 usage; 3 bad input (missing, unreadable or undecodable
+media; a truncated video with --strict; an unwritable --out or --preview).
 """
 
 
-class PixelFormatChoice(StrEnum):
-    float32 = "float32"
-    bfloat16 = "bfloat16"
-    float16 = "float16"
-    uint8 = "uint8"
-
-
 def preprocess(
-    media: Annotated[Path, typer.Argument(help="Video or image file.", show_default=False)],
-    pixel_format: Annotated[
-        PixelFormatChoice,
-        typer.Option(
-            "--pixel-format",
-            help="float32/bfloat16/float16: normalized; uint8: raw resized pixels (device-normalizing workers).",
-        ),
-    ] = PixelFormatChoice.float32,
+    media: Annotated[Path, typer.Argument(metavar="MEDIA", hidden=True, show_default=False)],
+    pixel_dtype: PixelDtypeOpt = None,
     family: FamilyOpt = None,
     model_dir: ModelDirOpt = None,
+    bundle: BundleOpt = None,
     fps: FpsOpt = None,
     num_frames: NumFramesOpt = None,
     min_frames: MinFramesOpt = None,
     max_frames: MaxFramesOpt = None,
     min_pixels: MinPixelsOpt = None,
     max_pixels: MaxPixelsOpt = None,
+    strict: StrictOpt = False,
     out: Annotated[
         Path | None,
-        typer.Option("--out", "-o", help="Save pixel_values, grid, frames and parameters (.npz)."),
+        typer.Option(
+            "--out",
+            "-o",
+            metavar="FILE",
+            help="Save pixel_values, grid, frames and parameters as an .npz archive, to "
+            "exactly FILE.",
+            show_default=False,
+        ),
     ] = None,
     preview: Annotated[
         Path | None,
-        typer.Option("--preview", help="Write a contact sheet of the sampled frames (.png)."),
+        typer.Option(
+            "--preview",
+            metavar="FILE",
+            help="Write a PNG contact sheet of the sampled frames.",
+            show_default=False,
+        ),
     ] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Preprocess a video or image exactly as the model's processor would."""
-    from mmctl.cli._model import overrides
+    from mmctl.choices import PixelFormat
+    from mmctl.cli import _inputs
     from mmctl.cli._output import Output
-    from mmctl.cli._progress import FrameProgress
-    from mmctl.models.base import params_from_configs
-    from mmctl.models.files import load_model_files
-    from mmctl.models.registry import resolve
+    from mmctl.media.probe import check_readable
     from mmctl.preprocess.pipeline import preprocess as run
-    from mmctl.preprocess.pixels import PixelFormat
     from mmctl.preprocess.report import contact_sheet, save_npz, summary
 
     output = Output(json_mode=json_out)
-    files = load_model_files(model_dir) if model_dir else None
-    spec = resolve(family, files.config if files else None)
-    params = params_from_configs(spec.params, files) if files else spec.params
-    params = params.with_overrides(
-        **overrides(
-            fps=fps,
-            num_frames=num_frames,
-            min_frames=min_frames,
-            max_frames=max_frames,
-            min_pixels=min_pixels,
-            max_pixels=max_pixels,
-        )
+    overrides = _inputs.vision(
+        fps=fps,
+        num_frames=num_frames,
+        min_frames=min_frames,
+        max_frames=max_frames,
+        min_pixels=min_pixels,
+        max_pixels=max_pixels,
     )
-    with FrameProgress(output, enabled=not json_out) as on_frame:
+    check_readable(media)
+    model = _inputs.load_model(
+        model_dir=model_dir, bundle=bundle, family=family, overrides=overrides
+    )
+    with output.frames() as on_frame:
         pre = run(
             media,
-            spec,
-            params,
-            PixelFormat(pixel_format.value),
+            model.spec,
+            model.params,
+            pixel_dtype or PixelFormat.FLOAT32,
             keep_frames=preview is not None,
             on_frame=on_frame,
+            strict=strict,
         )
+    for warning in pre.warnings:
+        output.warn(warning)
     doc = summary(pre)
     if out is not None:
         doc["saved"] = str(save_npz(pre, out))
@@ -109,7 +116,7 @@ def preprocess(
     output.result(doc, human=lambda console: _render(console, doc))
 
 
-preprocess.__doc__ = (preprocess.__doc__ or "") + "\n" + EXAMPLES
+preprocess.__doc__ = HELP
 
 
 def _render(console, doc: dict) -> None:
@@ -156,12 +163,19 @@ def _render(console, doc: dict) -> None:
         f"{doc['pixel_format']}: {_mib(doc['tensor_bytes'])}  "
         f"(float32 {_mib(sizes['float32'])}, bf16 {_mib(sizes['bfloat16'])}, uint8 {_mib(sizes['uint8'])})",
     )
-    t = doc["timings_s"]
-    table.add_row(
-        "time",
-        f"decode {t['decode_s'] * 1000:.0f} ms, preprocess {t['preprocess_s'] * 1000:.0f} ms (overlapped), "
-        f"total {t['total_s'] * 1000:.0f} ms",
-    )
+    t = {k: v * 1000 for k, v in doc["timings_s"].items()}
+    if doc["kind"] == "video":
+        # Resizing runs on a second thread while the decoder works: inside the total.
+        timing = (
+            f"total {t['total_s']:.0f} ms: decoding, with resize + patchify "
+            f"({t['preprocess_s']:.0f} ms) running alongside"
+        )
+    else:
+        timing = (
+            f"total {t['total_s']:.1f} ms = load {t['decode_s']:.1f} ms "
+            f"+ resize + patchify {t['preprocess_s']:.1f} ms"
+        )
+    table.add_row("time", timing)
     for key in ("saved", "preview"):
         if key in doc:
             table.add_row(key, doc[key])

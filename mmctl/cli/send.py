@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from mmctl.choices import MediaRef, Processing, Transport
 from mmctl.cli._options import (
+    AllowSpecialOpt,
     BundleOpt,
     CaCertOpt,
     ChatOpt,
@@ -22,100 +23,119 @@ from mmctl.cli._options import (
     MinFramesOpt,
     MinPixelsOpt,
     ModelDirOpt,
+    NegotiatedPixelDtypeOpt,
     NumFramesOpt,
-    PixelDtypeOpt,
+    PromptFileOpt,
     PromptOpt,
     RequestIdOpt,
     SeedOpt,
+    SendTimeoutOpt,
     StopOpt,
     StreamOpt,
+    StrictOpt,
     SystemOpt,
     TargetOpt,
     TemperatureOpt,
-    TimeoutOpt,
     TlsOpt,
     TopKOpt,
     TopPOpt,
 )
 
-EXAMPLES = """
+HELP = """Send media to a vLLM gRPC worker; print the answer and a timing breakdown.
+
+MEDIA: video and image files, in the order the prompt shows them. Or
+--request FILE replays a request written by `mmctl build` (sampling,
+--timeout, --request-id and the transport apply to it; options that shape a
+new request are refused).
+
+The answer streams to stdout; decisions, checks and timings follow. The
+timing rows add up to the total: set-up (connect + probe, model files,
+tokenizer load), then the request's own phases.
+
 Examples:
 
+\b
   mmctl send clip.mp4 -p "Which colours appear, in order?" --shm
-
   mmctl send clip.mp4 --target gpu-box:50051 --inline --json | jq .answer
+  mmctl send photo.jpg clip.mp4 -p @question.txt --max-tokens 64
+  echo "Describe the motion." | mmctl send clip.mp4 -p -
+  mmctl send --request request.pb --temperature 0 --shm
+  mmctl send clip.mp4 --compare-processing
 
-  mmctl send photo.jpg clip.mp4 -p "Is the photo in the clip?" --max-tokens 64
-
-  mmctl send --request request.pb          # replay `mmctl build` output
-
-  mmctl send clip.mp4 --compare-processing # client vs worker processing
-
-Exit codes: 0 answered, 2 usage, 3 bad input (or /dev/shm unusable
-with --shm), 4 the worker refused the request, 5 worker unreachable,
-deadline or died, 6 a safety check refused to send, 130 interrupted
-(shm files removed).
+Exit codes: 0 answered; 2 usage; 3 bad input (or /dev/shm unusable with
+--shm, or a truncated video with --strict); 4 the worker refused the
+request; 5 worker unreachable, deadline passed, or it died; 6 a safety check
+refused to send; 130 interrupted (shm files removed).
 """
-
-
-class TransportChoice(StrEnum):
-    auto = "auto"
-    inline = "inline"
-    shm = "shm"
-
-
-class Processing(StrEnum):
-    client = "client"
-    worker = "worker"
-
-
-class MediaRef(StrEnum):
-    data = "data"
-    file = "file"
 
 
 def send(
     media: Annotated[
-        list[Path] | None,
-        typer.Argument(help="Video and image files, in prompt order.", show_default=False),
+        list[Path] | None, typer.Argument(metavar="MEDIA", hidden=True, show_default=False)
     ] = None,
-    prompt: PromptOpt = "Describe this.",
+    prompt: PromptOpt = None,
+    prompt_file: PromptFileOpt = None,
     target: TargetOpt = None,
     transport: Annotated[
-        TransportChoice,
-        typer.Option("--transport", help="How tensors travel; auto compares /dev/shm identity."),
-    ] = TransportChoice.auto,
+        Transport,
+        typer.Option(
+            "--transport",
+            metavar="[auto|inline|shm]",
+            help="How tensors travel; auto takes /dev/shm when the worker shares this host's.",
+        ),
+    ] = Transport.AUTO,
     shm: Annotated[bool, typer.Option("--shm", help="Shorthand for --transport shm.")] = False,
     inline: Annotated[
         bool, typer.Option("--inline", help="Shorthand for --transport inline.")
     ] = False,
     shm_min_bytes: Annotated[
-        int, typer.Option("--shm-min-bytes", help="Tensors smaller than this stay inline.")
+        int,
+        typer.Option(
+            "--shm-min-bytes", metavar="BYTES", help="Tensors smaller than this stay inline."
+        ),
     ] = 64 * 1024,
-    pixel_dtype: PixelDtypeOpt = None,
+    pixel_dtype: NegotiatedPixelDtypeOpt = None,
     processing: Annotated[
         Processing,
-        typer.Option("--processing", help="client: mmctl preprocesses; worker: send media_refs."),
-    ] = Processing.client,
+        typer.Option(
+            "--processing",
+            metavar="[client|worker]",
+            help="client: mmctl preprocesses and sends tensors; worker: send media_refs and "
+            "let the worker preprocess.",
+        ),
+    ] = Processing.CLIENT,
     media_ref: Annotated[
         MediaRef,
-        typer.Option("--media-ref", help="With --processing worker: data: URLs, or file:// paths."),
-    ] = MediaRef.data,
+        typer.Option(
+            "--media-ref",
+            metavar="[data|file]",
+            help="With --processing worker: data: URLs carrying the files, or file:// paths.",
+        ),
+    ] = MediaRef.DATA,
     compare_processing: Annotated[
         bool,
-        typer.Option("--compare-processing", help="Run client and worker processing; compare."),
+        typer.Option(
+            "--compare-processing",
+            help="Send with client and with worker processing on one set-up; compare.",
+        ),
     ] = False,
     request: Annotated[
-        Path | None, typer.Option("--request", help="Replay a request file from `mmctl build`.")
+        Path | None,
+        typer.Option(
+            "--request",
+            metavar="FILE",
+            help="Replay a request file from `mmctl build` (instead of MEDIA).",
+            show_default=False,
+        ),
     ] = None,
-    max_tokens: MaxTokensOpt = 128,
+    max_tokens: MaxTokensOpt = None,
     temperature: TemperatureOpt = None,
     top_p: TopPOpt = None,
     top_k: TopKOpt = None,
     seed: SeedOpt = None,
     stop: StopOpt = None,
-    stream: StreamOpt = True,
-    timeout: TimeoutOpt = None,
+    stream: StreamOpt = None,
+    timeout: SendTimeoutOpt = None,
     request_id: RequestIdOpt = None,
     header: HeaderOpt = None,
     tls: TlsOpt = False,
@@ -125,10 +145,15 @@ def send(
         typer.Option("--skip-checks", help="Send even when a safety check refuses (debugging)."),
     ] = False,
     refresh_bundle: Annotated[
-        bool, typer.Option("--refresh-bundle", help="Fetch the worker's tokenizer bundle again.")
+        bool,
+        typer.Option(
+            "--refresh-bundle", help="Fetch the worker's tokenizer bundle again (not the cache)."
+        ),
     ] = False,
     system: SystemOpt = None,
-    chat: ChatOpt = True,
+    chat: ChatOpt = None,
+    allow_special_tokens: AllowSpecialOpt = False,
+    strict: StrictOpt = False,
     model_dir: ModelDirOpt = None,
     bundle: BundleOpt = None,
     family: FamilyOpt = None,
@@ -140,10 +165,9 @@ def send(
     max_pixels: MaxPixelsOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Send media to a vLLM gRPC worker and print the answer with a timing breakdown."""
-    from mmctl.cli._model import overrides, sampling
+    from mmctl.cli import _inputs
     from mmctl.cli._output import Output
-    from mmctl.cli._progress import FrameProgress
+    from mmctl.cli._render import render_comparison, render_result
     from mmctl.client.channel import resolve_target
     from mmctl.client.send import SendOptions
     from mmctl.client.send import send as run
@@ -152,24 +176,17 @@ def send(
     output = Output(json_mode=json_out)
     if shm and inline:
         raise UsageError("--shm and --inline contradict each other")
-    mode = "shm" if shm else "inline" if inline else transport.value
-    if bool(media) == (request is not None):
-        raise UsageError("give MEDIA files or --request FILE (one of the two)")
-    if timeout is not None and timeout <= 0:
-        raise UsageError("--timeout must be positive")
-    if shm_min_bytes < 0:
-        raise UsageError("--shm-min-bytes must not be negative")
     opts = SendOptions(
         target=resolve_target(target, tls=tls, ca_cert=ca_cert, headers=header),
         media=list(media or []),
-        prompt=prompt,
+        prompt=_inputs.prompt_text(prompt, prompt_file),
         request_file=request,
-        transport=mode,
+        transport=Transport.SHM if shm else Transport.INLINE if inline else transport,
         shm_min_bytes=shm_min_bytes,
         pixel_dtype=pixel_dtype,
-        processing=processing.value,
-        media_ref=media_ref.value,
-        sampling=sampling(
+        processing=processing,
+        media_ref=media_ref,
+        sampling=_inputs.sampling(
             max_tokens=max_tokens,
             temperature=temperature,
             top_p=top_p,
@@ -184,7 +201,7 @@ def send(
         bundle=bundle,
         refresh_bundle=refresh_bundle,
         family=family,
-        params=overrides(
+        vision=_inputs.vision(
             fps=fps,
             num_frames=num_frames,
             min_frames=min_frames,
@@ -194,115 +211,45 @@ def send(
         ),
         system=system,
         chat=chat,
+        allow_special_tokens=allow_special_tokens,
+        strict=strict,
         skip_checks=skip_checks,
         on_note=output.note,
+        on_warning=output.warn,
     )
     if compare_processing:
-        if request is not None:
-            raise UsageError("--compare-processing needs MEDIA files, not --request")
-        results = {}
-        for mode_name in ("client", "worker"):
-            opts.processing = mode_name
-            opts.request_id = f"{request_id}-{mode_name}" if request_id else None
-            results[mode_name] = run(opts)
-        doc = {
-            "client": results["client"].as_dict(),
-            "worker": results["worker"].as_dict(),
-            "same_answer": results["client"].answer == results["worker"].answer,
-        }
+        from mmctl.client.compare import compare
+
+        if request is not None or processing is not Processing.CLIENT:
+            raise UsageError("--compare-processing runs both --processing modes on MEDIA files")
+        done = compare(
+            opts,
+            {
+                "client": {"processing": Processing.CLIENT},
+                "worker": {"processing": Processing.WORKER},
+            },
+            rounds=1,
+        )
+        median = done.median
+        doc = {name: r.as_dict() for name, r in median.items()}
+        doc["setup_s"] = {k: round(v, 6) for k, v in done.setup.items()}
+        doc["same_answer"] = median["client"].answer == median["worker"].answer
         output.result(
-            doc, human=lambda console: render_side_by_side(console, results, ("client", "worker"))
+            doc, human=lambda console: render_comparison(console, done, "client vs worker")
         )
         return
-    streaming = not json_out and stream
+    streaming = not json_out and opts.stream is not False
     if streaming:
-        opts.on_text = lambda text: (output.console.file.write(text), output.console.file.flush())
-    with FrameProgress(output, enabled=not json_out) as on_frame:
+        opts.on_text = output.text
+    with output.frames() as on_frame:
         opts.on_frame = on_frame
         result = run(opts)
     if streaming:
-        output.console.file.write("\n")
+        output.text("\n")
     output.result(
         result.as_dict(),
         human=lambda console: render_result(console, result, answer_shown=streaming),
     )
 
 
-send.__doc__ = (send.__doc__ or "") + "\n" + EXAMPLES
-
-
-TIMING_ROWS = (
-    ("decode_s", "decode"),
-    ("preprocess_s", "preprocess (overlapped)"),
-    ("tokenize_s", "tokenize + layout"),
-    ("handoff_s", "tensor hand-off"),
-    ("ttft_s", "time to first token"),
-    ("generation_s", "generation"),
-    ("total_s", "total"),
-)
-
-
-def _ms(value: float | None) -> str:
-    return "—" if value is None else f"{value * 1000:,.1f} ms"
-
-
-def _bytes(n: int) -> str:
-    return f"{n / 2**20:,.2f} MiB" if n >= 2**20 else f"{n:,} B"
-
-
-def render_result(console, result, answer_shown: bool = False) -> None:
-    from rich.table import Table
-
-    if not answer_shown:
-        console.print(result.answer, markup=False)
-    d = result.decisions
-    console.print()
-    for key in ("transport", "pixel_dtype", "processing"):
-        if key in d:
-            console.print(
-                f"[bold]{key.replace('_', ' ')}[/] {d[key].value} — {d[key].reason}", markup=True
-            )
-    ran = [c["name"] for c in result.checks if c.get("ran")]
-    skipped = [f"{c['name']} ({c.get('reason')})" for c in result.checks if not c.get("ran")]
-    console.print(
-        f"[bold]checks[/] ran: {', '.join(ran) or 'none'}"
-        + (f"; not run: {', '.join(skipped)}" if skipped else "")
-    )
-    table = Table(box=None, pad_edge=False, show_header=False)
-    table.add_column(style="bold")
-    table.add_column(justify="right")
-    for key, label in TIMING_ROWS:
-        if key in result.timings:
-            table.add_row(label, _ms(result.timings[key]))
-    console.print(table)
-    rate = result.tokens_per_s
-    b = result.transport_bytes
-    console.print(
-        f"{result.prompt_tokens} prompt + {result.completion_tokens} completion tokens"
-        + (f", {rate:,.1f} tokens/s" if rate else "")
-        + f"; finish {result.finish_reason}; moved {_bytes(b.get('shm', 0))} via shm, "
-        f"{_bytes(b.get('inline', 0))} inline (request {_bytes(b.get('request', 0))})"
-    )
-
-
-def render_side_by_side(console, results: dict, names) -> None:
-    from rich.table import Table
-
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    table.add_column("")
-    for name in names:
-        table.add_column(name, justify="right")
-    table.add_row("answer", *[results[n].answer for n in names])
-    table.add_row("finish", *[results[n].finish_reason for n in names])
-    for key, label in TIMING_ROWS:
-        if any(key in results[n].timings for n in names):
-            table.add_row(label, *[_ms(results[n].timings.get(key)) for n in names])
-    table.add_row(
-        "shm / inline",
-        *[
-            f"{_bytes(results[n].transport_bytes.get('shm', 0))} / {_bytes(results[n].transport_bytes.get('inline', 0))}"
-            for n in names
-        ],
-    )
-    table.add_row("transport", *[results[n].decisions["transport"].value for n in names])
-    console.print(table)
+send.__doc__ = HELP

@@ -8,25 +8,52 @@ import typer
 
 from mmctl.cli._options import JsonOpt
 
+SHM_HELP = """Shared-memory housekeeping: mmctl's files in /dev/shm.
+
+`mmctl send --shm` writes one file per tensor (mmctl-<pid>-<seq>-<random>);
+the worker removes each file it reads and mmctl removes the rest on every
+way out. A killed process can still leave files behind: `mmctl shm gc`
+removes those (send also sweeps them before it writes new ones).
+
+Examples:
+
+\b
+  mmctl shm gc --dry-run
+  mmctl shm gc --json | jq '.removed | length'
+
+Exit codes: 0 done; 2 usage.
+"""
+
+GC_HELP = """List mmctl's files in /dev/shm and remove those whose process is gone.
+
+Files of running mmctl processes are in use and kept.
+
+Examples:
+
+\b
+  mmctl shm gc              # remove leftovers of dead mmctl processes
+  mmctl shm gc --dry-run    # only list them
+  mmctl shm gc --json
+
+Exit codes: 0 done (also when there was nothing to remove); 2 usage.
+"""
+
 shm_app = typer.Typer(
     name="shm",
-    help="Shared-memory housekeeping: mmctl's files in /dev/shm.",
+    help=SHM_HELP,
     no_args_is_help=True,
     add_completion=False,
+    rich_markup_mode=None,
 )
 
 
-@shm_app.command("gc")
+@shm_app.command("gc", help=GC_HELP)
 def gc(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Only list what would be removed.")
     ] = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """List mmctl files in /dev/shm and remove those whose process is gone.
-
-    Files of running mmctl processes are in use and kept. Exit 0.
-    """
     from mmctl.cli._output import Output
     from mmctl.transport.shm import leftovers, shm_dir, sweep_dead
 

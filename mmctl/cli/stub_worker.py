@@ -8,19 +8,28 @@ from typing import Annotated
 
 import typer
 
-from mmctl.cli._options import BundleOpt, FamilyOpt, JsonOpt, ModelDirOpt
+from mmctl.cli._options import BundleOpt, FamilyOpt, JsonOpt, ModelDirOpt, default_text
 
-EXAMPLES = """
+HELP = """Serve vllm.grpc.engine.VllmEngine (plus grpc.health.v1 and reflection) without a GPU.
+
+A strict stand-in for `vllm serve MODEL --grpc` in tests and CI: it checks
+every request as the real worker would and answers with the dominant colour
+of each temporal patch it received (or, with --answer echo, what arrived).
+
+Prints one ready line (the bound address) on stdout, then one log line per
+request on stderr. SIGINT/SIGTERM stop it cleanly (exit 0).
+
 Examples:
 
+\b
   mmctl stub-worker                        # 127.0.0.1:50051
-  mmctl stub-worker --port 0 --json        # free port; JSON ready line
+  mmctl stub-worker --port 0 --json        # a free port; a JSON ready line
   mmctl stub-worker --device-normalize     # wants raw uint8 pixels
   mmctl stub-worker --legacy-proto         # predates the modality field
   mmctl stub-worker --answer echo --delay-ms 50
 
-Prints one ready line (the bound address) on stdout, then one log line per
-request on stderr. SIGINT/SIGTERM stop it cleanly (exit 0).
+Exit codes: 0 stopped by SIGINT/SIGTERM; 2 usage (a port out of range or
+already taken, bad limits, unreadable TLS files); 3 bad model files.
 """
 
 
@@ -30,15 +39,24 @@ class Answer(StrEnum):
 
 
 def stub_worker(
-    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="Port; 0 picks a free one.")] = 50051,
+    host: Annotated[
+        str, typer.Option("--host", metavar="ADDRESS", help="Address to listen on.")
+    ] = "127.0.0.1",
+    port: Annotated[
+        int, typer.Option("--port", metavar="PORT", help="Port to listen on; 0 picks a free one.")
+    ] = 50051,
     answer: Annotated[
         Answer,
         typer.Option(
-            "--answer", help="colors: dominant colour per temporal patch; echo: what arrived."
+            "--answer",
+            metavar="[colors|echo]",
+            help="colors: the dominant colour of each temporal patch; echo: what arrived.",
         ),
     ] = Answer.colors,
-    delay_ms: Annotated[int, typer.Option("--delay-ms", help="Delay per generated token.")] = 0,
+    delay_ms: Annotated[
+        int,
+        typer.Option("--delay-ms", metavar="MS", help="Delay before each generated token."),
+    ] = 0,
     device_normalize: Annotated[
         bool,
         typer.Option(
@@ -54,56 +72,68 @@ def stub_worker(
     ] = False,
     mm_item_limits: Annotated[
         str,
-        typer.Option("--mm-item-limits", help="Per-request item limits to advertise and enforce."),
+        typer.Option(
+            "--mm-item-limits",
+            metavar="image=N,video=M",
+            help="Most media items of each kind per request (advertised and enforced).",
+        ),
     ] = "image=8,video=2",
     mm_encoder_budget: Annotated[
         int,
         typer.Option(
-            "--mm-encoder-budget", help="Most feature tokens per item (advertised, enforced)."
+            "--mm-encoder-budget",
+            metavar="TOKENS",
+            help="Most feature tokens per item (advertised and enforced; 0: no limit).",
         ),
     ] = 65536,
     allowed_local_media_path: Annotated[
         Path | None,
         typer.Option(
             "--allowed-local-media-path",
-            help="Accept file:// media_refs under this folder.",
+            metavar="DIR",
+            help="Accept file:// media_refs under this folder." + default_text("none"),
             show_default=False,
         ),
     ] = None,
     tls_cert: Annotated[
         Path | None,
         typer.Option(
-            "--tls-cert", help="Serve TLS with this certificate (PEM).", show_default=False
+            "--tls-cert",
+            metavar="PEM",
+            help="Serve TLS with this certificate chain." + default_text("plain text"),
+            show_default=False,
         ),
     ] = None,
     tls_key: Annotated[
         Path | None,
-        typer.Option("--tls-key", help="Private key (PEM) for --tls-cert.", show_default=False),
+        typer.Option(
+            "--tls-key", metavar="PEM", help="The private key for --tls-cert.", show_default=False
+        ),
     ] = None,
     model_dir: ModelDirOpt = None,
     bundle: BundleOpt = None,
     family: FamilyOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Serve vllm.grpc.engine.VllmEngine (plus grpc.health.v1 and reflection) without a GPU."""
-    from mmctl.cli._model import load_from_options
+    from mmctl.cli import _inputs
     from mmctl.cli._output import Output
     from mmctl.errors import Interrupted, UsageError
-    from mmctl.request.limits import parse_item_limits
     from mmctl.worker import checks
-    from mmctl.worker.server import StubConfig, start
+    from mmctl.worker.server import StubConfig, check_bindable, start
 
     output = Output(json_mode=json_out)
     if delay_ms < 0 or mm_encoder_budget < 0:
         raise UsageError("--delay-ms and --mm-encoder-budget must not be negative")
     if allowed_local_media_path is not None and not allowed_local_media_path.is_dir():
         raise UsageError(f"--allowed-local-media-path {allowed_local_media_path} is not a folder")
-    model = load_from_options(model_dir=model_dir, bundle=bundle, family=family, params={})
+    limits = _inputs.item_limits(mm_item_limits)
+    check_bindable(host, port)  # before the model loads: a taken port fails at once
+    model = _inputs.load_model(model_dir=model_dir, bundle=bundle, family=family)
     model.tokenizer  # noqa: B018 - load now: a broken tokenizer fails at start, not per request
     policy = checks.Policy(
         device_normalize=device_normalize,
         legacy_proto=legacy_proto,
-        item_limits=parse_item_limits(mm_item_limits),
+        item_limits=limits,
         encoder_budget=mm_encoder_budget,
     )
     cfg = StubConfig(
@@ -152,4 +182,4 @@ def stub_worker(
         running.stop(grace=1.0)
 
 
-stub_worker.__doc__ = (stub_worker.__doc__ or "") + "\n" + EXAMPLES
+stub_worker.__doc__ = HELP

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mmctl.choices import PixelFormat
 from mmctl.client.worker import WorkerFacts
 from mmctl.errors import CheckFailed, UsageError
-from mmctl.preprocess.pixels import PixelFormat
 from mmctl.request.tensors import LEGACY_DTYPES
 
 

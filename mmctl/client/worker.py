@@ -101,8 +101,62 @@ def probe(
     meta = list(target.headers)
     try:
         server = stub.GetServerInfo(engine.GetServerInfoRequest(), timeout=timeout, metadata=meta)
-        model = stub.GetModelInfo(engine.GetModelInfoRequest(), timeout=timeout, metadata=meta)
     except grpc.RpcError as err:
         raise as_error(err, target, "GetServerInfo") from None
+    try:
+        model = stub.GetModelInfo(engine.GetModelInfoRequest(), timeout=timeout, metadata=meta)
+    except grpc.RpcError as err:
+        raise as_error(err, target, "GetModelInfo") from None
     caps = capabilities(channel, timeout) if with_caps else Capabilities(False)
     return WorkerFacts(server, model, caps)
+
+
+@dataclass(frozen=True)
+class Health:
+    """``VllmEngine.HealthCheck`` and the standard ``grpc.health.v1`` answer, or why none came."""
+
+    target: str
+    healthy: bool
+    message: str
+    grpc_health: str
+    latency_ms: float | None
+    #: The failure (unreachable, deadline, refused) when there was no answer.
+    error: str | None = None
+
+    def as_dict(self) -> dict:
+        return {
+            "target": self.target,
+            "healthy": self.healthy,
+            "message": self.message,
+            "grpc_health": self.grpc_health,
+            "latency_ms": self.latency_ms,
+            "error": self.error,
+        }
+
+
+def health(channel: grpc.Channel, target: Target, timeout: float) -> Health:
+    """Ask both health services; a worker that does not answer is unhealthy, with the reason."""
+    import time
+
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    meta = list(target.headers)
+    began = time.perf_counter()
+    try:
+        engine = (
+            proto.engine_grpc()
+            .VllmEngineStub(channel)
+            .HealthCheck(proto.engine().HealthCheckRequest(), timeout=timeout, metadata=meta)
+        )
+    except grpc.RpcError as err:
+        failure = as_error(err, target, "HealthCheck")
+        return Health(target.address, False, "", "unknown", None, failure.message)
+    latency = round((time.perf_counter() - began) * 1000, 3)
+    try:
+        std = health_pb2_grpc.HealthStub(channel).Check(
+            health_pb2.HealthCheckRequest(service=""), timeout=timeout, metadata=meta
+        )
+        standard = health_pb2.HealthCheckResponse.ServingStatus.Name(std.status)
+    except grpc.RpcError as err:
+        standard = f"unavailable ({err.code().name})"
+    return Health(target.address, engine.healthy, engine.message, standard, latency)

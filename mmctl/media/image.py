@@ -9,6 +9,8 @@ guard stays on.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,24 +29,23 @@ class ImageInfo:
     exif_transposed: bool
 
 
-def load_image(path: Path) -> tuple[ImageInfo, np.ndarray]:
-    from PIL import Image, ImageOps, UnidentifiedImageError
+def check_image(path: Path) -> None:
+    """Open the file's header only: a typed error when Pillow cannot read it."""
+    from PIL import Image
 
-    try:
-        with Image.open(path) as opened:
-            fmt, mode = opened.format or "?", opened.mode
-            opened.load()
-            oriented = ImageOps.exif_transpose(opened)
-            transposed = _has_orientation(opened)
-            rgb = _to_rgb(oriented)
-    except Image.DecompressionBombError as err:
-        raise InputError(
-            f"{path}: {err}", hint="Pillow's decompression-bomb guard refused it"
-        ) from None
-    except UnidentifiedImageError:
-        raise InputError(f"cannot decode {path}: not an image Pillow can read") from None
-    except (OSError, SyntaxError, ValueError) as err:
-        raise InputError(f"cannot decode {path}: {err}") from None
+    with _pillow_errors(path), Image.open(path):
+        pass
+
+
+def load_image(path: Path) -> tuple[ImageInfo, np.ndarray]:
+    from PIL import ImageOps
+
+    with _pillow_errors(path), _open(path) as opened:
+        fmt, mode = opened.format or "?", opened.mode
+        opened.load()
+        oriented = ImageOps.exif_transpose(opened)
+        transposed = _has_orientation(opened)
+        rgb = _to_rgb(oriented)
     array = np.asarray(rgb)
     info = ImageInfo(
         path=str(path),
@@ -55,6 +56,29 @@ def load_image(path: Path) -> tuple[ImageInfo, np.ndarray]:
         exif_transposed=transposed,
     )
     return info, array
+
+
+def _open(path: Path):
+    from PIL import Image
+
+    return Image.open(path)
+
+
+@contextmanager
+def _pillow_errors(path: Path) -> Iterator[None]:
+    """Pillow's failures as one-line input errors."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        yield
+    except Image.DecompressionBombError as err:
+        raise InputError(
+            f"{path}: {err}", hint="Pillow's decompression-bomb guard refused it"
+        ) from None
+    except UnidentifiedImageError:
+        raise InputError(f"cannot decode {path}: not an image Pillow can read") from None
+    except (OSError, SyntaxError, ValueError) as err:
+        raise InputError(f"cannot decode {path}: {err}") from None
 
 
 def _has_orientation(image) -> bool:

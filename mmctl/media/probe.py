@@ -67,3 +67,20 @@ def media_kind(path: Path) -> MediaKind:
     if head.startswith((b"\x89PNG", b"\xff\xd8\xff", b"BM")) or head[8:12] == b"WEBP":
         return MediaKind.IMAGE
     return MediaKind.VIDEO
+
+
+def check_media(path: Path) -> MediaKind:
+    """A readable file whose header its decoder accepts (cheap: no frame is
+    decoded); its kind. Run before any worker is contacted, so a bad file is
+    reported as a bad file whatever the network does."""
+    check_readable(path)
+    kind = media_kind(path)
+    if kind is MediaKind.IMAGE:
+        from mmctl.media.image import check_image
+
+        check_image(path)
+    else:
+        from mmctl.media.video import check_video
+
+        check_video(path)
+    return kind

@@ -62,15 +62,18 @@ def write_video(
     pts: Sequence[int] | None = None,
     time_base: Fraction | None = None,
     crf: int = 18,
+    faststart: bool = False,
 ) -> Path:
     """Encode ``count`` frames; codec from the suffix. ``pts`` (in
-    ``time_base`` units) makes a variable-frame-rate clip."""
+    ``time_base`` units) makes a variable-frame-rate clip; ``faststart`` puts
+    an MP4's index (moov) before the frames, as streaming files have it."""
     import av
 
     codec, pix_fmt = CODECS[path.suffix.lower()]
     first = frame_at(0)
     height, width = first.shape[:2]
-    with av.open(str(path), "w") as container:
+    options = {"movflags": "faststart"} if faststart else {}
+    with av.open(str(path), "w", options=options) as container:
         rate = Fraction(fps).limit_denominator(1000)
         stream = container.add_stream(codec, rate=rate)
         stream.width, stream.height, stream.pix_fmt = width, height, pix_fmt

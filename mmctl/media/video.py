@@ -30,7 +30,7 @@ Frame decoding is threaded (FFmpeg frame/slice threads).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -54,6 +54,8 @@ class VideoInfo:
     header_frames: int  # 0 when the container states none
     total_frames: int  # what the decoder actually produced
     frame_count_source: str  # "header" | "packets" | "decoded (header was N)" …
+    #: What a person should know about this source (a truncated file, …).
+    warnings: tuple[str, ...] = ()
 
 
 #: Receives (position in the sampled list, RGB uint8 [H, W, 3] frame).
@@ -68,6 +70,12 @@ def _open(path: Path):
     try:
         container = av.open(str(path))
     except av.error.FFmpegError as err:
+        if _mp4_without_index(path):
+            raise InputError(
+                f"cannot decode {path}: truncated or incomplete MP4 (no moov atom)",
+                hint="the file was cut off or is still being written (an MP4 keeps its index, "
+                "the moov atom, at the end unless written with faststart)",
+            ) from None
         raise InputError(
             f"cannot decode {path}: not a video or image file ({_reason(err)})"
         ) from None
@@ -76,6 +84,32 @@ def _open(path: Path):
         container.close()
         raise InputError(f"{path} has no video stream (it has: {', '.join(kinds)})")
     return container
+
+
+def check_video(path: Path) -> None:
+    """Open the container only: a typed error when it holds no decodable video stream."""
+    _open(path).close()
+
+
+def _mp4_without_index(path: Path) -> bool:
+    """An ISO-BMFF file (``ftyp`` first) whose top-level boxes hold no ``moov``."""
+    types = []
+    with path.open("rb") as f:
+        size_left = path.stat().st_size
+        while size_left >= 8:
+            head = f.read(8)
+            size, kind = int.from_bytes(head[:4], "big"), head[4:8]
+            header = 8
+            if size == 1:  # a 64-bit size follows
+                size, header = int.from_bytes(f.read(8), "big"), 16
+            elif size == 0:  # the box runs to the end of the file
+                size = size_left
+            types.append(kind)
+            if size < header or size > size_left:
+                break  # the last box is cut off
+            f.seek(size - header, 1)
+            size_left -= size
+    return bool(types) and types[0] == b"ftyp" and b"moov" not in types
 
 
 def _reason(err: Exception) -> str:
@@ -154,17 +188,25 @@ def decode_sampled(path: Path, sampler: Sampler, sink: FrameSink) -> tuple[Video
         raise InputError(f"{path} has a video stream with no frames")
 
     done = _decode_pass(path, sampler, sink, predicted)
+    warnings: tuple[str, ...] = ()
     if done.decoded != predicted:
         if done.decoded == 0:
             raise InputError(f"{path} has no decodable video frames")
         first = done.decoded
         done = _decode_pass(path, sampler, sink, first)
+        said = "the header announces" if source == "header" else "the container holds"
         source = f"decoded ({source} said {predicted})"
         if done.decoded != first:
             raise InputError(
                 f"{path} decodes to {first} frames, then {done.decoded}: unstable stream"
             )
-    return _info(path, fmt, codec, header, done, done.decoded, source), done.indices
+        if first < predicted:
+            warnings = (
+                f"{path}: only {first} of the {predicted} frames {said} decode "
+                f"(truncated or damaged file); sampled from those {first}",
+            )
+    info = _info(path, fmt, codec, header, done, done.decoded, source)
+    return replace(info, warnings=warnings), done.indices
 
 
 def _info(path, fmt, codec, header, done: _Pass, total: int, source: str) -> VideoInfo:

@@ -116,6 +116,46 @@ class VisionParams:
 
 
 @dataclass(frozen=True)
+class VisionOverrides:
+    """What a user changes of a model's sampling and pixel budget (``None`` keeps it).
+
+    Checked on construction, before any file is read or worker contacted;
+    whether the result fits the model's own values (``min_frames`` against
+    its ``max_frames``) is checked again when they meet
+    (:meth:`VisionParams.with_overrides`).
+    """
+
+    fps: float | None = None
+    num_frames: int | None = None
+    min_frames: int | None = None
+    max_frames: int | None = None
+    #: Video: the whole clip's budget (frames × height × width), in pixels.
+    min_pixels: int | None = None
+    max_pixels: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.fps is not None and not self.fps > 0:
+            raise UsageError(f"fps must be positive, got {self.fps}")
+        for name in ("num_frames", "min_frames", "max_frames", "min_pixels", "max_pixels"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise UsageError(f"{name.replace('_', '-')} must be at least 1, got {value}")
+        for low, high in (("min_frames", "max_frames"), ("min_pixels", "max_pixels")):
+            lo, hi = getattr(self, low), getattr(self, high)
+            if lo is not None and hi is not None and lo > hi:
+                raise UsageError(
+                    f"{low.replace('_', '-')} ({lo}) is larger than {high.replace('_', '-')} ({hi})"
+                )
+
+    def given(self) -> list[str]:
+        """The names of the values that are set."""
+        return [k for k, v in vars(self).items() if v is not None]
+
+    def changes(self) -> dict[str, Any]:
+        return {k: v for k, v in vars(self).items() if v is not None}
+
+
+@dataclass(frozen=True)
 class TokenIds:
     """Special token ids, mirroring ``config.json`` keys of the same names."""
 

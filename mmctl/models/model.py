@@ -8,7 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from mmctl.errors import InputError
-from mmctl.models.base import ModelFiles, ModelSpec, TokenIds, VisionParams, params_from_configs
+from mmctl.models.base import (
+    ModelFiles,
+    ModelSpec,
+    TokenIds,
+    VisionOverrides,
+    VisionParams,
+    params_from_configs,
+)
 from mmctl.models.files import load_model_files
 from mmctl.models.registry import resolve as resolve_family
 from mmctl.models.source import ModelSource
@@ -81,7 +88,7 @@ def load_model(
     bundle: Path | None = None,
     source: ModelSource | None = None,
     family: str | None = None,
-    overrides: dict[str, Any] | None = None,
+    overrides: VisionOverrides | None = None,
 ) -> Model:
     """Model files from ``source`` (or ``--model-dir`` / ``--bundle`` / built-in)."""
     source = source or resolve_source(model_dir, bundle)
@@ -94,6 +101,6 @@ def load_model(
     else:
         params = params_from_configs(spec.params, files)
     if overrides:
-        params = params.with_overrides(**overrides)
+        params = params.with_overrides(**overrides.changes())
     token_ids, origin = token_ids_from_config(dict(files.config), spec.token_ids)
     return Model(source, files, spec, params, token_ids, origin)

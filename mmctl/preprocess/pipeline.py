@@ -20,11 +20,13 @@ from pathlib import Path
 
 import numpy as np
 
+from mmctl.choices import PixelFormat
+from mmctl.errors import InputError
 from mmctl.media.image import ImageInfo, load_image
 from mmctl.media.probe import MediaKind, check_readable, media_kind
 from mmctl.media.video import VideoInfo, decode_sampled
 from mmctl.models.base import ModelSpec, VisionParams
-from mmctl.preprocess.pixels import PixelFormat, grid_for, patchify_into
+from mmctl.preprocess.pixels import grid_for, patchify_into
 from mmctl.preprocess.resize import resize_rgb
 
 MAX_PENDING_FRAMES = 8
@@ -70,6 +72,11 @@ class Preprocessed:
         return np.asarray([self.grid_thw], dtype=np.int64)
 
     @property
+    def warnings(self) -> tuple[str, ...]:
+        """What a person should know about the source (a truncated video, …)."""
+        return getattr(self.source, "warnings", ())
+
+    @property
     def sampled_fps(self) -> float | None:
         """Frames sampled per source second (differs from the target fps when clamped)."""
         if not isinstance(self.source, VideoInfo):
@@ -87,11 +94,14 @@ def preprocess(
     keep_frames: bool = False,
     on_frame=None,
     allocate: Allocator = _empty,
+    strict: bool = False,
 ) -> Preprocessed:
     """Preprocess an image or a video file (kind from the file unless given).
 
     ``on_frame(done, total)`` is called after each sampled frame is processed
-    (for progress bars).
+    (for progress bars). A video that decodes to fewer frames than its
+    container announces is preprocessed from the frames that decode, with a
+    warning in :attr:`Preprocessed.warnings`; ``strict`` refuses it instead.
     """
     check_readable(path)
     kind = kind or media_kind(path)
@@ -99,7 +109,7 @@ def preprocess(
         return preprocess_image(
             path, spec, params, pixel_format, keep_frames=keep_frames, allocate=allocate
         )
-    return preprocess_video(
+    pre = preprocess_video(
         path,
         spec,
         params,
@@ -108,6 +118,9 @@ def preprocess(
         on_frame=on_frame,
         allocate=allocate,
     )
+    if strict and pre.warnings:
+        raise InputError(pre.warnings[0], hint="without --strict mmctl uses the frames that decode")
+    return pre
 
 
 def preprocess_image(

@@ -8,40 +8,10 @@ same frame repeated Tp times.
 
 from __future__ import annotations
 
-from enum import Enum
-
 import numpy as np
 
+from mmctl.choices import PixelFormat
 from mmctl.models.base import VisionParams
-
-
-class PixelFormat(Enum):
-    """What the pixel tensor holds."""
-
-    FLOAT32 = "float32"  # normalized
-    BFLOAT16 = "bfloat16"  # normalized, stored as uint16 bit patterns
-    FLOAT16 = "float16"  # normalized
-    UINT8 = "uint8"  # raw resized pixels, for workers that normalize on device
-
-    @property
-    def numpy_dtype(self) -> np.dtype:
-        return np.dtype(
-            {
-                "float32": np.float32,
-                "bfloat16": np.uint16,
-                "float16": np.float16,
-                "uint8": np.uint8,
-            }[self.value]
-        )
-
-    @property
-    def needs_scratch(self) -> bool:
-        """Computed in float32 first, then narrowed."""
-        return self in (PixelFormat.BFLOAT16, PixelFormat.FLOAT16)
-
-    @property
-    def itemsize(self) -> int:
-        return self.numpy_dtype.itemsize
 
 
 def grid_for(

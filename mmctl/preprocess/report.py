@@ -16,10 +16,13 @@ from mmctl.preprocess.pipeline import Preprocessed
 def summary(pre: Preprocessed) -> dict[str, Any]:
     """The ``--json`` document (stable keys; new keys may be added)."""
     rows, width = pre.pixel_values.shape
+    source = asdict(pre.source)
+    source.pop("warnings", None)  # top-level, for every command alike
     doc: dict[str, Any] = {
         "kind": pre.kind.value,
         "family": pre.family,
-        "source": asdict(pre.source),
+        "source": source,
+        "warnings": list(pre.warnings),
         "resized": {"height": pre.resized[0], "width": pre.resized[1]},
         "grid_thw": list(pre.grid_thw),
         "num_patches": rows,
@@ -52,20 +55,26 @@ def _params(pre: Preprocessed) -> dict[str, Any]:
 
 
 def save_npz(pre: Preprocessed, path: Path) -> Path:
-    """pixel_values, grid_thw, frame indices, timestamps and every parameter."""
+    """pixel_values, grid_thw, frame indices, timestamps and every parameter,
+    as an ``.npz`` archive written to exactly ``path`` (whatever its suffix)."""
     import json
 
+    from mmctl.fileio import write_atomic
+
+    return write_atomic(path, lambda f: _savez(f, pre, json.dumps(summary(pre))))
+
+
+def _savez(file, pre: Preprocessed, summary_json: str) -> None:
     np.savez(
-        path,
+        file,
         pixel_values=pre.pixel_values,
         pixel_format=np.asarray(pre.pixel_format.value),
         grid_thw=pre.grid_thw_array,
         frame_indices=pre.frame_indices,
         frame_times=np.asarray(pre.frame_times, dtype=np.float64),
         patch_times=np.asarray(pre.patch_times, dtype=np.float64),
-        summary=np.asarray(json.dumps(summary(pre))),
+        summary=np.asarray(summary_json),
     )
-    return path
 
 
 def contact_sheet(
@@ -95,5 +104,6 @@ def contact_sheet(
         else:
             label = "image"
         draw.text((x + 4, y + 3), label, fill=(235, 235, 235))
-    sheet.save(path)
-    return path
+    from mmctl.fileio import write_atomic
+
+    return write_atomic(path, lambda f: sheet.save(f, format="PNG"))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from mmctl.errors import InputError
+from mmctl.errors import InputError, UsageError
 from mmctl.media.probe import MediaKind
 from mmctl.models.base import TokenIds
 from mmctl.models.source import ModelSource
@@ -76,8 +76,27 @@ def render(
     system: str | None,
     default_system: str | None,
     chat: bool = True,
+    allow_special_tokens: bool = False,
 ) -> Rendered:
-    """One user turn made of ``parts`` (media kinds and text, in order)."""
+    """One user turn made of ``parts`` (media kinds and text, in order).
+
+    The user's text may not spell control tokens (``<|vision_start|>``,
+    ``<|im_end|>``, …): the tokenizer would turn them into the real tokens,
+    so a prompt could silently add a media placeholder or end its own turn.
+    ``allow_special_tokens`` lets them through on purpose.
+    """
+    if not allow_special_tokens:
+        texts = [("prompt", p) for p in parts if isinstance(p, str)]
+        texts += [("system text", system)] if system else []
+        for what, text in texts:
+            found = tokenizer.find_special(text)
+            if found is not None:
+                token, at = found
+                raise UsageError(
+                    f"the {what} holds the special token {token} at character {at}; "
+                    "it would become that control token, not text",
+                    hint="reword it, or --allow-special-tokens to send it as the token",
+                )
     if not chat:
         text = "".join(
             p if isinstance(p, str) else placeholder(p, token_ids, tokenizer) for p in parts

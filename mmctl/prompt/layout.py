@@ -31,20 +31,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 
 import numpy as np
 
+from mmctl.choices import LayoutKind
 from mmctl.errors import InputError
 from mmctl.media.probe import MediaKind
 from mmctl.models.base import ModelSpec, TokenIds
 from mmctl.prompt.tokenizer import Tokenizer
-
-
-class LayoutKind(StrEnum):
-    VLLM = "vllm"
-    HF_LEGACY = "hf-legacy"
-    SMG = "smg"
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ a bundle with only ``vocab.json`` + ``merges.txt`` is read as a byte-level BPE.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 from mmctl.errors import InputError
@@ -53,6 +53,21 @@ class Tokenizer:
 
     def id_to_token(self, token_id: int) -> str | None:
         return self._tok.id_to_token(int(token_id))
+
+    @cached_property
+    def special_tokens(self) -> tuple[str, ...]:
+        """The control tokens (``<|im_start|>``, ``<|video_pad|>``, …) that their
+        text becomes when written in a prompt."""
+        decoder = getattr(self._tok, "get_added_tokens_decoder", dict)()
+        return tuple(t.content for t in decoder.values() if t.special)
+
+    def find_special(self, text: str) -> tuple[str, int] | None:
+        """The first control token written in ``text`` and its character offset."""
+        found = [(text.find(t), t) for t in self.special_tokens if t in text]
+        if not found:
+            return None
+        at, token = min(found)
+        return token, at
 
     @property
     def vocab_size(self) -> int:

@@ -28,12 +28,15 @@ positions only the ``im_token_id`` tokens inside each placeholder span.
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from mmctl.choices import DEFAULT_MAX_TOKENS
+from mmctl.errors import UsageError
 from mmctl.media.probe import MediaKind
 from mmctl.preprocess.pipeline import Preprocessed
 from mmctl.prompt.layout import Layout, pad_id
@@ -47,9 +50,21 @@ SIZES_KEY = {MediaKind.IMAGE: "patches_per_image", MediaKind.VIDEO: "patches_per
 PIXELS = "pixel_values"
 
 
+UINT32_MAX = 2**32 - 1
+INT32_RANGE = (-(2**31), 2**31 - 1)
+
+
 @dataclass(frozen=True)
 class Sampling:
-    max_tokens: int | None = 128
+    """Sampling parameters, checked against vLLM's rules and the wire's field types.
+
+    ``None`` (or empty) means "not given": a new request then gets
+    :data:`~mmctl.choices.DEFAULT_MAX_TOKENS` and the worker's defaults for
+    the rest, while a replayed request keeps what it recorded
+    (:meth:`apply_to`).
+    """
+
+    max_tokens: int | None = None
     temperature: float | None = None
     top_p: float | None = None
     top_k: int | None = None
@@ -58,27 +73,47 @@ class Sampling:
     stop_token_ids: tuple[int, ...] = ()
     ignore_eos: bool = False
 
+    def __post_init__(self) -> None:
+        # The worker would refuse these after mmctl had probed it and shipped
+        # the pixels, or the protobuf encoder would crash on them.
+        if self.max_tokens is not None and not 1 <= self.max_tokens <= UINT32_MAX:
+            raise UsageError(f"max-tokens must be at least 1, got {self.max_tokens}")
+        if self.temperature is not None and not 0 <= self.temperature < math.inf:
+            raise UsageError(f"temperature must be 0 (greedy) or more, got {self.temperature}")
+        if self.top_p is not None and not 0 < self.top_p <= 1:
+            raise UsageError(f"top-p must be in (0, 1], got {self.top_p}")
+        if self.top_k is not None and not 0 <= self.top_k <= UINT32_MAX:
+            raise UsageError(f"top-k must be 0 (no limit) or more, got {self.top_k}")
+        if self.seed is not None and not INT32_RANGE[0] <= self.seed <= INT32_RANGE[1]:
+            raise UsageError(f"seed must be a 32-bit signed integer, got {self.seed}")
+        if any(not s for s in self.stop):
+            raise UsageError("a stop string must not be empty")
+
+    def given(self) -> list[str]:
+        """Names of the values that are set (what a replay would change)."""
+        defaults = Sampling()
+        return [k for k, v in vars(self).items() if v != getattr(defaults, k)]
+
     def to_proto(self):
         from mmctl.wire import proto
 
-        msg = proto.engine().SamplingParams(
-            stop=list(self.stop),
-            stop_token_ids=list(self.stop_token_ids),
-            ignore_eos=self.ignore_eos,
-            skip_special_tokens=True,
-            n=1,
-        )
-        if self.max_tokens is not None:
-            msg.max_tokens = self.max_tokens
-        if self.temperature is not None:
-            msg.temperature = self.temperature
-        if self.top_p is not None:
-            msg.top_p = self.top_p
-        if self.top_k is not None:
-            msg.top_k = self.top_k
-        if self.seed is not None:
-            msg.seed = self.seed
+        msg = proto.engine().SamplingParams(skip_special_tokens=True, n=1)
+        msg.max_tokens = DEFAULT_MAX_TOKENS
+        self.apply_to(msg)
         return msg
+
+    def apply_to(self, msg) -> None:
+        """Set the given values on a ``SamplingParams`` message, keep the rest."""
+        for name in ("max_tokens", "temperature", "top_p", "top_k", "seed"):
+            value = getattr(self, name)
+            if value is not None:
+                setattr(msg, name, value)
+        if self.stop:
+            msg.stop[:] = list(self.stop)
+        if self.stop_token_ids:
+            msg.stop_token_ids[:] = list(self.stop_token_ids)
+        if self.ignore_eos:
+            msg.ignore_eos = True
 
 
 @dataclass(frozen=True)

@@ -2,27 +2,28 @@
 
 media → preprocess → chat text → tokens → layout (expansion) → mrope walk →
 modality batches → :class:`~mmctl.request.build.RequestPlan`. Used by
-``inspect-tokens``, ``build`` and ``send``; each stage's timing is kept for
-the send command's breakdown.
+``inspect-tokens``, ``build`` and ``send``; each stage is a lap of the
+caller's :class:`~mmctl.timing.Timeline`, for the send command's breakdown.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mmctl.choices import LayoutKind, PixelFormat
+from mmctl.errors import InputError
 from mmctl.media.probe import MediaKind, check_readable, media_kind
 from mmctl.models.model import Model
 from mmctl.preprocess.pipeline import Allocator, Preprocessed, preprocess
-from mmctl.preprocess.pixels import PixelFormat
 from mmctl.prompt.chat import Rendered, render
-from mmctl.prompt.layout import Layout, LayoutItem, LayoutKind, expand
+from mmctl.prompt.layout import Layout, LayoutItem, expand
 from mmctl.prompt.mrope import WalkResult, walk
 from mmctl.request.build import MediaItem, RequestPlan, Sampling, make_batches
 from mmctl.request.hashing import item_hash
 from mmctl.request.limits import check_item_limits
+from mmctl.timing import Timeline
 
 
 @dataclass
@@ -33,7 +34,15 @@ class Composed:
     layout: Layout
     check: WalkResult
     plan: RequestPlan
+    #: Consecutive phases (``decode_s``, ``hash_s``, ``tokenize_s``), seconds.
     timings: dict[str, float] = field(default_factory=dict)
+    #: Busy time of resize + normalize + patchify, inside ``decode_s`` (for
+    #: video it runs on another thread, overlapped with decoding).
+    preprocess_busy_s: float = 0.0
+
+    @property
+    def warnings(self) -> list[str]:
+        return [w for it in self.items for w in it.pre.warnings]
 
 
 def layout_items(items: Sequence[MediaItem]) -> list[LayoutItem]:
@@ -75,14 +84,19 @@ def compose(
     layout_kind: LayoutKind = LayoutKind.VLLM,
     system: str | None = None,
     chat: bool = True,
+    allow_special_tokens: bool = False,
     sampling: Sampling | None = None,
     stream: bool = True,
     request_id: str | None = None,
     item_limits: dict[str, int] | None = None,
+    strict: bool = False,
     on_frame: Callable[[int, int], None] | None = None,
     allocate: Allocator | None = None,
+    timeline: Timeline | None = None,
 ) -> Composed:
-    timings: dict[str, float] = {"decode_s": 0.0, "preprocess_s": 0.0}
+    """Everything a request needs. ``timeline`` gets the laps ``decode_s``
+    (decode + preprocess, per item), ``hash_s`` and ``tokenize_s``."""
+    timeline = timeline or Timeline()
     kinds = []
     for path in media:
         check_readable(path)
@@ -90,17 +104,23 @@ def compose(
     if item_limits:
         check_item_limits([k.value for k in kinds], item_limits, "the limit")
     items: list[MediaItem] = []
+    busy = 0.0
     for path, kind in zip(media, kinds, strict=True):
         extra = {"allocate": allocate} if allocate is not None else {}
         pre: Preprocessed = preprocess(
-            path, model.spec, model.params, pixel_format, kind=kind, on_frame=on_frame, **extra
+            path,
+            model.spec,
+            model.params,
+            pixel_format,
+            kind=kind,
+            on_frame=on_frame,
+            strict=strict,
+            **extra,
         )
-        timings["decode_s"] += pre.timings.decode_s
-        timings["preprocess_s"] += pre.timings.preprocess_s
-        started = time.perf_counter()
+        busy += pre.timings.preprocess_s
+        timeline.lap("decode_s")
         items.append(MediaItem(str(path), pre, item_hash(pre, path)))
-        timings["hash_s"] = timings.get("hash_s", 0.0) + time.perf_counter() - started
-    started = time.perf_counter()
+        timeline.lap("hash_s")
     parts: list[MediaKind | str] = [it.kind for it in items]
     if prompt:
         parts.append(prompt)
@@ -112,9 +132,13 @@ def compose(
         system=system,
         default_system=model.spec.default_system,
         chat=chat,
+        allow_special_tokens=allow_special_tokens,
     )
     prompt_ids = model.tokenizer.encode(rendered.text)
-    layout, check = lay_out(model, prompt_ids, items, layout_kind)
+    try:
+        layout, check = lay_out(model, prompt_ids, items, layout_kind)
+    except InputError as err:
+        raise _blame_prompt(err, model, [prompt, system or ""]) from None
     batches = make_batches(items, layout, model.spec, model.token_ids)
     plan = RequestPlan(
         text=rendered.text,
@@ -125,5 +149,30 @@ def compose(
     )
     if request_id:
         plan.request_id = request_id
-    timings["tokenize_s"] = time.perf_counter() - started
-    return Composed(items, rendered, prompt_ids, layout, check, plan, timings)
+    timeline.lap("tokenize_s")
+    return Composed(
+        items,
+        rendered,
+        prompt_ids,
+        layout,
+        check,
+        plan,
+        timings=dict(timeline.phases),
+        preprocess_busy_s=busy,
+    )
+
+
+def _blame_prompt(err: InputError, model: Model, texts: list[str]) -> InputError:
+    """A placeholder mismatch says when the user's own text holds placeholders
+    (possible only with ``allow_special_tokens``)."""
+    tok = model.tokenizer
+    pads = [
+        tok.id_to_token(i) for i in (model.token_ids.image_token_id, model.token_ids.video_token_id)
+    ]
+    written = sum(text.count(p) for text in texts for p in pads if p)
+    if not written:
+        return err
+    return InputError(
+        f"{err.message}: {written} of them written in the prompt text itself",
+        hint="remove the placeholder tokens from the prompt; mmctl adds one per media item",
+    )

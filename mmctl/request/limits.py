@@ -8,6 +8,9 @@ from collections.abc import Iterable
 
 from mmctl.errors import InputError, UsageError
 
+#: The modalities of smg's ``Modality`` enum that a limit can name.
+MODALITIES = ("image", "video", "audio")
+
 
 def parse_item_limits(label: str) -> dict[str, int]:
     """``"image=8,video=2"`` → ``{"image": 8, "video": 2}``; empty means no limits."""
@@ -16,7 +19,12 @@ def parse_item_limits(label: str) -> dict[str, int]:
         name, sep, value = part.partition("=")
         if not sep or not value.strip().isdigit():
             raise UsageError(f"media limit {part!r} is not MODALITY=COUNT (e.g. image=8,video=2)")
-        limits[name.strip().lower()] = int(value)
+        name = name.strip().lower()
+        if name not in MODALITIES:
+            raise UsageError(
+                f"media limit {part!r}: the modality is one of {', '.join(MODALITIES)}"
+            )
+        limits[name] = int(value)
     return limits
 
 

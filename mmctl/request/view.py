@@ -12,9 +12,10 @@ from typing import Any
 
 import numpy as np
 
+from mmctl.choices import LayoutKind
 from mmctl.errors import InputError
 from mmctl.media.probe import MediaKind
-from mmctl.prompt.layout import Layout, LayoutKind, Span
+from mmctl.prompt.layout import Layout, Span
 from mmctl.request.tensors import from_bytes
 
 

@@ -194,6 +194,11 @@ class ShmArena:
         segment.close()
         return segment
 
+    def discard(self, segment: Segment) -> None:
+        """Remove a segment that will not be sent (it was never the worker's)."""
+        self.segments.remove(segment)
+        self._remove(segment)
+
     def pending(self) -> list[Segment]:
         """Segments whose file still exists (not consumed by a worker)."""
         return [s for s in self.segments if s.path.exists()]

@@ -16,11 +16,11 @@ import tempfile
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from mmctl.choices import PixelFormat
 from mmctl.errors import MmctlError
 from mmctl.media.probe import MediaKind
 from mmctl.models.model import Model
 from mmctl.preprocess.pipeline import preprocess
-from mmctl.preprocess.pixels import PixelFormat
 from mmctl.prompt.layout import LayoutItem, expand
 from mmctl.request.build import MediaItem, make_batches
 from mmctl.request.hashing import item_hash

@@ -20,6 +20,7 @@ from typing import TextIO
 
 import grpc
 
+from mmctl.errors import UsageError
 from mmctl.models.model import Model
 from mmctl.models.source import build_bundle
 from mmctl.request.tensors import wire_name
@@ -346,6 +347,28 @@ class Running:
         self.server.stop(grace).wait()
 
 
+def check_bindable(host: str, port: int) -> None:
+    """Refuse a port out of range, or one that is taken, before gRPC tries it
+    (gRPC's own failure is a C-core log line and a bare 0)."""
+    import socket
+
+    if not 0 <= port <= 65535:
+        raise UsageError(f"port must be 0-65535, got {port}")
+    try:
+        family, kind, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except socket.gaierror as err:
+        raise UsageError(f"cannot listen on {host}:{port}: {err.strerror}") from None
+    if port == 0:
+        return
+    with socket.socket(family, kind) as probe:
+        # As gRPC does: a port in TIME_WAIT is free; one with a listener is not.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as err:
+            raise UsageError(f"cannot listen on {host}:{port}: {err.strerror}") from None
+
+
 def start(
     cfg: StubConfig,
     host: str = "127.0.0.1",
@@ -355,12 +378,18 @@ def start(
 ) -> Running:
     """Bind and start; ``port=0`` picks a free port (see ``Running.port``).
 
-    ``tls``: (private key PEM, certificate chain PEM) to serve over TLS.
+    ``tls``: (private key PEM, certificate chain PEM) to serve over TLS. A
+    port another process listens on is refused: no ``SO_REUSEPORT`` sharing,
+    where two servers would split one port's connections between them.
     """
     from grpc_health.v1 import health, health_pb2, health_pb2_grpc
     from grpc_reflection.v1alpha import reflection
 
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers), options=UNLIMITED)
+    check_bindable(host, port)
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=workers),
+        options=[*UNLIMITED, ("grpc.so_reuseport", 0)],
+    )
     servicer = _servicer_class()(cfg)
     proto.engine_grpc().add_VllmEngineServicer_to_server(servicer, server)
     health_servicer = health.HealthServicer()
@@ -378,8 +407,6 @@ def start(
     except RuntimeError:
         bound = 0
     if not bound:
-        from mmctl.errors import UsageError
-
         raise UsageError(f"cannot listen on {host}:{port} (in use or not a local address)")
     server.start()
     for name in ("", proto.SERVICE_NAME):

@@ -53,7 +53,7 @@ def test_unknown_option_is_a_usage_error(capsys):
     code, out, err = _run(capsys, "--bogus")
     assert code == 2
     assert out == ""
-    assert "No such option" in err
+    assert err == "Error: no such option: --bogus\nHint: mmctl --help shows the options\n"
 
 
 def test_typed_error_is_one_line_with_its_exit_code(capsys, extra_command):

@@ -88,7 +88,7 @@ def test_inspecting_a_broken_request_exits_6(cli, red_blue, tmp_path):
 
 
 def test_build_refuses_too_many_items(cli, red_blue, tmp_path):
-    r = cli("build", red_blue, red_blue, "-o", tmp_path / "x.pb", "--limit-mm", "video=1")
+    r = cli("build", red_blue, red_blue, "-o", tmp_path / "x.pb", "--mm-item-limits", "video=1")
     assert r.code == 3 and "allows 1" in r.err
     assert not (tmp_path / "x.pb").exists()
 

@@ -37,7 +37,7 @@ def test_json_npz_and_preview(capsys, clip, tmp_path):
         "preprocess",
         clip,
         "--json",
-        "--pixel-format",
+        "--pixel-dtype",
         "uint8",
         "--out",
         npz,
@@ -142,3 +142,20 @@ def test_bad_flag_value_is_usage(capsys, clip):
     code, _, err = _run(capsys, "preprocess", clip, "--min-frames", "9", "--max-frames", "3")
     assert code == 2
     assert err.startswith("Error: min-frames (9) is larger than max-frames (3)")
+
+
+def test_out_writes_exactly_the_path_it_prints(capsys, clip, tmp_path):
+    target = tmp_path / "x.txt"
+    code, out, err = _run(capsys, "preprocess", clip, "--out", target, "--preview", tmp_path / "s")
+    assert code == 0, err
+    assert f"saved     {target}" in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s", "x.txt"]
+    with np.load(target) as saved:
+        assert saved["grid_thw"].tolist() == [[4, 6, 8]]
+    assert (tmp_path / "s").read_bytes().startswith(b"\x89PNG")
+
+
+def test_out_into_a_missing_folder_is_bad_input(capsys, clip, tmp_path):
+    code, out, err = _run(capsys, "preprocess", clip, "--out", tmp_path / "no" / "x.npz")
+    assert code == 3 and out == ""
+    assert err.startswith(f"Error: cannot write {tmp_path / 'no' / 'x.npz'}")

@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mmctl.choices import PixelFormat
 from mmctl.errors import InputError
 from mmctl.models import qwen2_vl, qwen3_vl
 from mmctl.preprocess.pipeline import preprocess
-from mmctl.preprocess.pixels import PixelFormat
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 sys.path.insert(0, str(FIXTURES))
@@ -60,8 +60,7 @@ def _committed(case, fx: dict) -> Path:
     """The case's committed file, the very one its golden was made from."""
     path = hf_cases.media_path(case)
     assert hf_cases.sha256_of(path) == str(fx["media_sha256"]), (
-        f"{path.name} is not the file its golden was made from; "
-        "rerun scripts/make_hf_fixtures.py"
+        f"{path.name} is not the file its golden was made from; rerun scripts/make_hf_fixtures.py"
     )
     return path
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mmctl.choices import PixelFormat
 from mmctl.models.model import load_model
-from mmctl.preprocess.pixels import PixelFormat
 from mmctl.request.compose import compose
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from mmctl.preprocess.pixels import PixelFormat
+from mmctl.choices import PixelFormat
 from mmctl.request.compose import compose
 from mmctl.transport.shm import ShmArena
 from mmctl.wire import proto

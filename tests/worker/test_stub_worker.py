@@ -15,7 +15,7 @@ import grpc
 import numpy as np
 import pytest
 
-from mmctl.preprocess.pixels import PixelFormat
+from mmctl.choices import PixelFormat
 from mmctl.request import tensors
 from mmctl.transport.shm import ShmArena, shm_dir
 from mmctl.wire import proto
@@ -379,3 +379,30 @@ def test_a_terabyte_shm_claim_is_a_short_read_not_an_allocation(stub, video_requ
         stub.generate(req)
     assert "expected 1099511627776, got 64" in err.value.details()
     assert not (shm_dir() / name).exists()
+
+
+def _stub_process(*args):
+    import subprocess
+    import sys
+
+    return subprocess.run(
+        [sys.executable, "-m", "mmctl", "stub-worker", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize("port", ["-1", "65536"])
+def test_port_out_of_range_is_usage(port):
+    done = _stub_process("--port", port)
+    assert done.returncode == 2
+    assert done.stderr == f"Error: port must be 0-65535, got {port}\n"
+
+
+def test_a_busy_port_is_refused_not_shared(stub):
+    port = stub.running.port
+    done = _stub_process("--port", port)
+    assert done.returncode == 2, done.stderr
+    # One line, ours: no gRPC C-core log line, and no second server on the port.
+    assert done.stderr == f"Error: cannot listen on 127.0.0.1:{port}: Address already in use\n"

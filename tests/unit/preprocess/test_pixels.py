@@ -1,10 +1,10 @@
 import numpy as np
 import pytest
 
+from mmctl.choices import PixelFormat
 from mmctl.errors import InputError
 from mmctl.models import qwen2_vl, qwen3_vl
 from mmctl.preprocess.pixels import (
-    PixelFormat,
     bfloat16_bits_to_float32,
     float32_to_bfloat16_bits,
     patchify_into,

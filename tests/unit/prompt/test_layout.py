@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from mmctl.choices import LayoutKind
 from mmctl.errors import InputError
 from mmctl.media.probe import MediaKind
 from mmctl.models import qwen2_vl, qwen3_vl
-from mmctl.prompt.layout import LayoutItem, LayoutKind, expand
+from mmctl.prompt.layout import LayoutItem, expand
 
 IDS = qwen3_vl.TOKEN_IDS
 VS, VE = IDS.vision_start_token_id, IDS.vision_end_token_id

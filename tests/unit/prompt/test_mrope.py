@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from mmctl.choices import LayoutKind
 from mmctl.media.probe import MediaKind
 from mmctl.models import qwen3_vl
-from mmctl.prompt.layout import LayoutItem, LayoutKind, Span, expand
+from mmctl.prompt.layout import LayoutItem, Span, expand
 from mmctl.prompt.mrope import walk
 
 IDS = qwen3_vl.TOKEN_IDS

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from mmctl.choices import PixelFormat
 from mmctl.errors import InputError, UsageError
-from mmctl.preprocess.pixels import PixelFormat
+from mmctl.models.base import VisionOverrides
 from mmctl.request import tensors
 from mmctl.request.compose import compose
 from mmctl.request.hashing import content_hash, item_hash
@@ -71,7 +72,7 @@ def test_hash_is_stable_and_covers_sampling(red_blue, builtin_model):
     assert a.content_hash == b.content_hash
     from mmctl.models.model import load_model
 
-    resampled = load_model(overrides={"fps": 1.0})
+    resampled = load_model(overrides=VisionOverrides(fps=1.0))
     c = compose([red_blue], "", resampled, pixel_format=PixelFormat.UINT8).items[0]
     assert c.content_hash != a.content_hash
     assert item_hash(a.pre, red_blue.read_bytes() + b"x") != a.content_hash

@@ -1,0 +1,83 @@
+"""The named choices and defaults that the library and every command share.
+
+One name, one default and one list of values per concept: the commands hand
+these enums to typer as they are, so ``--pixel-dtype`` offers the same four
+values on ``preprocess``, ``build`` and ``send``, and a bad value is refused
+before anything runs. Standard library only: the CLI imports this module at
+start-up.
+"""
+
+from __future__ import annotations
+
+from enum import Enum, StrEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+
+#: The user's text when none is given (``send``, ``build`` and
+#: ``inspect-tokens`` alike, so the debugging tools show what ``send`` sends).
+DEFAULT_PROMPT = "Describe this."
+#: Most tokens to generate when the request does not say.
+DEFAULT_MAX_TOKENS = 128
+
+
+class PixelFormat(Enum):
+    """What the pixel tensor holds (``--pixel-dtype``)."""
+
+    FLOAT32 = "float32"  # normalized
+    BFLOAT16 = "bfloat16"  # normalized, stored as uint16 bit patterns
+    FLOAT16 = "float16"  # normalized
+    UINT8 = "uint8"  # raw resized pixels, for workers that normalize on device
+
+    @property
+    def numpy_dtype(self) -> np.dtype:
+        import numpy as np
+
+        return np.dtype(
+            {
+                "float32": np.float32,
+                "bfloat16": np.uint16,
+                "float16": np.float16,
+                "uint8": np.uint8,
+            }[self.value]
+        )
+
+    @property
+    def needs_scratch(self) -> bool:
+        """Computed in float32 first, then narrowed."""
+        return self in (PixelFormat.BFLOAT16, PixelFormat.FLOAT16)
+
+    @property
+    def itemsize(self) -> int:
+        return {"float32": 4, "bfloat16": 2, "float16": 2, "uint8": 1}[self.value]
+
+
+class LayoutKind(StrEnum):
+    """How a Qwen3-VL video placeholder is expanded (``mmctl.prompt.layout``)."""
+
+    VLLM = "vllm"
+    HF_LEGACY = "hf-legacy"
+    SMG = "smg"
+
+
+class Transport(StrEnum):
+    """How tensors travel to the worker."""
+
+    AUTO = "auto"  # shared memory iff the worker shares this host's /dev/shm
+    INLINE = "inline"
+    SHM = "shm"
+
+
+class Processing(StrEnum):
+    """Who turns media into tensors."""
+
+    CLIENT = "client"  # mmctl preprocesses and sends tensors
+    WORKER = "worker"  # mmctl sends media_refs; the worker preprocesses
+
+
+class MediaRef(StrEnum):
+    """How ``--processing worker`` names the media."""
+
+    DATA = "data"  # data: URLs carrying the file's bytes
+    FILE = "file"  # file:// paths (the worker must see them)

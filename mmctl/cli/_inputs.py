@@ -1,0 +1,105 @@
+"""Option values → library values, the same way on every command.
+
+Each helper builds a library object whose constructor validates it
+(:class:`~mmctl.request.build.Sampling`,
+:class:`~mmctl.models.base.VisionOverrides`), so a bad value is a usage error
+(exit 2) before any file is decoded or worker contacted. The prompt syntax
+(``@FILE``, ``-``, ``@@``) is command-line convention, as in curl and HTTPie,
+so it lives here.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TextIO
+
+
+def prompt_text(value: str | None, file: Path | None, stdin: TextIO | None = None) -> str | None:
+    """``-p`` / ``--prompt-file`` as text: ``@FILE`` and ``--prompt-file`` read a
+    file, ``-`` reads stdin, ``@@…`` is a literal ``@…``; ``None`` when neither is given."""
+    from mmctl.errors import UsageError
+
+    if value is not None and file is not None:
+        raise UsageError("--prompt and --prompt-file are alternatives; give one")
+    if file is not None:
+        return _read_prompt(file)
+    if value is None:
+        return None
+    if value == "-":
+        return (stdin or sys.stdin).read()
+    if value.startswith("@@"):
+        return value[1:]
+    if value.startswith("@"):
+        if len(value) == 1:
+            raise UsageError("-p @FILE needs a file name (write @@ for a literal @)")
+        return _read_prompt(Path(value[1:]))
+    return value
+
+
+def _read_prompt(path: Path) -> str:
+    from mmctl.errors import InputError
+
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"prompt file {path} is not UTF-8 text") from None
+    except OSError as err:
+        raise InputError(f"cannot read prompt file {path}: {err.strerror or err}") from None
+
+
+def vision(
+    *,
+    fps: float | None = None,
+    num_frames: int | None = None,
+    min_frames: int | None = None,
+    max_frames: int | None = None,
+    min_pixels: int | None = None,
+    max_pixels: int | None = None,
+):
+    """The sampling/budget flags as :class:`VisionOverrides` (``None`` keeps the model's)."""
+    from mmctl.models.base import VisionOverrides
+
+    return VisionOverrides(
+        fps=fps,
+        num_frames=num_frames,
+        min_frames=min_frames,
+        max_frames=max_frames,
+        min_pixels=min_pixels,
+        max_pixels=max_pixels,
+    )
+
+
+def sampling(
+    *,
+    max_tokens: int | None,
+    temperature: float | None,
+    top_p: float | None,
+    top_k: int | None,
+    seed: int | None,
+    stop: list[str] | None,
+):
+    from mmctl.request.build import Sampling
+
+    return Sampling(
+        max_tokens=max_tokens,
+        temperature=temperature,
+        top_p=top_p,
+        top_k=top_k,
+        seed=seed,
+        stop=tuple(stop or ()),
+    )
+
+
+def item_limits(label: str | None) -> dict[str, int] | None:
+    """``--mm-item-limits image=N,video=M`` (``None`` when not given)."""
+    from mmctl.request.limits import parse_item_limits
+
+    return None if label is None else parse_item_limits(label)
+
+
+def load_model(*, model_dir: Path | None, bundle: Path | None, family: str | None, overrides=None):
+    """The model ``--model-dir`` / ``--bundle`` name, else the built-in Qwen3-VL files."""
+    from mmctl.models.model import load_model as load
+
+    return load(model_dir=model_dir, bundle=bundle, family=family, overrides=overrides)

@@ -1,0 +1,147 @@
+"""How a person sees a send: decisions, checks, and timing tables whose rows add up.
+
+Shared by ``send``, ``send --compare-processing`` and ``demo``. Every timing
+row is a lap of one timeline (:mod:`mmctl.timing`), so the rows of a column
+sum to its ``total``; work overlapped inside a row (preprocessing during
+decoding) is a note on that row, never a row of its own.
+"""
+
+from __future__ import annotations
+
+from mmctl.cli._output import ms, size
+
+#: (key in SendResult.timings, label), in the order the phases run.
+ROWS = (
+    ("inputs_s", "local inputs"),
+    ("probe_s", "connect + probe"),
+    ("model_files_s", "model files"),
+    ("tokenizer_s", "tokenizer load"),
+    ("decode_s", "decode + preprocess"),
+    ("hash_s", "content hash"),
+    ("tokenize_s", "tokenize + layout + checks"),
+    ("handoff_s", "tensor hand-off"),
+    ("ttft_s", "time to first token"),
+    ("generation_s", "generation"),
+)
+SETUP_KEYS = ("probe_s", "model_files_s", "tokenizer_s")
+
+
+def _label(key: str) -> str:
+    return dict(ROWS).get(key, key.removesuffix("_s").replace("_", " "))
+
+
+def model_note(model: dict) -> str:
+    """Where the model files came from: the worker's bundle (fetched or cached) or a flag."""
+    bundle = model.get("bundle")
+    if bundle is None:
+        return model.get("from", "")
+    if bundle.get("cached"):
+        return "worker bundle, cached"
+    return f"worker bundle, fetched {size(bundle.get('bytes') or 0)}"
+
+
+def _notes(result) -> dict[str, str]:
+    notes = {"model_files_s": model_note(result.model)}
+    if result.timings.get("decode_s") and result.preprocess_busy_s:
+        notes["decode_s"] = f"incl. preprocess {ms(result.preprocess_busy_s)}"
+    return notes
+
+
+def timing_table(columns: dict[str, object], keys: list[str] | None = None):
+    """A rich table: one row per phase any column has, then ``total``.
+
+    ``columns`` maps a heading to a SendResult (one column: no heading row).
+    """
+    from rich.table import Table
+
+    results = list(columns.values())
+    wanted = keys or [k for k, _ in ROWS if any(k in r.timings for r in results)]
+    single = len(results) == 1
+    table = Table(box=None, pad_edge=False, show_header=not single, header_style="bold")
+    table.add_column("")
+    for name in columns:
+        table.add_column("" if single else name, justify="right")
+    if single:
+        table.add_column("", style="dim")
+    notes = _notes(results[0]) if single else {}
+    for key in wanted:
+        cells = [ms(r.timings.get(key)) for r in results]
+        table.add_row(_label(key), *cells, *([notes.get(key, "")] if single else []))
+    table.add_row("total", *[ms(r.timings.get("total_s")) for r in results], *([""] * single))
+    return table
+
+
+def render_result(console, result, answer_shown: bool = False) -> None:
+    """The answer (unless it was streamed), decisions, checks, timings, counts."""
+    if not answer_shown:
+        console.print(result.answer, markup=False)
+    console.print()
+    render_decisions(console, result)
+    console.print(timing_table({"": result}))
+    console.print(summary_line(result), markup=False)
+
+
+def render_decisions(console, result) -> None:
+    d = result.decisions
+    for key in ("transport", "pixel_dtype", "processing", "replay"):
+        if key in d:
+            console.print(
+                f"[bold]{key.replace('_', ' ')}[/] {d[key].value} — {d[key].reason}",
+                markup=True,
+                highlight=False,
+            )
+    ran = [c["name"] for c in result.checks if c.get("ran")]
+    skipped = [f"{c['name']} ({c.get('reason')})" for c in result.checks if not c.get("ran")]
+    console.print(
+        f"[bold]checks[/] ran: {', '.join(ran) or 'none'}"
+        + (f"; not run: {', '.join(skipped)}" if skipped else ""),
+        highlight=False,
+    )
+
+
+def summary_line(result) -> str:
+    rate = result.tokens_per_s
+    b = result.transport_bytes
+    return (
+        f"{result.prompt_tokens} prompt + {result.completion_tokens} completion tokens"
+        + (f", {rate:,.1f} tokens/s" if rate else "")
+        + f"; finish {result.finish_reason}; moved {size(b.get('shm', 0))} via shm, "
+        f"{size(b.get('inline', 0))} inline (request {size(b.get('request', 0))})"
+    )
+
+
+def render_comparison(console, comparison, what: str) -> None:
+    """Set-up once, then each variant's median run side by side (rows add up)."""
+    from rich.table import Table
+
+    setup = comparison.setup
+    parts = [f"{_label(k)} {ms(setup[k])}" for k in SETUP_KEYS if k in setup]
+    console.print(
+        f"[bold]set-up, once[/] {ms(setup['total_s'])}: " + ", ".join(parts), highlight=False
+    )
+    median = comparison.median
+    runs = len(next(iter(comparison.runs.values())))
+    console.print(
+        f"[bold]{what}[/], each its median of {runs} interleaved run(s) after a warm-up:",
+        highlight=False,
+    )
+    console.print(timing_table(median))
+    table = Table(box=None, pad_edge=False, show_header=False)
+    table.add_column(style="bold")
+    for _ in median:
+        table.add_column(justify="right")
+    table.add_row("answer", *[r.answer for r in median.values()])
+    table.add_row("finish", *[r.finish_reason for r in median.values()])
+    table.add_row("transport", *[r.decisions["transport"].value for r in median.values()])
+    table.add_row(
+        "shm / inline",
+        *[
+            f"{size(r.transport_bytes.get('shm', 0))} / {size(r.transport_bytes.get('inline', 0))}"
+            for r in median.values()
+        ],
+    )
+    table.add_row(
+        "all totals",
+        *[", ".join(ms(t) for t in comparison.totals(name)) for name in median],
+    )
+    console.print(table)

@@ -1,0 +1,37 @@
+"""Wall-clock phases that add up: a run is timed as consecutive laps.
+
+Each :meth:`Timeline.lap` closes the phase that just ran, so the phases
+cover the run without gaps or overlaps and always sum to
+:attr:`Timeline.total_s` — the timing tables print no number that does not
+add up. Work that runs *inside* a phase on another thread (preprocessing
+overlapped with decoding) is reported apart, never as a row of its own.
+"""
+
+from __future__ import annotations
+
+import time
+
+
+class Timeline:
+    """Consecutive named phases of one run, in seconds (laps of one name add up)."""
+
+    def __init__(self) -> None:
+        self.started = self._last = time.perf_counter()
+        self.phases: dict[str, float] = {}
+
+    def lap(self, name: str) -> float:
+        """End the running phase as ``name``; returns its length."""
+        now = time.perf_counter()
+        spent = now - self._last
+        self.phases[name] = self.phases.get(name, 0.0) + spent
+        self._last = now
+        return spent
+
+    @property
+    def total_s(self) -> float:
+        """From the start to the last lap: exactly the sum of the phases."""
+        return self._last - self.started
+
+    def rows(self) -> dict[str, float]:
+        """The phases plus ``total_s``, in the order they first ran."""
+        return {**self.phases, "total_s": self.total_s}
