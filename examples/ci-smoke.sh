@@ -79,4 +79,18 @@ code=$?
 set -e
 check "unreachable worker exit code" "$code" "5"
 
+set +e
+"$MMCTL" health --target 127.0.0.1:1 --timeout 2 --json >"$work/down.json" 2>/dev/null
+code=$?
+set -e
+check "health --json on a dead worker: exit code" "$code" "5"
+check "health --json on a dead worker: document" "$(json_get "$work/down.json" 'd["healthy"]')" "False"
+
+set +e
+"$MMCTL" send "$work/red-blue.mp4" --top-p 5 --target 127.0.0.1:1 2>"$work/usage.err"
+code=$?
+set -e
+check "bad value: exit code" "$code" "2"
+check "bad value: one line" "$(head -n1 "$work/usage.err")" "Error: top-p must be in (0, 1], got 5.0"
+
 echo "smoke: all checks passed"

@@ -112,8 +112,6 @@ def summary_line(result) -> str:
 
 def render_comparison(console, comparison, what: str) -> None:
     """Set-up once, then each variant's median run side by side (rows add up)."""
-    from rich.table import Table
-
     setup = comparison.setup
     parts = [f"{_label(k)} {ms(setup[k])}" for k in SETUP_KEYS if k in setup]
     console.print(
@@ -121,27 +119,18 @@ def render_comparison(console, comparison, what: str) -> None:
     )
     median = comparison.median
     runs = len(next(iter(comparison.runs.values())))
-    console.print(
-        f"[bold]{what}[/], each its median of {runs} interleaved run(s) after a warm-up:",
-        highlight=False,
-    )
-    console.print(timing_table(median))
-    table = Table(box=None, pad_edge=False, show_header=False)
-    table.add_column(style="bold")
-    for _ in median:
-        table.add_column(justify="right")
+    how = "one run each" if runs == 1 else f"each column the median of {runs} runs, taken in turns"
+    console.print(f"[bold]{what}[/], {how}, after a warm-up round:", highlight=False)
+    table = timing_table(median)
+    table.add_row()
     table.add_row("answer", *[r.answer for r in median.values()])
     table.add_row("finish", *[r.finish_reason for r in median.values()])
     table.add_row("transport", *[r.decisions["transport"].value for r in median.values()])
-    table.add_row(
-        "shm / inline",
-        *[
-            f"{size(r.transport_bytes.get('shm', 0))} / {size(r.transport_bytes.get('inline', 0))}"
-            for r in median.values()
-        ],
-    )
-    table.add_row(
-        "all totals",
-        *[", ".join(ms(t) for t in comparison.totals(name)) for name in median],
-    )
+    table.add_row("via shm", *[size(r.transport_bytes.get("shm", 0)) for r in median.values()])
+    table.add_row("inline", *[size(r.transport_bytes.get("inline", 0)) for r in median.values()])
     console.print(table)
+    totals = "; ".join(
+        f"{name} " + ", ".join(f"{t * 1000:,.1f}" for t in comparison.totals(name)) + " ms"
+        for name in median
+    )
+    console.print(f"every run's total: {totals}", highlight=False)

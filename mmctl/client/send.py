@@ -159,6 +159,11 @@ def check_inputs(opts: SendOptions) -> Inputs:
         _refuse("--processing worker leaves preprocessing to the worker", shaping)
     if opts.processing is not Processing.WORKER and opts.media_ref is not MediaRef.DATA:
         raise UsageError("--media-ref applies only with --processing worker")
+    if opts.refresh_bundle and (opts.model_dir is not None or opts.bundle is not None):
+        raise UsageError(
+            "--refresh-bundle fetches the worker's files; it cannot apply with "
+            "--model-dir or --bundle"
+        )
     kinds = [check_media(path) for path in opts.media]
     request = None
     if opts.request_file is not None:
