@@ -40,6 +40,7 @@ class Output:
         self._err_console = None
         self._bar = None
         self._bar_lock = threading.Lock()  # frames arrive on the preprocessing thread
+        self._warned: set[str] = set()
 
     @property
     def console(self):
@@ -141,7 +142,10 @@ class Output:
         self._message(message)
 
     def warn(self, message: str) -> None:
-        self._message(f"Warning: {message}")
+        """``Warning: …`` on stderr, once per message (a demo sends one clip many times)."""
+        if message not in self._warned:
+            self._warned.add(message)
+            self._message(f"Warning: {message}")
 
     def _message(self, line: str) -> None:
         with self._bar_lock:

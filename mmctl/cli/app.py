@@ -120,7 +120,11 @@ def main(argv: list[str] | None = None) -> int:
     except typer.TyperException as err:  # usage errors: unknown option, bad value, …
         from mmctl.cli._output import render_error
 
-        render_error(sys.stderr, _usage_message(err), _usage_hint(err))
+        ctx = getattr(err, "ctx", None)
+        if ctx is not None and err.format_message() == ctx.get_help():
+            sys.stderr.write(ctx.get_help() + "\n")  # a group called bare: its help page
+        else:
+            render_error(sys.stderr, _usage_message(err), _usage_hint(err))
         return int(ExitCode.USAGE) if getattr(err, "exit_code", 2) == 2 else err.exit_code
     except MmctlError as err:
         from mmctl.cli._output import render_error
@@ -144,8 +148,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _usage_message(err: typer.TyperException) -> str:
-    # pydantic's coercion wording ("Value error, …", "Input should be …") reads
-    # as noise in a command-line error.
+    # typer's coercion prefixes "Value error, "; a sentence starts lower-case
+    # after "Error: ", like the library's own messages.
     text = err.format_message().replace("Value error, ", "")
     return text[0].lower() + text[1:] if text[:1].isupper() and text[1:2].islower() else text
 

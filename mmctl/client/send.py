@@ -221,12 +221,12 @@ class Session:
         """Connect and probe, get the model files (``source`` or the worker's
         bundle) and load the tokenizer, each a lap of ``timeline``."""
         timeline = timeline or Timeline()
-        laps_before = dict(timeline.phases)
+        setup: dict[str, float] = {}
         channel = open_channel(opts.target)
         try:
             probe_timeout = min(opts.timeout or PROBE_TIMEOUT_S, PROBE_TIMEOUT_S)
             facts = probe(channel, opts.target, timeout=probe_timeout)
-            timeline.lap("probe_s")
+            setup["probe_s"] = timeline.lap("probe_s")
             if source is not None:
                 origin = {
                     "source": source.label,
@@ -238,19 +238,15 @@ class Session:
                 )
                 origin = {"source": source.label, "from": "worker GetTokenizer", "bundle": bundle}
             model = load_model(source=source, family=opts.family, overrides=opts.vision)
-            timeline.lap("model_files_s")
+            setup["model_files_s"] = timeline.lap("model_files_s")
             model.tokenizer  # noqa: B018 - loading it is set-up, not the request's tokenize time
-            timeline.lap("tokenizer_s")
+            setup["tokenizer_s"] = timeline.lap("tokenizer_s")
         except BaseException:
             channel.close()
             raise
         origin.update(family=model.spec.name, served_model_name=facts.model.served_model_name)
         session = cls(opts.target, channel, facts, model, origin)
-        session.setup = {
-            k: v - laps_before.get(k, 0.0)
-            for k, v in timeline.phases.items()
-            if v != laps_before.get(k)
-        }
+        session.setup = setup
         return session
 
     def close(self) -> None:

@@ -38,9 +38,9 @@ def check_image(path: Path) -> None:
 
 
 def load_image(path: Path) -> tuple[ImageInfo, np.ndarray]:
-    from PIL import ImageOps
+    from PIL import Image, ImageOps
 
-    with _pillow_errors(path), _open(path) as opened:
+    with _pillow_errors(path), Image.open(path) as opened:
         fmt, mode = opened.format or "?", opened.mode
         opened.load()
         oriented = ImageOps.exif_transpose(opened)
@@ -56,12 +56,6 @@ def load_image(path: Path) -> tuple[ImageInfo, np.ndarray]:
         exif_transposed=transposed,
     )
     return info, array
-
-
-def _open(path: Path):
-    from PIL import Image
-
-    return Image.open(path)
 
 
 @contextmanager

@@ -97,3 +97,11 @@ def test_root_help(cli):
     assert r.code == 0
     assert "Examples:" in r.out and "Exit codes:" in r.out
     assert not TYPE_NAMES.search(r.out)
+
+
+@pytest.mark.parametrize("group", [(), ("shm",)], ids=["mmctl", "mmctl shm"])
+def test_a_bare_group_prints_its_help_page(cli, group):
+    r = cli(*group)
+    assert r.code == 2 and r.out == ""
+    assert r.err.startswith(f"Usage: {' '.join(('mmctl', *group))} [OPTIONS] COMMAND")
+    assert "Error:" not in r.err and "Commands:" in r.err

@@ -16,20 +16,12 @@ from mmctl.transport.shm import ShmArena, shm_dir
 PROMPT = "Which colours appear, in order?"
 
 
-@pytest.fixture(autouse=True)
-def _cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("MMCTL_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("MMCTL_TARGET", raising=False)
-
-
-def _send(cli, stub, *args):
-    return cli("send", *args, "--target", stub.running.address, "--json")
-
-
 @pytest.mark.parametrize("transport", ["inline", "shm", "auto"])
 @pytest.mark.parametrize("stream", ["--stream", "--no-stream"])
-def test_video_answers_over_each_transport(cli, stub, red_blue, transport, stream, no_leaks):
-    r = _send(cli, stub, red_blue, "-p", PROMPT, "--transport", transport, stream)
+def test_video_answers_over_each_transport(
+    send_json, cli, stub, red_blue, transport, stream, no_leaks
+):
+    r = send_json(stub, red_blue, "-p", PROMPT, "--transport", transport, stream)
     assert r.code == 0, r.err
     doc = r.json()
     assert doc["answer"] == "red, blue" and doc["finish_reason"] == "stop"
@@ -45,8 +37,8 @@ def test_video_answers_over_each_transport(cli, stub, red_blue, transport, strea
         assert key in doc["timings_s"]
 
 
-def test_image_and_video_in_one_request(cli, stub, red_blue, picture):
-    r = _send(cli, stub, picture, red_blue, "-p", "Compare.", "--shm")
+def test_image_and_video_in_one_request(send_json, cli, stub, red_blue, picture):
+    r = send_json(stub, picture, red_blue, "-p", "Compare.", "--shm")
     assert r.code == 0, r.err
     answer = r.json()["answer"]
     assert answer.endswith("red, blue") and ";" in answer  # image colours; video colours
@@ -59,58 +51,60 @@ def test_human_output_streams_answer_then_timings(cli, stub, red_blue):
     assert "time to first token" in r.out and "transport shm" in r.out
 
 
-def test_replay_a_built_request(cli, stub, red_blue, tmp_path, no_leaks):
+def test_replay_a_built_request(send_json, cli, stub, red_blue, tmp_path, no_leaks):
     req = tmp_path / "req.pb"
     assert cli("build", red_blue, "-p", PROMPT, "-o", req).code == 0
-    r = _send(cli, stub, "--request", req, "--shm")
+    r = send_json(stub, "--request", req, "--shm")
     assert r.code == 0, r.err
     doc = r.json()
     assert doc["answer"] == "red, blue" and doc["bytes"]["shm"] == 192 * 1536 * 4
 
 
-def test_device_normalizing_worker_gets_uint8(cli, make_stub, red_blue):
+def test_device_normalizing_worker_gets_uint8(send_json, cli, make_stub, red_blue):
     dn = make_stub(device_normalize=True)
-    r = _send(cli, dn, red_blue, "-p", PROMPT)
+    r = send_json(dn, red_blue, "-p", PROMPT)
     assert r.code == 0, r.err
     doc = r.json()
     assert doc["decisions"]["pixel_dtype"]["value"] == "uint8" and doc["answer"] == "red, blue"
     assert "uint8 via" in dn.log.getvalue()
-    refused = _send(cli, dn, red_blue, "--pixel-dtype", "float32")
+    refused = send_json(dn, red_blue, "--pixel-dtype", "float32")
     assert refused.code == 6 and "normalize these floats twice" in refused.err
 
 
-def test_legacy_worker_gets_float32_and_a_refusal_for_video(cli, make_stub, red_blue, picture):
+def test_legacy_worker_gets_float32_and_a_refusal_for_video(
+    send_json, cli, make_stub, red_blue, picture
+):
     old = make_stub(legacy_proto=True)
-    r = _send(cli, old, red_blue, "-p", PROMPT)
+    r = send_json(old, red_blue, "-p", PROMPT)
     assert r.code == 6
     assert "no `modality` field" in r.err and "treat the video as an image" in r.err
-    image = _send(cli, old, picture, "-p", "Colour?")
+    image = send_json(old, picture, "-p", "Colour?")
     assert image.code == 0, image.err
     assert image.json()["decisions"]["pixel_dtype"]["value"] == "float32"
 
 
-def test_worker_processing_and_compare(cli, stub, red_blue):
-    r = _send(cli, stub, red_blue, "-p", PROMPT, "--processing", "worker")
+def test_worker_processing_and_compare(send_json, cli, stub, red_blue):
+    r = send_json(stub, red_blue, "-p", PROMPT, "--processing", "worker")
     assert r.code == 0, r.err
     assert r.json()["answer"] == "red, blue"
-    both = _send(cli, stub, red_blue, "--compare-processing")
+    both = send_json(stub, red_blue, "--compare-processing")
     assert both.code == 0 and both.json()["same_answer"]
 
 
-def test_bundle_is_fetched_verified_and_cached(cli, stub, red_blue):
-    first = _send(cli, stub, red_blue).json()["model"]["bundle"]
+def test_bundle_is_fetched_verified_and_cached(send_json, cli, stub, red_blue):
+    first = send_json(stub, red_blue).json()["model"]["bundle"]
     assert not first["cached"] and first["bytes"] > 0
-    second = _send(cli, stub, red_blue).json()["model"]["bundle"]
+    second = send_json(stub, red_blue).json()["model"]["bundle"]
     assert second["cached"] and second["sha256"] == first["sha256"]
 
 
-def test_tampered_bundle_is_rejected(cli, make_stub, red_blue):
+def test_tampered_bundle_is_rejected(send_json, cli, make_stub, red_blue):
     bad = make_stub()
     from mmctl.models.source import build_bundle
 
     data, _ = build_bundle(bad.running.servicer.cfg.model.source)
     bad.running.servicer._bundle = (data, "0" * 64)
-    r = _send(cli, bad, red_blue)
+    r = send_json(bad, red_blue)
     assert r.code == 3 and "corrupt" in r.err
 
 
@@ -140,9 +134,9 @@ def test_deadline_exits_5_and_cleans_shm(cli, make_stub, red_blue, no_leaks):
     assert r.code == 5 and "deadline" in r.err
 
 
-def test_limits_are_checked_before_shipping(cli, make_stub, red_blue, no_leaks):
+def test_limits_are_checked_before_shipping(send_json, cli, make_stub, red_blue, no_leaks):
     tight = make_stub(encoder_budget=40)
-    r = _send(cli, tight, red_blue, "--shm")
+    r = send_json(tight, red_blue, "--shm")
     assert r.code == 3 and "mm_encoder_budget" in r.err and "--max-pixels" in r.err
     assert "[stub] Generate" not in tight.log.getvalue()  # nothing was sent
 
@@ -175,12 +169,12 @@ def test_shm_gc_removes_files_of_dead_processes(cli, tmp_path, monkeypatch):
 
 
 def test_shm_unavailable_fails_clearly_and_auto_falls_back(
-    cli, stub, red_blue, tmp_path, monkeypatch
+    send_json, cli, stub, red_blue, tmp_path, monkeypatch
 ):
     monkeypatch.setenv("MMCTL_SHM_DIR", str(tmp_path / "missing"))
-    forced = _send(cli, stub, red_blue, "--shm")
+    forced = send_json(stub, red_blue, "--shm")
     assert forced.code == 3 and "does not exist" in forced.err
-    auto = _send(cli, stub, red_blue, "--transport", "auto")
+    auto = send_json(stub, red_blue, "--transport", "auto")
     assert auto.code == 0
     assert "falling back to inline" in auto.json()["decisions"]["transport"]["reason"]
 
@@ -310,35 +304,37 @@ def test_worker_refusal_exits_4(cli, make_stub, red_blue):
     assert r.code == 4 and "INVALID_ARGUMENT" in r.err and "normalized twice" in r.err
 
 
-def test_shm_full_auto_falls_back_inline_and_shm_fails(cli, stub, red_blue, monkeypatch, no_leaks):
+def test_shm_full_auto_falls_back_inline_and_shm_fails(
+    send_json, cli, stub, red_blue, monkeypatch, no_leaks
+):
     import errno
 
     def full(fd, offset, length):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(os, "posix_fallocate", full)
-    auto = _send(cli, stub, red_blue, "-p", PROMPT, "--transport", "auto")
+    auto = send_json(stub, red_blue, "-p", PROMPT, "--transport", "auto")
     assert auto.code == 0, auto.err
     doc = auto.json()
     assert doc["answer"] == "red, blue" and doc["bytes"]["shm"] == 0
     assert "full" in doc["decisions"]["transport"]["reason"]
-    forced = _send(cli, stub, red_blue, "--shm")
+    forced = send_json(stub, red_blue, "--shm")
     assert forced.code == 3 and "full" in forced.err
 
 
-def test_worker_processing_with_file_urls(cli, make_stub, red_blue):
+def test_worker_processing_with_file_urls(send_json, cli, make_stub, red_blue):
     allowed = make_stub(allowed_local_media_path=red_blue.parent)
-    ok = _send(
-        cli, allowed, red_blue, "-p", PROMPT, "--processing", "worker", "--media-ref", "file"
-    )
+    ok = send_json(allowed, red_blue, "-p", PROMPT, "--processing", "worker", "--media-ref", "file")
     assert ok.code == 0, ok.err
     assert ok.json()["answer"] == "red, blue"
     plain = make_stub()
-    refused = _send(cli, plain, red_blue, "--processing", "worker", "--media-ref", "file")
+    refused = send_json(plain, red_blue, "--processing", "worker", "--media-ref", "file")
     assert refused.code == 6 and "not file:" in refused.err
 
 
-def test_replay_in_auto_falls_back_when_shm_is_full(cli, stub, red_blue, tmp_path, monkeypatch):
+def test_replay_in_auto_falls_back_when_shm_is_full(
+    send_json, cli, stub, red_blue, tmp_path, monkeypatch
+):
     import errno
 
     req = tmp_path / "req.pb"
@@ -348,7 +344,7 @@ def test_replay_in_auto_falls_back_when_shm_is_full(cli, stub, red_blue, tmp_pat
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(os, "posix_fallocate", full)
-    r = _send(cli, stub, "--request", req, "--transport", "auto")
+    r = send_json(stub, "--request", req, "--transport", "auto")
     assert r.code == 0, r.err
     doc = r.json()
     assert doc["answer"] == "red, blue" and doc["decisions"]["transport"]["value"] == "inline"

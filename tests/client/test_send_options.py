@@ -16,22 +16,12 @@ PROMPT = "Which colours appear, in order?"
 DEAD = "127.0.0.1:1"  # nothing listens there: any network call fails with exit 5
 
 
-@pytest.fixture(autouse=True)
-def _cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("MMCTL_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("MMCTL_TARGET", raising=False)
-
-
-def _send(cli, stub, *args):
-    return cli("send", *args, "--target", stub.running.address, "--json")
-
-
 # ---- timings that add up ----
 
 
 @pytest.mark.parametrize("transport", ["inline", "shm"])
-def test_json_timing_rows_sum_to_total(cli, stub, red_blue, transport):
-    doc = _send(cli, stub, red_blue, "-p", PROMPT, "--transport", transport).json()
+def test_json_timing_rows_sum_to_total(send_json, cli, stub, red_blue, transport):
+    doc = send_json(stub, red_blue, "-p", PROMPT, "--transport", transport).json()
     timings = dict(doc["timings_s"])
     total = timings.pop("total_s")
     assert list(timings) == [
@@ -128,8 +118,10 @@ def test_min_frames_above_max_frames(cli, red_blue):
 # ---- one default prompt ----
 
 
-def test_send_build_and_inspect_tokens_share_the_default_prompt(cli, stub, red_blue, tmp_path):
-    sent = _send(cli, stub, red_blue, "--no-stream").json()
+def test_send_build_and_inspect_tokens_share_the_default_prompt(
+    send_json, cli, stub, red_blue, tmp_path
+):
+    sent = send_json(stub, red_blue, "--no-stream").json()
     shown = cli("inspect-tokens", red_blue, "--json", "--ids").json()
     built = cli("build", red_blue, "-o", tmp_path / "r.pb", "--json").json()
     assert sent["prompt_tokens"] == shown["num_tokens"] == built["request"]["num_input_ids"]
@@ -168,9 +160,9 @@ def test_prompt_and_prompt_file_together_is_usage(cli, red_blue, tmp_path):
     assert r.code == 2 and "alternatives" in r.err
 
 
-def test_a_big_prompt_reaches_the_worker(cli, stub, red_blue, tmp_path):
+def test_a_big_prompt_reaches_the_worker(send_json, cli, stub, red_blue, tmp_path):
     path = _write(tmp_path / "big.txt", "Name the colours. " * 60_000)  # ~1 MB
-    r = _send(cli, stub, red_blue, "-p", f"@{path}", "--no-stream")
+    r = send_json(stub, red_blue, "-p", f"@{path}", "--no-stream")
     assert r.code == 0, r.err
     assert r.json()["prompt_tokens"] > 100_000
 
@@ -207,11 +199,11 @@ def request_file(cli, red_blue, tmp_path):
     return path
 
 
-def test_replay_applies_sampling_and_streaming(cli, stub, request_file):
-    doc = _send(cli, stub, "--request", request_file, "--max-tokens", "2", "--no-stream").json()
+def test_replay_applies_sampling_and_streaming(send_json, cli, stub, request_file):
+    doc = send_json(stub, "--request", request_file, "--max-tokens", "2", "--no-stream").json()
     assert doc["finish_reason"] == "length" and doc["completion_tokens"] == 2
     assert doc["decisions"]["replay"]["value"] == "changed max_tokens, stream"
-    recorded = _send(cli, stub, "--request", request_file).json()
+    recorded = send_json(stub, "--request", request_file).json()
     assert recorded["answer"] == "red, blue"
     assert recorded["decisions"]["replay"]["value"] == "as recorded"
 
@@ -247,10 +239,12 @@ def test_worker_processing_refuses_client_side_options(cli, red_blue):
 # ---- truncated and damaged media ----
 
 
-def test_truncated_video_warns_and_strict_refuses(cli, stub, tmp_path, fixtures, no_leaks):
+def test_truncated_video_warns_and_strict_refuses(
+    send_json, cli, stub, tmp_path, fixtures, no_leaks
+):
     data = (fixtures / "clips" / "faststart.mp4").read_bytes()
     cut = _write_bytes(tmp_path / "cut.mp4", data[: len(data) // 2])
-    r = _send(cli, stub, cut, "-p", PROMPT, "--shm")
+    r = send_json(stub, cut, "-p", PROMPT, "--shm")
     assert r.code == 0, r.err
     doc = r.json()
     (warning,) = doc["warnings"]
@@ -261,7 +255,7 @@ def test_truncated_video_warns_and_strict_refuses(cli, stub, tmp_path, fixtures,
     ), warning
     assert r.err.startswith("Warning: " + warning)
     assert "the worker did not read" not in r.err  # the first pass's file was ours
-    strict = _send(cli, stub, cut, "--strict")
+    strict = send_json(stub, cut, "--strict")
     assert strict.code == 3 and strict.err.startswith("Error: " + warning)
     pre = cli("preprocess", cut, "--json")
     assert pre.code == 0 and pre.json()["warnings"] == [warning]
