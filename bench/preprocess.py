@@ -6,7 +6,7 @@ Generates (once, cached in the temp dir) a 30 s 1280x720 30 fps H.264 clip
 with motion, then times each contender in its own fresh subprocess,
 interleaved, and reports median wall time and peak RSS:
 
-* mmctl   — ``mmctl.preprocess.pipeline.preprocess`` (Qwen3-VL, checkpoint budget)
+* mmctl   — ``mmctl.preprocessing.pipeline.preprocess`` (Qwen3-VL, checkpoint budget)
 * floor   — PyAV decoding the whole stream, converting only the sampled frames
 * hf-best — transformers ``load_video`` with the processor's sampler + ``Qwen3VLVideoProcessor``
 * hf-default — ``load_video`` of every frame + ``Qwen3VLVideoProcessor``
@@ -49,7 +49,7 @@ def run_one(name: str, clip: Path) -> dict:
     start = time.perf_counter()
     if name == "mmctl":
         from mmctl.models import qwen3_vl
-        from mmctl.preprocess.pipeline import preprocess
+        from mmctl.preprocessing.pipeline import preprocess
 
         pre = preprocess(clip, qwen3_vl.SPEC, qwen3_vl.PARAMS)
         shape = list(pre.pixel_values.shape)

@@ -90,8 +90,8 @@ def render_decisions(console, result) -> None:
                 markup=True,
                 highlight=False,
             )
-    ran = [c["name"] for c in result.checks if c.get("ran")]
-    skipped = [f"{c['name']} ({c.get('reason')})" for c in result.checks if not c.get("ran")]
+    ran = [c.name for c in result.checks if c.ran]
+    skipped = [f"{c.name} ({c.reason})" for c in result.checks if not c.ran]
     console.print(
         f"[bold]checks[/] ran: {', '.join(ran) or 'none'}"
         + (f"; not run: {', '.join(skipped)}" if skipped else ""),

@@ -67,9 +67,9 @@ def demo(
     from mmctl.cli import _inputs
     from mmctl.cli._output import Output
     from mmctl.cli._render import render_comparison
-    from mmctl.client.channel import resolve_target
+    from mmctl.client.client import Client
     from mmctl.client.compare import compare
-    from mmctl.client.send import SendOptions
+    from mmctl.client.options import Hooks, SendOptions
     from mmctl.errors import CheckFailed
     from mmctl.media.probe import check_readable
     from mmctl.media.synth import color_clip
@@ -88,14 +88,15 @@ def demo(
         output.note(f"stub worker on {running.address}; clip {path}")
         try:
             modes = [Transport.INLINE, Transport.SHM] if shm_dir().is_dir() else [Transport.INLINE]
-            base = SendOptions(
-                target=resolve_target(running.address),
-                media=[path],
-                prompt=text,
-                on_note=output.note,
-                on_warning=output.warn,
-            )
-            done = compare(base, {m.value: {"transport": m} for m in modes}, rounds=rounds)
+            with Client(running.address) as client:
+                done = compare(
+                    client,
+                    [path],
+                    SendOptions(prompt=text),
+                    {m.value: {"transport": m} for m in modes},
+                    rounds=rounds,
+                    hooks=Hooks(on_note=output.note, on_warning=output.warn),
+                )
         finally:
             running.stop(grace=0.5)
     median = done.median

@@ -91,19 +91,25 @@ def inspect_tokens(
     max_pixels: MaxPixelsOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    from mmctl.choices import DEFAULT_PROMPT, PixelFormat
     from mmctl.cli import _inputs
     from mmctl.cli._output import Output
-    from mmctl.errors import CheckFailed, UsageError
-    from mmctl.media.probe import check_readable
-    from mmctl.prompt import view
-    from mmctl.request.compose import check_layout, compose, lay_out
+    from mmctl.errors import CheckFailed
+    from mmctl.offline import inspect_tokens as inspect
 
     output = Output(json_mode=json_out)
-    if bool(media) == (request is not None):
-        raise UsageError("give MEDIA files or --request FILE (one of the two)")
-    text = _inputs.prompt_text(prompt, prompt_file)
-    overrides = _inputs.vision(
+    report = inspect(
+        media or None,
+        _inputs.prompt_text(prompt, prompt_file),
+        request=request,
+        layout=layout,
+        diff=diff,
+        system=system,
+        chat=chat,
+        allow_special_tokens=allow_special_tokens,
+        strict=strict,
+        family=family,
+        model_dir=model_dir,
+        bundle=bundle,
         fps=fps,
         num_frames=num_frames,
         min_frames=min_frames,
@@ -111,134 +117,16 @@ def inspect_tokens(
         min_pixels=min_pixels,
         max_pixels=max_pixels,
     )
-    pair = _parse_diff(diff) if diff else None
-    if request is not None:
-        shaping = [
-            name
-            for name, given in (
-                ("--prompt", text is not None),
-                ("--system", system is not None),
-                ("--chat/--no-chat", chat is not None),
-                ("--allow-special-tokens", allow_special_tokens),
-                ("--layout", layout is not LayoutKind.VLLM),
-                ("--diff", pair is not None),
-                ("--strict", strict),
-            )
-            if given
-        ] + [f"--{n.replace('_', '-')}" for n in overrides.given()]
-        if shaping:
-            raise UsageError(
-                f"--request checks a recorded layout; it cannot apply {', '.join(shaping)}"
-            )
-    for path in media or []:
-        check_readable(path)
-    model = _inputs.load_model(
-        model_dir=model_dir, bundle=bundle, family=family, overrides=overrides
-    )
-    doc: dict = {"model": _model_doc(model)}
-    if request is not None:
-        from mmctl.request.view import layout_of, read_request
-
-        built, grids = layout_of(read_request(request))
-        check = check_layout(model, built, grids)
-        doc.update(source=str(request), prompt_format="from the request file", warnings=[])
-        items_doc = [
-            {"item": s.item + 1, "kind": s.kind.value, "grid_thw": list(g)}
-            for s, g in zip(built.spans, grids, strict=True)
-        ]
-    else:
-        composed = compose(
-            list(media or []),
-            DEFAULT_PROMPT if text is None else text,
-            model,
-            pixel_format=PixelFormat.UINT8,  # only grids and times matter here
-            layout_kind=layout,
-            system=system,
-            chat=chat is not False,
-            allow_special_tokens=allow_special_tokens,
-            strict=strict,
-        )
-        for warning in composed.warnings:
-            output.warn(warning)
-        built, check = composed.layout, composed.check
-        grids = [it.pre.grid_thw for it in composed.items]
-        doc.update(prompt_format=composed.rendered.how, warnings=composed.warnings)
-        items_doc = [
-            {
-                "item": n + 1,
-                "path": it.path,
-                "kind": it.kind.value,
-                "grid_thw": list(it.pre.grid_thw),
-                "patch_times_s": [round(t, 6) for t in it.pre.patch_times],
-                "frame_indices": it.pre.frame_indices.tolist(),
-                "content_hash": it.content_hash,
-            }
-            for n, it in enumerate(composed.items)
-        ]
-    rows = view.rows(built, model.token_ids, model.tokenizer)
-    for entry, span in zip(items_doc, built.spans, strict=True):
-        entry["span"] = {"offset": span.offset, "length": span.length}
-    doc.update(
-        layout=built.kind.value if request is None else "request",
-        num_tokens=len(built.ids),
-        items=items_doc,
-        check=check.as_dict(),
-        totals=view.totals(built, model.token_ids),
-        rows=[r.as_dict() for r in rows],
-    )
-    if ids:
-        doc["input_ids"] = built.id_list()
-    if pair:
-        layouts = {}
-        for name in pair:
-            other, other_check = lay_out(model, composed.prompt_ids, composed.items, name)
-            layouts[name] = (other, other_check, view.rows(other, model.token_ids, model.tokenizer))
-        (a_layout, a_check, a_rows), (b_layout, b_check, b_rows) = (layouts[n] for n in pair)
-        doc["diff"] = {
-            "a": pair[0].value,
-            "b": pair[1].value,
-            "a_tokens": len(a_layout.ids),
-            "b_tokens": len(b_layout.ids),
-            "a_spans": [{"offset": s.offset, "length": s.length} for s in a_layout.spans],
-            "b_spans": [{"offset": s.offset, "length": s.length} for s in b_layout.spans],
-            "a_check": a_check.as_dict(),
-            "b_check": b_check.as_dict(),
-            "differences": [
-                {"op": d.op, "a": [r.as_dict() for r in d.a], "b": [r.as_dict() for r in d.b]}
-                for d in view.diff(a_rows, b_rows)
-            ],
-        }
+    for warning in report.warnings:
+        output.warn(warning)
+    doc = report.as_dict(ids=ids)
+    rows = report.rows()
     output.result(doc, human=lambda console: _render(console, doc, rows, show_all))
-    if not check.ok:
-        raise CheckFailed(f"mrope walk failed: {check.reason}")
+    if not report.check.ok:
+        raise CheckFailed(f"mrope walk failed: {report.check.reason}")
 
 
 inspect_tokens.__doc__ = HELP
-
-
-def _parse_diff(value: str):
-    from mmctl.errors import UsageError
-
-    names = [v.strip() for v in value.split(",")]
-    try:
-        pair = [LayoutKind(n) for n in names]
-    except ValueError:
-        pair = []
-    if len(pair) != 2 or pair[0] == pair[1]:
-        raise UsageError(
-            f"--diff wants two different layouts out of {', '.join(k.value for k in LayoutKind)}, "
-            f"like vllm,smg; got {value!r}"
-        )
-    return pair
-
-
-def _model_doc(model) -> dict:
-    return {
-        "source": model.source.label,
-        "family": model.spec.name,
-        "token_ids": vars(model.token_ids),
-        "token_ids_from": model.token_ids_from,
-    }
 
 
 MARKERS = {"vision_start": "<|vision_start|>", "vision_end": "<|vision_end|>"}

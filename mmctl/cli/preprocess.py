@@ -77,34 +77,27 @@ def preprocess(
     json_out: JsonOpt = False,
 ) -> None:
     from mmctl.choices import PixelFormat
-    from mmctl.cli import _inputs
     from mmctl.cli._output import Output
-    from mmctl.media.probe import check_readable
-    from mmctl.preprocess.pipeline import preprocess as run
-    from mmctl.preprocess.report import contact_sheet, save_npz, summary
+    from mmctl.offline import preprocess as run
+    from mmctl.preprocessing.report import contact_sheet, save_npz, summary
 
     output = Output(json_mode=json_out)
-    overrides = _inputs.vision(
-        fps=fps,
-        num_frames=num_frames,
-        min_frames=min_frames,
-        max_frames=max_frames,
-        min_pixels=min_pixels,
-        max_pixels=max_pixels,
-    )
-    check_readable(media)
-    model = _inputs.load_model(
-        model_dir=model_dir, bundle=bundle, family=family, overrides=overrides
-    )
     with output.frames() as on_frame:
         pre = run(
             media,
-            model.spec,
-            model.params,
-            pixel_dtype or PixelFormat.FLOAT32,
+            pixel_dtype=pixel_dtype or PixelFormat.FLOAT32,
+            family=family,
+            model_dir=model_dir,
+            bundle=bundle,
+            strict=strict,
             keep_frames=preview is not None,
             on_frame=on_frame,
-            strict=strict,
+            fps=fps,
+            num_frames=num_frames,
+            min_frames=min_frames,
+            max_frames=max_frames,
+            min_pixels=min_pixels,
+            max_pixels=max_pixels,
         )
     for warning in pre.warnings:
         output.warn(warning)

@@ -168,19 +168,19 @@ def send(
     from mmctl.cli import _inputs
     from mmctl.cli._output import Output
     from mmctl.cli._render import render_comparison, render_result
-    from mmctl.client.channel import resolve_target
-    from mmctl.client.send import SendOptions
-    from mmctl.client.send import send as run
+    from mmctl.client.client import Client
+    from mmctl.client.options import Hooks, SendOptions, media_inputs, refuse, request_inputs
     from mmctl.errors import UsageError
+    from mmctl.timing import Timeline
 
     output = Output(json_mode=json_out)
     if shm and inline:
         raise UsageError("--shm and --inline contradict each other")
+    if bool(media) == (request is not None):
+        raise UsageError("give MEDIA files or --request FILE (one of the two)")
+    timeline = Timeline()
     opts = SendOptions(
-        target=resolve_target(target, tls=tls, ca_cert=ca_cert, headers=header),
-        media=list(media or []),
         prompt=_inputs.prompt_text(prompt, prompt_file),
-        request_file=request,
         transport=Transport.SHM if shm else Transport.INLINE if inline else transport,
         shm_min_bytes=shm_min_bytes,
         pixel_dtype=pixel_dtype,
@@ -197,10 +197,11 @@ def send(
         stream=stream,
         timeout=timeout,
         request_id=request_id,
-        model_dir=model_dir,
-        bundle=bundle,
-        refresh_bundle=refresh_bundle,
-        family=family,
+        system=system,
+        chat=chat,
+        allow_special_tokens=allow_special_tokens,
+        strict=strict,
+        skip_checks=skip_checks,
         vision=_inputs.vision(
             fps=fps,
             num_frames=num_frames,
@@ -209,41 +210,56 @@ def send(
             min_pixels=min_pixels,
             max_pixels=max_pixels,
         ),
-        system=system,
-        chat=chat,
-        allow_special_tokens=allow_special_tokens,
-        strict=strict,
-        skip_checks=skip_checks,
-        on_note=output.note,
-        on_warning=output.warn,
     )
-    if compare_processing:
-        from mmctl.client.compare import compare
+    if request is not None:
+        refuse("--request replays a recorded request", opts.shaping_a_request())
+        inputs = request_inputs(request)
+    else:
+        inputs = media_inputs(media or [])
+    client = Client(
+        target,
+        headers=header,
+        tls=ca_cert or tls,
+        model_dir=model_dir,
+        bundle=bundle,
+        family=family,
+        refresh_bundle=refresh_bundle,
+    )
+    hooks = Hooks(on_note=output.note, on_warning=output.warn)
+    with client:
+        if compare_processing:
+            from mmctl.client.compare import compare
 
-        if request is not None or processing is not Processing.CLIENT:
-            raise UsageError("--compare-processing runs both --processing modes on MEDIA files")
-        done = compare(
-            opts,
-            {
-                "client": {"processing": Processing.CLIENT},
-                "worker": {"processing": Processing.WORKER},
-            },
-            rounds=1,
-        )
-        median = done.median
-        doc = {name: r.as_dict() for name, r in median.items()}
-        doc["setup_s"] = {k: round(v, 6) for k, v in done.setup.items()}
-        doc["same_answer"] = median["client"].answer == median["worker"].answer
-        output.result(
-            doc, human=lambda console: render_comparison(console, done, "client vs worker")
-        )
-        return
-    streaming = not json_out and opts.stream is not False
-    if streaming:
-        opts.on_text = output.text
-    with output.frames() as on_frame:
-        opts.on_frame = on_frame
-        result = run(opts)
+            if request is not None or processing is not Processing.CLIENT:
+                raise UsageError("--compare-processing runs both --processing modes on MEDIA files")
+            done = compare(
+                client,
+                list(inputs.media),
+                opts,
+                {
+                    "client": {"processing": Processing.CLIENT},
+                    "worker": {"processing": Processing.WORKER},
+                },
+                rounds=1,
+                hooks=hooks,
+            )
+            median = done.median
+            doc = {name: r.as_dict() for name, r in median.items()}
+            doc["setup_s"] = {k: round(v, 6) for k, v in done.setup.items()}
+            doc["same_answer"] = median["client"].answer == median["worker"].answer
+            output.result(
+                doc, human=lambda console: render_comparison(console, done, "client vs worker")
+            )
+            return
+        streaming = not json_out and opts.stream is not False
+        with output.frames() as on_frame:
+            hooks = Hooks(
+                on_text=output.text if streaming else None,
+                on_frame=on_frame,
+                on_note=output.note,
+                on_warning=output.warn,
+            )
+            result = client.run(opts, inputs, hooks, timeline)
     if streaming:
         output.text("\n")
     output.result(

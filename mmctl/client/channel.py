@@ -55,17 +55,27 @@ def resolve_target(
 
 
 def open_channel(target: Target) -> grpc.Channel:
+    """A blocking channel to the worker (no message-size limits, like the worker's)."""
     if not target.tls:
         return grpc.insecure_channel(target.address, options=UNLIMITED)
+    return grpc.secure_channel(target.address, _credentials(target), options=UNLIMITED)
+
+
+def open_aio_channel(target: Target) -> grpc.aio.Channel:
+    """The same on ``grpc.aio``, for many requests in flight from one event loop."""
+    if not target.tls:
+        return grpc.aio.insecure_channel(target.address, options=UNLIMITED)
+    return grpc.aio.secure_channel(target.address, _credentials(target), options=UNLIMITED)
+
+
+def _credentials(target: Target) -> grpc.ChannelCredentials:
     root = None
     if target.ca_cert is not None:
         try:
             root = target.ca_cert.read_bytes()
         except OSError as err:
             raise InputError(f"cannot read --ca-cert {target.ca_cert}: {err.strerror}") from None
-    return grpc.secure_channel(
-        target.address, grpc.ssl_channel_credentials(root_certificates=root), options=UNLIMITED
-    )
+    return grpc.ssl_channel_credentials(root_certificates=root)
 
 
 def as_error(err: grpc.RpcError, target: Target, what: str) -> MmctlError:

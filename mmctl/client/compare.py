@@ -11,9 +11,14 @@ its rows still add up.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-from mmctl.client.send import SendOptions, SendResult, Session, check_inputs
+from mmctl.client.client import Client
+from mmctl.client.options import Hooks, SendOptions, media_inputs
+from mmctl.client.run import SendResult
 from mmctl.timing import Timeline
 
 
@@ -39,19 +44,28 @@ class Comparison:
 
 
 def compare(
-    base: SendOptions, variants: dict[str, dict], rounds: int = 3, warmup: bool = True
+    client: Client,
+    media: Sequence[Path],
+    base: SendOptions,
+    variants: dict[str, dict[str, Any]],
+    rounds: int = 3,
+    warmup: bool = True,
+    hooks: Hooks | None = None,
 ) -> Comparison:
-    """Run ``base`` changed by each variant's fields, ``rounds`` times in turn
-    on one session, after a warm-up round (first-use costs: imports, the first
-    shm file, caches) that is kept out of the figures."""
-    options = {name: replace(base, **changes) for name, changes in variants.items()}
-    inputs = {name: check_inputs(opts) for name, opts in options.items()}
+    """Send ``media`` with ``base`` changed by each variant's fields, ``rounds``
+    times in turn on ``client``'s one set-up, after a warm-up round
+    (first-use costs: imports, the first shm file, caches) kept out of the
+    figures."""
+    options = {name: base.but(**changes) for name, changes in variants.items()}
+    inputs = media_inputs(media)
     setup = Timeline()
+    client.local_source()
+    client.session(setup)
+    hooks = hooks or Hooks()
     runs: dict[str, list[SendResult]] = {name: [] for name in options}
-    with Session.open(base, inputs[next(iter(inputs))].source, setup) as session:
-        for round_ in range(rounds + (1 if warmup else 0)):
-            for name, opts in options.items():
-                result = session.send(opts, inputs[name])
-                if round_ or not warmup:
-                    runs[name].append(result)
+    for round_ in range(rounds + (1 if warmup else 0)):
+        for name, opts in options.items():
+            result = client.run(opts, inputs, hooks, Timeline())
+            if round_ or not warmup:
+                runs[name].append(result)
     return Comparison(setup.rows(), runs)

@@ -92,6 +92,31 @@ class WorkerFacts:
         """A 0.4.28-era worker fills model_dtype; an older one leaves it empty."""
         return bool(self.server.model_dtype or self.server.mm_item_limits)
 
+    def as_dict(self, target: Target) -> dict:
+        """What ``mmctl info`` shows: model, server info, /dev/shm sharing, capabilities."""
+        from google.protobuf.json_format import MessageToDict
+
+        from mmctl.transport.shm import namespace_id
+
+        def doc(message) -> dict:
+            return MessageToDict(
+                message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+            )
+
+        local, remote = namespace_id(), self.server.shm_namespace_id
+        return {
+            "target": target.address,
+            "model": doc(self.model),
+            "server": doc(self.server),
+            "shm": {
+                "local_namespace_id": local,
+                "worker_namespace_id": remote,
+                "shared": bool(remote) and remote == local,
+            },
+            "capabilities": self.caps.as_dict(),
+            "advertises_capabilities": self.knows_capabilities,
+        }
+
 
 def probe(
     channel: grpc.Channel, target: Target, timeout: float = 10.0, with_caps: bool = True

@@ -8,28 +8,51 @@ from pathlib import Path
 
 from mmctl.errors import InputError
 
-IMAGE_SUFFIXES = frozenset(
-    [
-        ".jpg",
-        ".jpeg",
-        ".png",
-        ".webp",
-        ".bmp",
-        ".tif",
-        ".tiff",
-        ".ppm",
-        ".pgm",
-        ".pbm",
-        ".jfif",
-        ".heic",
-        ".avif",
-    ]
-)
-
 
 class MediaKind(Enum):
     IMAGE = "image"
     VIDEO = "video"
+
+
+#: The one media-type table: file suffix → (kind, MIME type). Data URLs are
+#: written with these types and read back to a suffix with the same table.
+MEDIA_TYPES: dict[str, tuple[MediaKind, str]] = {
+    ".mp4": (MediaKind.VIDEO, "video/mp4"),
+    ".m4v": (MediaKind.VIDEO, "video/x-m4v"),
+    ".webm": (MediaKind.VIDEO, "video/webm"),
+    ".mkv": (MediaKind.VIDEO, "video/x-matroska"),
+    ".mov": (MediaKind.VIDEO, "video/quicktime"),
+    ".avi": (MediaKind.VIDEO, "video/x-msvideo"),
+    ".ts": (MediaKind.VIDEO, "video/mp2t"),
+    ".gif": (MediaKind.VIDEO, "image/gif"),  # animated: each frame is a frame
+    ".jpg": (MediaKind.IMAGE, "image/jpeg"),
+    ".jpeg": (MediaKind.IMAGE, "image/jpeg"),
+    ".jfif": (MediaKind.IMAGE, "image/jpeg"),
+    ".png": (MediaKind.IMAGE, "image/png"),
+    ".webp": (MediaKind.IMAGE, "image/webp"),
+    ".bmp": (MediaKind.IMAGE, "image/bmp"),
+    ".tif": (MediaKind.IMAGE, "image/tiff"),
+    ".tiff": (MediaKind.IMAGE, "image/tiff"),
+    ".ppm": (MediaKind.IMAGE, "image/x-portable-pixmap"),
+    ".pgm": (MediaKind.IMAGE, "image/x-portable-graymap"),
+    ".pbm": (MediaKind.IMAGE, "image/x-portable-bitmap"),
+    ".heic": (MediaKind.IMAGE, "image/heic"),
+    ".avif": (MediaKind.IMAGE, "image/avif"),
+}
+
+
+def media_type(path: Path) -> str:
+    """The MIME type of a media file, from its suffix."""
+    entry = MEDIA_TYPES.get(path.suffix.lower())
+    return entry[1] if entry else "application/octet-stream"
+
+
+def suffix_for(mime: str, kind: MediaKind) -> str:
+    """A file suffix for a MIME type (the first in the table), else the kind's usual one."""
+    for suffix, (_, known) in MEDIA_TYPES.items():
+        if known == mime:
+            return suffix
+    return ".mp4" if kind is MediaKind.VIDEO else ".png"
 
 
 def check_readable(path: Path) -> int:
@@ -57,11 +80,9 @@ def media_kind(path: Path) -> MediaKind:
     Animated GIFs are videos (each frame is a frame); ``--as-image`` style
     overrides belong to the caller.
     """
-    suffix = path.suffix.lower()
-    if suffix in IMAGE_SUFFIXES:
-        return MediaKind.IMAGE
-    if suffix == ".gif":
-        return MediaKind.VIDEO
+    entry = MEDIA_TYPES.get(path.suffix.lower())
+    if entry is not None:
+        return entry[0]
     with path.open("rb") as f:
         head = f.read(16)
     if head.startswith((b"\x89PNG", b"\xff\xd8\xff", b"BM")) or head[8:12] == b"WEBP":

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,14 @@ class Model:
         from mmctl.prompt.tokenizer import Tokenizer
 
         return self._tokenizer or Tokenizer.load(self.source)
+
+    def with_vision(self, overrides: VisionOverrides) -> Model:
+        """The same model (tokenizer included, loaded once) with other vision values."""
+        return replace(
+            self,
+            params=self.params.with_overrides(**overrides.changes()),
+            _tokenizer=self.tokenizer,
+        )
 
     @property
     def merge_size(self) -> int:

@@ -17,7 +17,7 @@ import numpy as np
 
 from mmctl.errors import InputError
 from mmctl.models.base import PixelBudget, TokenIds, VisionParams
-from mmctl.preprocess.resize import fit_budget
+from mmctl.preprocessing.resize import fit_budget
 
 #: OPENAI_CLIP_MEAN / OPENAI_CLIP_STD in transformers.image_utils.
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)

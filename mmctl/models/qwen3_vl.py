@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from mmctl.models.base import PixelBudget, TokenIds, VisionParams
-from mmctl.preprocess.resize import fit_budget, smart_resize_video
+from mmctl.preprocessing.resize import fit_budget, smart_resize_video
 
 PARAMS = VisionParams(
     patch_size=16,  # vision_config.patch_size

@@ -38,7 +38,7 @@ import numpy as np
 from mmctl.choices import DEFAULT_MAX_TOKENS
 from mmctl.errors import UsageError
 from mmctl.media.probe import MediaKind
-from mmctl.preprocess.pipeline import Preprocessed
+from mmctl.preprocessing.pipeline import Preprocessed
 from mmctl.prompt.layout import Layout, pad_id
 from mmctl.request import tensors
 

@@ -16,7 +16,7 @@ from mmctl.choices import LayoutKind, PixelFormat
 from mmctl.errors import InputError
 from mmctl.media.probe import MediaKind, check_readable, media_kind
 from mmctl.models.model import Model
-from mmctl.preprocess.pipeline import Allocator, Preprocessed, preprocess
+from mmctl.preprocessing.pipeline import Allocator, Preprocessed, preprocess
 from mmctl.prompt.chat import Rendered, render
 from mmctl.prompt.layout import Layout, LayoutItem, expand
 from mmctl.prompt.mrope import WalkResult, walk

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from mmctl.preprocess.pipeline import Preprocessed
+from mmctl.preprocessing.pipeline import Preprocessed
 
 VERSION = b"mmctl-mm-hash-v1\0"
 CHUNK = 1 << 20

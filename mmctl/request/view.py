@@ -20,22 +20,37 @@ from mmctl.request.tensors import from_bytes
 
 
 def read_request(path: Path):
-    from google.protobuf.message import DecodeError
-
-    from mmctl.wire import proto
-
+    """The ``GenerateRequest`` in a file (as ``mmctl build`` writes it)."""
     try:
         data = path.read_bytes()
     except OSError as err:
         raise InputError(f"cannot read {path}: {err.strerror or err}") from None
+    return parse_request(data, str(path))
+
+
+def parse_request(data: bytes, label: str):
+    """A ``GenerateRequest`` from its binary protobuf (``label`` names it in errors)."""
+    from google.protobuf.message import DecodeError
+
+    from mmctl.wire import proto
+
     req = proto.engine().GenerateRequest()
     try:
         req.ParseFromString(data)
     except DecodeError as err:
-        raise InputError(f"{path} is not a GenerateRequest (binary protobuf): {err}") from None
+        raise InputError(f"{label} is not a GenerateRequest (binary protobuf): {err}") from None
     if req.WhichOneof("input") != "tokenized":
-        raise InputError(f"{path}: the request carries no tokenized input")
+        raise InputError(f"{label}: the request carries no tokenized input")
     return req
+
+
+def write_request(req, path: Path) -> int:
+    """Write ``req`` to exactly ``path``, atomically; returns the bytes written."""
+    from mmctl.fileio import write_atomic
+
+    data = req.SerializeToString()
+    write_atomic(path, lambda f: f.write(data))
+    return len(data)
 
 
 def batches(req) -> list:

@@ -15,7 +15,7 @@ import numpy as np
 
 from mmctl.media.probe import MediaKind
 from mmctl.models.base import VisionParams
-from mmctl.preprocess.pixels import bfloat16_bits_to_float32
+from mmctl.preprocessing.pixels import bfloat16_bits_to_float32
 from mmctl.worker.checks import ReceivedBatch
 
 PALETTE = {

@@ -18,24 +18,14 @@ from urllib.parse import unquote, urlparse
 
 from mmctl.choices import PixelFormat
 from mmctl.errors import MmctlError
-from mmctl.media.probe import MediaKind
+from mmctl.media.probe import MediaKind, suffix_for
 from mmctl.models.model import Model
-from mmctl.preprocess.pipeline import preprocess
+from mmctl.preprocessing.pipeline import preprocess
 from mmctl.prompt.layout import LayoutItem, expand
 from mmctl.request.build import MediaItem, make_batches
 from mmctl.request.hashing import item_hash
 from mmctl.worker.checks import Rejected
 
-SUFFIX = {
-    "video/mp4": ".mp4",
-    "video/webm": ".webm",
-    "video/x-matroska": ".mkv",
-    "video/quicktime": ".mov",
-    "image/gif": ".gif",
-    "image/png": ".png",
-    "image/jpeg": ".jpg",
-    "image/webp": ".webp",
-}
 MAX_DATA_URL_BYTES = 512 * 2**20
 
 
@@ -56,8 +46,7 @@ def resolve(url: str, kind: MediaKind, workdir: Path, allowed_dir: Path | None, 
             data = base64.b64decode(body, validate=True)
         except (binascii.Error, ValueError):
             raise Rejected(f"media_refs[{n}]: data: URL is not valid base64") from None
-        suffix = SUFFIX.get(mime, ".mp4" if kind is MediaKind.VIDEO else ".png")
-        path = workdir / f"item{n}{suffix}"
+        path = workdir / f"item{n}{suffix_for(mime, kind)}"
         path.write_bytes(data)
         return path
     if parsed.scheme == "file":

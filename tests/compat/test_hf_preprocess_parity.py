@@ -19,7 +19,7 @@ import pytest
 from mmctl.choices import PixelFormat
 from mmctl.errors import InputError
 from mmctl.models import qwen2_vl, qwen3_vl
-from mmctl.preprocess.pipeline import preprocess
+from mmctl.preprocessing.pipeline import preprocess
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 sys.path.insert(0, str(FIXTURES))

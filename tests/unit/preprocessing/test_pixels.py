@@ -4,12 +4,12 @@ import pytest
 from mmctl.choices import PixelFormat
 from mmctl.errors import InputError
 from mmctl.models import qwen2_vl, qwen3_vl
-from mmctl.preprocess.pixels import (
+from mmctl.preprocessing.pixels import (
     bfloat16_bits_to_float32,
     float32_to_bfloat16_bits,
     patchify_into,
 )
-from mmctl.preprocess.resize import smart_resize_image, smart_resize_video
+from mmctl.preprocessing.resize import smart_resize_image, smart_resize_video
 
 P3 = qwen3_vl.PARAMS
 
@@ -86,7 +86,7 @@ def test_exact_resize_matches_torchvision_bit_for_bit():
     import sys
     from pathlib import Path
 
-    from mmctl.preprocess.resize import resize_rgb_exact
+    from mmctl.preprocessing.resize import resize_rgb_exact
 
     root = Path(__file__).resolve().parents[3]
     sys.path.insert(0, str(root / "scripts"))

@@ -26,8 +26,8 @@ from mmctl.media.image import ImageInfo, load_image
 from mmctl.media.probe import MediaKind, check_readable, media_kind
 from mmctl.media.video import VideoInfo, decode_sampled
 from mmctl.models.base import ModelSpec, VisionParams
-from mmctl.preprocess.pixels import grid_for, patchify_into
-from mmctl.preprocess.resize import resize_rgb
+from mmctl.preprocessing.pixels import grid_for, patchify_into
+from mmctl.preprocessing.resize import resize_rgb
 
 MAX_PENDING_FRAMES = 8
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from mmctl.media.probe import MediaKind
 from mmctl.media.video import VideoInfo
-from mmctl.preprocess.pipeline import Preprocessed
+from mmctl.preprocessing.pipeline import Preprocessed
 
 
 def summary(pre: Preprocessed) -> dict[str, Any]:

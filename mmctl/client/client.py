@@ -1,0 +1,270 @@
+"""``mmctl.Client``: one worker, one channel, one set-up, many requests.
+
+The client connects, probes the worker and opens its model files once,
+lazily, on the first call that needs them, and keeps them for every request
+after it; it is safe to share between threads. It is the library behind
+every ``mmctl`` command that talks to a worker::
+
+    import mmctl
+
+    with mmctl.Client("localhost:50051") as client:
+        result = client.send("clip.mp4", prompt="Which colours appear, in order?")
+        print(result.answer, result.timings["total_s"])
+
+``send`` takes the request options as keywords (:class:`SendOptions` fields,
+sampling values such as ``max_tokens``, vision values such as ``fps``), checks
+them and the local files before any network call, and returns a
+:class:`SendResult` whose timing rows add up to its total — set-up rows
+included on the call that paid for the set-up.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from mmctl.client.channel import Target, open_channel, resolve_target
+from mmctl.client.options import (
+    Hooks,
+    Inputs,
+    SendOptions,
+    headers_of,
+    media_inputs,
+    refuse,
+    request_inputs,
+)
+from mmctl.client.run import Ready, Run, SendResult, generate, prepare
+from mmctl.client.session import Session
+from mmctl.client.worker import Health, WorkerFacts, health, probe
+from mmctl.errors import UsageError
+from mmctl.models.base import VisionOverrides
+from mmctl.models.source import ModelSource
+from mmctl.models.source import resolve as resolve_source
+from mmctl.timing import Timeline
+
+#: Probing calls wait at most this long, whatever the client's deadline.
+PROBE_TIMEOUT_S = 10.0
+#: ``health()`` waits this long by default.
+HEALTH_TIMEOUT_S = 5.0
+
+Media = str | Path | Sequence[str | Path]
+
+
+@dataclass
+class Built:
+    """A request built for a worker, tensors inline, not sent."""
+
+    request: Any  # GenerateRequest
+    run: Run
+
+    def write(self, path: str | Path) -> int:
+        """Write it (binary protobuf) to exactly ``path``; returns the bytes."""
+        from mmctl.request.view import write_request
+
+        return write_request(self.request, Path(path))
+
+
+class Client:
+    """A worker at ``target`` (``host:port``; default ``$MMCTL_TARGET``, else
+    ``localhost:50051``).
+
+    ``headers``: gRPC metadata for every call (``{"key": "value"}`` or
+    ``["key:value"]``). ``tls``: ``True`` for the system's roots, or the path
+    of a PEM root certificate. ``timeout``: the default deadline of each
+    ``Generate``, seconds (none by default; probing calls wait at most 10 s).
+    ``model_dir`` / ``bundle``: local model files instead of the worker's
+    own bundle; ``family`` forces a model family; ``vision`` changes the
+    model's sampling and pixel budget for every request.
+    """
+
+    def __init__(
+        self,
+        target: str | Target | None = None,
+        *,
+        headers: Mapping[str, str] | Sequence[str] | None = None,
+        tls: bool | str | Path | None = None,
+        timeout: float | None = None,
+        model_dir: str | Path | None = None,
+        bundle: str | Path | None = None,
+        family: str | None = None,
+        vision: VisionOverrides | None = None,
+        refresh_bundle: bool = False,
+    ) -> None:
+        if isinstance(target, Target):
+            self.target = target
+        else:
+            ca_cert = Path(tls) if isinstance(tls, str | Path) else None
+            self.target = resolve_target(
+                target, tls=bool(tls), ca_cert=ca_cert, headers=headers_of(headers)
+            )
+        if timeout is not None and not timeout > 0:
+            raise UsageError(f"--timeout must be positive, got {timeout}")
+        if model_dir is not None and bundle is not None:
+            raise UsageError("--model-dir and --bundle are alternatives; pass one")
+        if refresh_bundle and (model_dir is not None or bundle is not None):
+            raise UsageError(
+                "--refresh-bundle fetches the worker's files; it cannot apply with "
+                "--model-dir or --bundle"
+            )
+        self.timeout = timeout
+        self._model_dir = Path(model_dir) if model_dir is not None else None
+        self._bundle = Path(bundle) if bundle is not None else None
+        self._family, self._vision = family, vision or VisionOverrides()
+        self._refresh = refresh_bundle
+        self._lock = threading.Lock()
+        self._channel: grpc.Channel | None = None
+        self._facts: WorkerFacts | None = None
+        self._source: ModelSource | None = None
+        self._session: Session | None = None
+
+    # ---- lifetime ----
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the channel (a later call opens a new one)."""
+        with self._lock:
+            channel, self._channel = self._channel, None
+            self._facts = self._session = None
+        if channel is not None:
+            channel.close()
+
+    # ---- the set-up, once ----
+
+    def _open_channel(self) -> grpc.Channel:
+        with self._lock:
+            if self._channel is None:
+                self._channel = open_channel(self.target)
+            return self._channel
+
+    def local_source(self) -> ModelSource | None:
+        """``model_dir`` / ``bundle`` opened (local: no worker needed), or ``None``."""
+        with self._lock:
+            if self._source is None and (self._model_dir or self._bundle):
+                self._source = resolve_source(self._model_dir, self._bundle)
+            return self._source
+
+    def facts(self, timeline: Timeline | None = None) -> WorkerFacts:
+        """What the worker says about itself (probed once; ``probe_s`` lap)."""
+        channel = self._open_channel()
+        with self._lock:
+            if self._facts is None:
+                timeout = min(self.timeout or PROBE_TIMEOUT_S, PROBE_TIMEOUT_S)
+                self._facts = probe(channel, self.target, timeout=timeout)
+                if timeline is not None:
+                    timeline.lap("probe_s")
+            return self._facts
+
+    def session(self, timeline: Timeline | None = None) -> Session:
+        """The worker's facts and model files, set up on first use (laps on ``timeline``)."""
+        if self._session is not None:
+            return self._session
+        source = self.local_source()
+        facts = self.facts(timeline)
+        with self._lock:
+            if self._session is None:
+                assert self._channel is not None
+                self._session = Session.open(
+                    self.target,
+                    self._channel,
+                    facts,
+                    source=source,
+                    source_flag="--model-dir" if self._model_dir else "--bundle",
+                    family=self._family,
+                    vision=self._vision,
+                    refresh_bundle=self._refresh,
+                    timeline=timeline,
+                )
+            return self._session
+
+    # ---- the worker ----
+
+    def health(self, timeout: float = HEALTH_TIMEOUT_S) -> Health:
+        """``HealthCheck`` and ``grpc.health.v1``; an unreachable worker is
+        unhealthy, with the reason in ``error`` (nothing raised)."""
+        return health(self._open_channel(), self.target, timeout)
+
+    def info(self) -> dict[str, Any]:
+        """Model, server info, /dev/shm sharing and proto capabilities (``mmctl info``)."""
+        return self.facts().as_dict(self.target)
+
+    # ---- requests ----
+
+    def send(
+        self,
+        media: Media,
+        prompt: str | None = None,
+        *,
+        on_text: Callable[[str], None] | None = None,
+        on_frame: Callable[[int, int], None] | None = None,
+        on_note: Callable[[str], None] | None = None,
+        on_warning: Callable[[str], None] | None = None,
+        **options: Any,
+    ) -> SendResult:
+        """Preprocess ``media`` (a path or a list, in prompt order), send it
+        with ``prompt`` and return the answer with its decisions, checks and
+        timings. ``on_text`` receives the answer as it streams."""
+        timeline = Timeline()
+        opts = SendOptions.of(prompt=prompt, **options)
+        inputs = media_inputs(media)
+        hooks = Hooks(on_text, on_frame, on_note, on_warning)
+        return self.run(opts, inputs, hooks, timeline)
+
+    def send_request(
+        self,
+        request: Any,
+        *,
+        on_text: Callable[[str], None] | None = None,
+        on_note: Callable[[str], None] | None = None,
+        on_warning: Callable[[str], None] | None = None,
+        **options: Any,
+    ) -> SendResult:
+        """Replay a recorded request (a ``GenerateRequest``, its bytes, or a
+        file from ``mmctl build``). What can apply does — sampling values,
+        ``stream``, ``timeout``, ``request_id``, the transport; options that
+        would shape a new request are refused by name."""
+        timeline = Timeline()
+        opts = SendOptions.of(**options)
+        refuse("--request replays a recorded request", opts.shaping_a_request())
+        inputs = request_inputs(request)
+        return self.run(opts, inputs, Hooks(on_text, None, on_note, on_warning), timeline)
+
+    def build(self, media: Media, prompt: str | None = None, **options: Any) -> Built:
+        """The request ``send`` would send, negotiated with this worker, tensors
+        inline; not sent."""
+        from mmctl.choices import Transport
+
+        timeline = Timeline()
+        opts = SendOptions.of(prompt=prompt, **options).but(transport=Transport.INLINE)
+        inputs = media_inputs(media)
+        self.local_source()
+        timeline.lap("inputs_s")
+        ready = self._prepare(opts, inputs, Hooks(), timeline)
+        ready.arena.close()
+        return Built(ready.request, ready.run)
+
+    def _prepare(
+        self, opts: SendOptions, inputs: Inputs, hooks: Hooks, timeline: Timeline
+    ) -> Ready:
+        session = self.session(timeline)
+        return prepare(session, opts, inputs, hooks, timeline)
+
+    def run(
+        self, opts: SendOptions, inputs: Inputs, hooks: Hooks, timeline: Timeline
+    ) -> SendResult:
+        """One request from checked options and inputs (what send and send_request
+        and comparisons share); ``timeline`` gets every lap."""
+        self.local_source()  # local files, before the network
+        timeline.lap("inputs_s")
+        ready = self._prepare(opts, inputs, hooks, timeline)
+        session = self.session()
+        return generate(session, ready, hooks, opts.timeout or self.timeout)

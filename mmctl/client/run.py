@@ -1,0 +1,526 @@
+"""One request, as a plan and a run: prepare it, then generate.
+
+:func:`prepare` does everything before the network call for the answer —
+negotiate the pixel dtype and transport with the worker's facts, preprocess
+(straight into shared memory when the tensor will travel that way), build
+and check the request, place the tensors and serialize once. It returns a
+:class:`Ready` request. Generating is the caller's: :func:`generate` on a
+blocking channel, or ``mmctl.AsyncClient`` on ``grpc.aio``; both feed the
+responses to one :class:`Answer` and end with :func:`finish`, which removes
+every shared-memory file the worker did not consume.
+
+Everything the run decides and checks is recorded on its :class:`Run` — each
+decision with its reason, each :class:`Check` (ran or why not), the bytes
+moved, and every phase as a lap of one timeline, so the timing rows add up.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from mmctl.choices import DEFAULT_PROMPT, MediaRef, PixelFormat, Processing, Transport
+from mmctl.client.channel import as_error
+from mmctl.client.negotiate import Decision, pixel_dtype, processing_schemes, transport
+from mmctl.client.options import Hooks, Inputs, SendOptions, refuse
+from mmctl.client.placement import (
+    ShmAllocator,
+    ShmPlacer,
+    inline_bytes,
+    move_inline_to_shm,
+)
+from mmctl.client.session import Session
+from mmctl.errors import CheckFailed, WorkerUnavailable
+from mmctl.media.probe import MediaKind, media_type
+from mmctl.request.build import new_request_id
+from mmctl.request.compose import Composed, check_layout, compose
+from mmctl.request.limits import check_encoder_budget, check_item_limits, parse_item_limits
+from mmctl.timing import Timeline
+from mmctl.transport.shm import ShmArena, ShmUnavailable, namespace_id, shm_dir, sweep_dead
+from mmctl.wire import proto
+
+GENERATE = "/vllm.grpc.engine.VllmEngine/Generate"
+
+
+@dataclass(frozen=True)
+class Check:
+    """A safety check: whether it ran, passed, or why it did not run."""
+
+    name: str
+    ran: bool
+    ok: bool | None = None
+    reason: str | None = None  # why it did not run, or why it failed
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"name": self.name, "ran": self.ran}
+        if self.ok is not None:
+            doc["ok"] = self.ok
+        if self.reason is not None:
+            doc["reason"] = self.reason
+        return {**doc, **self.detail}
+
+
+@dataclass
+class Run:
+    """One request's account, filled as it goes."""
+
+    timeline: Timeline
+    decisions: dict[str, Decision] = field(default_factory=dict)
+    checks: list[Check] = field(default_factory=list)
+    moved: dict[str, int] = field(default_factory=lambda: {"inline": 0, "shm": 0})
+    kinds: tuple[MediaKind, ...] = ()
+    items: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    #: Resize + normalize + patchify busy time, inside the ``decode_s`` lap.
+    preprocess_busy_s: float = 0.0
+
+
+@dataclass
+class SendResult:
+    request_id: str
+    answer: str
+    finish_reason: str
+    output_ids: list[int]
+    prompt_tokens: int
+    completion_tokens: int
+    #: Consecutive phases in the order they ran — ``inputs_s``, then the
+    #: set-up when this call paid for it (``probe_s``, ``model_files_s``,
+    #: ``tokenizer_s``), ``decode_s``, ``hash_s``, ``tokenize_s``,
+    #: ``handoff_s``, ``ttft_s``, ``generation_s`` — and ``total_s``, exactly
+    #: their sum.
+    timings: dict[str, float]
+    decisions: dict[str, Decision]
+    checks: list[Check]
+    transport_bytes: dict[str, int]
+    model: dict[str, Any]
+    items: list[dict[str, Any]]
+    shm_files: list[str] = field(default_factory=list)
+    #: Resize + normalize + patchify busy time, inside ``decode_s``.
+    preprocess_busy_s: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        gen = self.timings.get("generation_s", 0.0)
+        return self.completion_tokens / gen if gen > 0 and self.completion_tokens > 1 else None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "request_id": self.request_id,
+            "answer": self.answer,
+            "finish_reason": self.finish_reason,
+            "output_ids": self.output_ids,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "tokens_per_s": self.tokens_per_s,
+            "timings_s": {k: round(v, 6) for k, v in self.timings.items()},
+            "overlapped_s": {"preprocess_s": round(self.preprocess_busy_s, 6)},
+            "decisions": {k: v.as_dict() for k, v in self.decisions.items()},
+            "checks": [c.as_dict() for c in self.checks],
+            "bytes": self.transport_bytes,
+            "model": self.model,
+            "items": self.items,
+            "shm_files": self.shm_files,
+            "warnings": self.warnings,
+        }
+
+
+@dataclass
+class Ready:
+    """A request placed and serialized, waiting for ``Generate``."""
+
+    run: Run
+    request: Any  # GenerateRequest
+    data: bytes
+    arena: ShmArena
+    shm_names: list[str]
+
+
+# ---- prepare ------------------------------------------------------------------
+
+
+def prepare(
+    session: Session, opts: SendOptions, inputs: Inputs, hooks: Hooks, timeline: Timeline
+) -> Ready:
+    """Everything before ``Generate``; the arena's files are the caller's to
+    remove (:func:`finish`) from here on."""
+    run = Run(timeline, kinds=inputs.kinds)
+    problem = _shm_problem()
+    run.decisions["transport"] = transport(
+        opts.transport.value, session.facts, namespace_id(), problem
+    )
+    use_shm = run.decisions["transport"].value == "shm"
+    if use_shm:
+        if problem:
+            raise ShmUnavailable(
+                f"--transport shm: {problem}", hint="use --transport auto or inline"
+            )
+        swept = sweep_dead()
+        if swept:
+            hooks.note(f"removed {len(swept)} shm file(s) left by dead mmctl processes")
+    arena = ShmArena()
+    try:
+        if inputs.request is not None:
+            request, plan = _replay(session, opts, inputs, run), None
+        elif opts.processing is Processing.WORKER:
+            request, plan = _worker_processing(session, opts, inputs, run), None
+        else:
+            allocator = (
+                ShmAllocator(arena, opts.shm_min_bytes, fallback=opts.transport is Transport.AUTO)
+                if use_shm and all(n == 1 for n in Counter(inputs.kinds).values())
+                else None
+            )
+            composed = _client_processing(session, opts, inputs, run, hooks, allocator)
+            request, plan = None, (composed, allocator)
+        for warning in run.warnings:
+            hooks.warn(warning)
+        _check_modality_support(session, run, opts.skip_checks)
+        timeline.lap("tokenize_s")
+        request = _hand_off(opts, run, arena, use_shm, request, plan, hooks)
+        data = request.SerializeToString()
+        run.moved["request"] = len(data)
+        timeline.lap("handoff_s")
+    except BaseException:
+        arena.close()
+        raise
+    return Ready(run, request, data, arena, [s.name for s in arena.segments])
+
+
+def _shm_problem() -> str | None:
+    folder = shm_dir()
+    if not folder.is_dir():
+        return f"{folder} does not exist"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"{folder} is not writable"
+    return None
+
+
+def _hand_off(
+    opts: SendOptions,
+    run: Run,
+    arena: ShmArena,
+    use_shm: bool,
+    request: Any,
+    plan: tuple[Composed, ShmAllocator | None] | None,
+    hooks: Hooks,
+) -> Any:
+    """Tensors into shm files (one copy, none when preprocessing wrote them
+    there) or inline; the message the worker gets."""
+    fallback = opts.transport is Transport.AUTO
+    if plan is not None:
+        composed, allocator = plan
+        placer = (
+            ShmPlacer(arena, opts.shm_min_bytes, allocator, run.moved, fallback)
+            if use_shm
+            else None
+        )
+        request = composed.plan.to_proto(placer) if placer else composed.plan.to_proto()
+        problems = placer.problems if placer is not None else []
+    else:
+        problems = (
+            move_inline_to_shm(request, arena, opts.shm_min_bytes, run.moved, fallback)
+            if use_shm
+            else []
+        )
+    if problems:  # transport auto, /dev/shm filled up: those tensors went inline
+        run.decisions["transport"] = Decision(
+            "shm+inline" if run.moved["shm"] else "inline",
+            f"auto: {problems[0]}; those tensors went inline",
+        )
+        hooks.note(f"shared memory: {problems[0]}; falling back to inline")
+    run.moved["inline"] += inline_bytes(request)
+    return request
+
+
+def _client_processing(
+    session: Session,
+    opts: SendOptions,
+    inputs: Inputs,
+    run: Run,
+    hooks: Hooks,
+    allocator: ShmAllocator | None,
+) -> Composed:
+    facts, model = session.facts, session.model
+    _check_limits(session, run, opts.skip_checks)
+    run.decisions["pixel_dtype"] = pixel_dtype(
+        facts, opts.pixel_dtype.value if opts.pixel_dtype else None, opts.skip_checks
+    )
+    if opts.vision.given():
+        model = model.with_vision(opts.vision)
+    composed = compose(
+        list(inputs.media),
+        DEFAULT_PROMPT if opts.prompt is None else opts.prompt,
+        model,
+        pixel_format=PixelFormat(run.decisions["pixel_dtype"].value),
+        system=opts.system,
+        chat=opts.chat is not False,
+        allow_special_tokens=opts.allow_special_tokens,
+        sampling=opts.sampling,
+        stream=opts.stream is not False,
+        request_id=opts.request_id,
+        strict=opts.strict,
+        on_frame=hooks.on_frame,
+        allocate=allocator,
+        timeline=run.timeline,
+    )
+    if allocator is not None:
+        allocator.release_except([it.pre.pixel_values for it in composed.items])
+    budget = int(facts.server.mm_encoder_budget or 0)
+    if budget and not opts.skip_checks:
+        check_encoder_budget(
+            [
+                (f"{it.kind.value} {n + 1} ({it.path})", it.pre.num_tokens)
+                for n, it in enumerate(composed.items)
+            ],
+            budget,
+            "the worker",
+        )
+        run.checks.append(Check("mm_encoder_budget", True, True, detail={"budget": budget}))
+    _record_walk(run, composed.check, opts.skip_checks)
+    run.decisions["prompt"] = Decision(composed.rendered.how, "how the prompt text was made")
+    run.items = [
+        {
+            "path": it.path,
+            "kind": it.kind.value,
+            "grid_thw": list(it.pre.grid_thw),
+            "num_tokens": it.pre.num_tokens,
+            "frames": len(it.pre.frame_indices),
+            "content_hash": it.content_hash,
+        }
+        for it in composed.items
+    ]
+    run.preprocess_busy_s, run.warnings = composed.preprocess_busy_s, composed.warnings
+    return composed
+
+
+def _check_limits(session: Session, run: Run, skip: bool) -> None:
+    limits = parse_item_limits(session.facts.server.mm_item_limits or "")
+    if not limits:
+        run.checks.append(Check("mm_item_limits", False, reason="worker advertises none"))
+    elif skip:
+        run.checks.append(Check("mm_item_limits", False, reason="--skip-checks"))
+    else:
+        check_item_limits([k.value for k in run.kinds], limits, "the worker")
+        run.checks.append(Check("mm_item_limits", True, True, detail={"limits": limits}))
+
+
+def _record_walk(run: Run, result: Any, skip: bool) -> None:
+    detail = {k: v for k, v in result.as_dict().items() if k not in ("ok", "reason")}
+    run.checks.append(Check("mrope_walk", True, result.ok, result.reason, detail))
+    if not result.ok and not skip:
+        raise CheckFailed(
+            f"mrope walk failed: {result.reason}", hint="--skip-checks sends it anyway"
+        )
+
+
+def _check_modality_support(session: Session, run: Run, skip: bool) -> None:
+    caps = session.facts.caps
+    if MediaKind.VIDEO not in run.kinds:
+        run.checks.append(Check("modality_field", False, reason="no video in the request"))
+        return
+    if not caps.reflection:
+        reason = f"worker offers no reflection ({caps.error})"
+        run.checks.append(Check("modality_field", False, reason=reason))
+        return
+    ok = bool(caps.modality)
+    run.checks.append(Check("modality_field", True, ok))
+    if not ok and not skip:
+        raise CheckFailed(
+            "the worker's MultimodalInputs has no `modality` field (reflection): it predates video "
+            "support and would treat the video as an image",
+            hint="upgrade the worker (smg-grpc-servicer ≥ the modality change), or --skip-checks",
+        )
+
+
+def _worker_processing(session: Session, opts: SendOptions, inputs: Inputs, run: Run) -> Any:
+    from mmctl.prompt.chat import render
+
+    facts, model = session.facts, session.model
+    if not facts.server.mm_processor:
+        raise CheckFailed(
+            "--processing worker: this worker does not process media itself (mm_processor is empty)",
+            hint="use --processing client",
+        )
+    schemes = processing_schemes(facts)
+    if opts.media_ref.value not in schemes:
+        raise CheckFailed(
+            f"--processing worker: the worker accepts {', '.join(schemes) or 'no'} URL schemes, "
+            f"not {opts.media_ref.value}:",
+            hint="file: needs a worker started with --allowed-local-media-path on this host",
+        )
+    _check_limits(session, run, opts.skip_checks)
+    engine, common = proto.engine(), proto.common()
+    refs = []
+    for path, kind in zip(inputs.media, inputs.kinds, strict=True):
+        if opts.media_ref is MediaRef.FILE:
+            url = path.resolve().as_uri()  # the worker must see this path (same host)
+        else:
+            url = f"data:{media_type(path)};base64," + base64.b64encode(path.read_bytes()).decode()
+        modality = common.VIDEO if kind is MediaKind.VIDEO else common.IMAGE
+        refs.append(engine.MediaRef(modality=modality, url=url))
+    prompt = DEFAULT_PROMPT if opts.prompt is None else opts.prompt
+    parts: list[Any] = [*inputs.kinds, prompt] if prompt else list(inputs.kinds)
+    rendered = render(
+        parts,
+        tokenizer=model.tokenizer,
+        token_ids=model.token_ids,
+        source=model.source,
+        system=opts.system,
+        default_system=model.spec.default_system,
+        chat=opts.chat is not False,
+        allow_special_tokens=opts.allow_special_tokens,
+    )
+    ids = model.tokenizer.encode(rendered.text)
+    req = engine.GenerateRequest(
+        request_id=opts.request_id or new_request_id(),
+        tokenized=engine.TokenizedInput(original_text=rendered.text, input_ids=ids),
+        sampling_params=opts.sampling.to_proto(),
+        stream=opts.stream is not False,
+        media_refs=engine.MediaRefs(items=refs),
+    )
+    run.decisions["processing"] = Decision(
+        "worker", f"media_refs as {opts.media_ref.value}: URLs ({facts.server.mm_processor})"
+    )
+    run.checks.append(Check("mrope_walk", False, reason="the worker expands the prompt"))
+    run.items = [
+        {"path": str(p), "kind": k.value, "url_bytes": len(r.url)}
+        for p, k, r in zip(inputs.media, inputs.kinds, refs, strict=True)
+    ]
+    return req
+
+
+def _replay(session: Session, opts: SendOptions, inputs: Inputs, run: Run) -> Any:
+    """A recorded request, with what can apply to it: request id, sampling,
+    streaming (the transport placement follows in the hand-off)."""
+    from mmctl.request.view import batches, layout_of
+
+    refuse("a replayed request is recorded", opts.shaping_a_request())
+    req = inputs.request
+    if opts.request_id:
+        req.request_id = opts.request_id
+    elif not req.request_id:
+        req.request_id = new_request_id()
+    opts.sampling.apply_to(req.sampling_params)
+    if opts.stream is not None:
+        req.stream = opts.stream
+    applied = opts.sampling.given() + (["stream"] if opts.stream is not None else [])
+    run.decisions["replay"] = Decision(
+        f"changed {', '.join(applied)}" if applied else "as recorded", inputs.request_label
+    )
+    facts = session.facts
+    dtypes = {b.pixel_values.dtype for b in batches(req) if b.HasField("pixel_values")}
+    want = pixel_dtype(facts, None)
+    normalizes = facts.server.mm_device_do_normalize
+    for dtype in dtypes:
+        # Only a mismatch in normalization is wrong; float widths the worker casts.
+        if not opts.skip_checks and normalizes != (dtype == "uint8"):
+            raise CheckFailed(
+                f"the request carries {dtype} pixels; this worker wants {want.value} "
+                f"({want.reason})",
+                hint="rebuild it with --pixel-dtype " + want.value,
+            )
+    run.decisions["pixel_dtype"] = Decision(",".join(sorted(dtypes)) or "none", "as recorded")
+    layout, grids = layout_of(req)
+    _record_walk(run, check_layout(session.model, layout, grids), opts.skip_checks)
+    run.items = [
+        {"kind": s.kind.value, "grid_thw": list(g)}
+        for s, g in zip(layout.spans, grids, strict=True)
+    ]
+    return req
+
+
+# ---- generate -----------------------------------------------------------------
+
+
+class Answer:
+    """The answer as ``GenerateResponse`` messages arrive (blocking or asyncio alike)."""
+
+    def __init__(self, session: Session, ready: Ready, hooks: Hooks) -> None:
+        self.tokenizer = session.model.tokenizer
+        self.ready, self.hooks = ready, hooks
+        self.tokens: list[int] = []
+        self.shown = ""
+        self.complete: Any = None
+        self.first = True
+
+    def feed(self, resp: Any) -> None:
+        if self.first:
+            self.ready.run.timeline.lap("ttft_s")
+            self.first = False
+        if resp.HasField("chunk"):
+            self.tokens.extend(resp.chunk.token_ids)
+            if self.hooks.on_text is not None:
+                self._show(self.tokenizer.decode(self.tokens, skip_special_tokens=True))
+        else:
+            self.complete = resp.complete
+            if not self.ready.request.stream:
+                self.tokens.extend(self.complete.output_ids)
+
+    def _show(self, text: str) -> None:
+        # Only whole characters: a token may end inside a multi-byte one.
+        if text.startswith(self.shown) and len(text) > len(self.shown):
+            assert self.hooks.on_text is not None
+            self.hooks.on_text(text[len(self.shown) :])
+            self.shown = text
+
+
+def generate(session: Session, ready: Ready, hooks: Hooks, timeout: float | None) -> SendResult:
+    """``Generate`` on the session's blocking channel; then :func:`finish`."""
+    import grpc
+
+    engine = proto.engine()
+    call_fn = session.channel.unary_stream(
+        GENERATE, request_serializer=None, response_deserializer=engine.GenerateResponse.FromString
+    )
+    answer = Answer(session, ready, hooks)
+    try:
+        call = call_fn(ready.data, timeout=timeout, metadata=list(session.target.headers))
+        try:
+            for resp in call:
+                answer.feed(resp)
+        except grpc.RpcError as err:
+            raise as_error(err, session.target, f"Generate {ready.request.request_id}") from None
+        finally:
+            call.cancel()  # no-op when done; on Ctrl-C it stops the worker's work
+    finally:
+        leftover = ready.arena.close()
+    return finish(session, ready, answer, hooks, leftover)
+
+
+def finish(
+    session: Session, ready: Ready, answer: Answer, hooks: Hooks, leftover: list[str]
+) -> SendResult:
+    """The result, once the stream ended and the arena is closed (``leftover``:
+    the files the worker did not read, now removed)."""
+    run, req = ready.run, ready.request
+    if leftover:
+        hooks.note(f"removed {len(leftover)} shm file(s) the worker did not read")
+    if answer.first:
+        run.timeline.lap("ttft_s")
+    if answer.complete is None:
+        raise WorkerUnavailable(f"Generate {req.request_id}: the stream ended without a completion")
+    text = answer.tokenizer.decode(answer.tokens, skip_special_tokens=True)
+    if hooks.on_text is not None:
+        answer._show(text)
+    run.timeline.lap("generation_s")
+    return SendResult(
+        request_id=req.request_id,
+        answer=text,
+        finish_reason=answer.complete.finish_reason,
+        output_ids=answer.tokens,
+        prompt_tokens=answer.complete.prompt_tokens or len(req.tokenized.input_ids),
+        completion_tokens=len(answer.tokens),
+        timings=run.timeline.rows(),
+        decisions=run.decisions,
+        checks=run.checks,
+        transport_bytes=run.moved,
+        model=session.model_doc,
+        items=run.items,
+        shm_files=ready.shm_names,
+        preprocess_busy_s=run.preprocess_busy_s,
+        warnings=run.warnings,
+    )

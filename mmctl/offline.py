@@ -1,0 +1,313 @@
+"""What needs no worker: preprocess a file, lay out and check a prompt.
+
+For scripts and notebooks, and the commands ``mmctl preprocess`` and
+``mmctl inspect-tokens``::
+
+    import mmctl
+
+    pre = mmctl.preprocess("clip.mp4", fps=1)
+    print(pre.grid_thw, pre.pixel_values.shape)
+
+    report = mmctl.inspect_tokens("clip.mp4", prompt="What happens?", diff="vllm,smg")
+    print(report.check.ok, len(report.layout.ids))
+
+Model files come as everywhere else: ``model_dir``, ``bundle``, ``family``,
+else the built-in Qwen3-VL set; vision values (``fps``, ``num_frames``,
+``min_frames``, ``max_frames``, ``min_pixels``, ``max_pixels``) as keywords.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mmctl.choices import DEFAULT_PROMPT, LayoutKind, PixelFormat
+from mmctl.errors import UsageError
+from mmctl.media.probe import check_readable
+from mmctl.models.base import VisionOverrides
+from mmctl.models.model import Model, load_model
+from mmctl.preprocessing.pipeline import Preprocessed
+from mmctl.prompt.layout import Layout
+from mmctl.prompt.mrope import WalkResult
+
+
+def model_for(
+    *,
+    model: Model | None = None,
+    family: str | None = None,
+    model_dir: str | Path | None = None,
+    bundle: str | Path | None = None,
+    vision: VisionOverrides | None = None,
+) -> Model:
+    """``model`` with ``vision`` applied, else the model those files make."""
+    if model is not None:
+        return model.with_vision(vision) if vision and vision.given() else model
+    return load_model(
+        model_dir=Path(model_dir) if model_dir is not None else None,
+        bundle=Path(bundle) if bundle is not None else None,
+        family=family,
+        overrides=vision,
+    )
+
+
+def preprocess(
+    media: str | Path,
+    *,
+    pixel_dtype: PixelFormat | str = PixelFormat.FLOAT32,
+    family: str | None = None,
+    model_dir: str | Path | None = None,
+    bundle: str | Path | None = None,
+    model: Model | None = None,
+    strict: bool = False,
+    keep_frames: bool = False,
+    on_frame: Callable[[int, int], None] | None = None,
+    **vision: Any,
+) -> Preprocessed:
+    """A video or image preprocessed exactly as the model's processor would."""
+    from mmctl.preprocessing.pipeline import preprocess as run
+
+    path = Path(media)
+    overrides = VisionOverrides(**vision)
+    check_readable(path)
+    chosen = model_for(
+        model=model, family=family, model_dir=model_dir, bundle=bundle, vision=overrides
+    )
+    return run(
+        path,
+        chosen.spec,
+        chosen.params,
+        PixelFormat(pixel_dtype),
+        keep_frames=keep_frames,
+        on_frame=on_frame,
+        strict=strict,
+    )
+
+
+@dataclass
+class TokenReport:
+    """A prompt's token layout, the mrope walk over it, and optionally a diff."""
+
+    model: Model
+    layout: Layout
+    check: WalkResult
+    prompt_format: str
+    items: list[dict[str, Any]]
+    warnings: list[str] = field(default_factory=list)
+    source: str | None = None  # the request file, when one was checked
+    diff: dict[str, Any] | None = None
+
+    def rows(self) -> list[Any]:
+        from mmctl.prompt import view
+
+        return view.rows(self.layout, self.model.token_ids, self.model.tokenizer)
+
+    def as_dict(self, ids: bool = False) -> dict[str, Any]:
+        """The ``inspect-tokens --json`` document (``ids``: every token id too)."""
+        from mmctl.prompt import view
+
+        model = self.model
+        doc: dict[str, Any] = {
+            "model": {
+                "source": model.source.label,
+                "family": model.spec.name,
+                "token_ids": vars(model.token_ids),
+                "token_ids_from": model.token_ids_from,
+            },
+            "prompt_format": self.prompt_format,
+            "warnings": self.warnings,
+        }
+        if self.source is not None:
+            doc["source"] = self.source
+        items = [dict(item) for item in self.items]
+        for entry, span in zip(items, self.layout.spans, strict=True):
+            entry["span"] = {"offset": span.offset, "length": span.length}
+        doc.update(
+            layout=self.layout.kind.value if self.source is None else "request",
+            num_tokens=len(self.layout.ids),
+            items=items,
+            check=self.check.as_dict(),
+            totals=view.totals(self.layout, model.token_ids),
+            rows=[r.as_dict() for r in self.rows()],
+        )
+        if ids:
+            doc["input_ids"] = self.layout.id_list()
+        if self.diff is not None:
+            doc["diff"] = self.diff
+        return doc
+
+
+def inspect_tokens(
+    media: str | Path | Sequence[str | Path] | None = None,
+    prompt: str | None = None,
+    *,
+    request: str | Path | None = None,
+    layout: LayoutKind | str = LayoutKind.VLLM,
+    diff: str | Sequence[LayoutKind | str] | None = None,
+    system: str | None = None,
+    chat: bool | None = None,
+    allow_special_tokens: bool = False,
+    strict: bool = False,
+    family: str | None = None,
+    model_dir: str | Path | None = None,
+    bundle: str | Path | None = None,
+    model: Model | None = None,
+    **vision: Any,
+) -> TokenReport:
+    """The token layout of ``media`` + ``prompt`` (what ``send`` would send,
+    default prompt included), or of a recorded ``request``, with vLLM's mrope
+    walk run on it; ``diff`` ("vllm,smg") compares two layouts."""
+    overrides = VisionOverrides(**vision)
+    kind = LayoutKind(layout)
+    pair = _diff_pair(diff) if diff is not None else None
+    paths = _paths(media)
+    if bool(paths) == (request is not None):
+        raise UsageError("give MEDIA files or --request FILE (one of the two)")
+    if request is not None:
+        _refuse_for_request(
+            prompt, system, chat, allow_special_tokens, kind, pair, strict, overrides
+        )
+    for path in paths:
+        check_readable(path)
+    chosen = model_for(
+        model=model, family=family, model_dir=model_dir, bundle=bundle, vision=overrides
+    )
+    if request is not None:
+        return _recorded(chosen, Path(request))
+    return _composed(chosen, paths, prompt, kind, pair, system, chat, allow_special_tokens, strict)
+
+
+def _paths(media: str | Path | Sequence[str | Path] | None) -> list[Path]:
+    if media is None:
+        return []
+    if isinstance(media, str | Path):
+        return [Path(media)]
+    return [Path(m) for m in media]
+
+
+def _diff_pair(value: str | Sequence[LayoutKind | str]) -> tuple[LayoutKind, LayoutKind]:
+    names = [v.strip() for v in value.split(",")] if isinstance(value, str) else list(value)
+    try:
+        pair = [LayoutKind(n) for n in names]
+    except ValueError:
+        pair = []
+    if len(pair) != 2 or pair[0] == pair[1]:
+        raise UsageError(
+            f"--diff wants two different layouts out of {', '.join(k.value for k in LayoutKind)}, "
+            f"like vllm,smg; got {value!r}"
+        )
+    return pair[0], pair[1]
+
+
+def _refuse_for_request(
+    prompt: str | None,
+    system: str | None,
+    chat: bool | None,
+    allow_special_tokens: bool,
+    layout: LayoutKind,
+    pair: tuple[LayoutKind, LayoutKind] | None,
+    strict: bool,
+    vision: VisionOverrides,
+) -> None:
+    from mmctl.client.options import refuse
+
+    given = [
+        ("--prompt", prompt is not None),
+        ("--system", system is not None),
+        ("--chat/--no-chat", chat is not None),
+        ("--allow-special-tokens", allow_special_tokens),
+        ("--layout", layout is not LayoutKind.VLLM),
+        ("--diff", pair is not None),
+        ("--strict", strict),
+    ]
+    names = [name for name, set_ in given if set_]
+    names += [f"--{n.replace('_', '-')}" for n in vision.given()]
+    refuse("--request checks a recorded layout", names)
+
+
+def _recorded(model: Model, request: Path) -> TokenReport:
+    from mmctl.request.compose import check_layout
+    from mmctl.request.view import layout_of, read_request
+
+    built, grids = layout_of(read_request(request))
+    items = [
+        {"item": s.item + 1, "kind": s.kind.value, "grid_thw": list(g)}
+        for s, g in zip(built.spans, grids, strict=True)
+    ]
+    check = check_layout(model, built, grids)
+    return TokenReport(model, built, check, "from the request file", items, source=str(request))
+
+
+def _composed(
+    model: Model,
+    paths: list[Path],
+    prompt: str | None,
+    layout: LayoutKind,
+    pair: tuple[LayoutKind, LayoutKind] | None,
+    system: str | None,
+    chat: bool | None,
+    allow_special_tokens: bool,
+    strict: bool,
+) -> TokenReport:
+    from mmctl.request.compose import compose
+
+    composed = compose(
+        paths,
+        DEFAULT_PROMPT if prompt is None else prompt,
+        model,
+        pixel_format=PixelFormat.UINT8,  # only grids and times matter here
+        layout_kind=layout,
+        system=system,
+        chat=chat is not False,
+        allow_special_tokens=allow_special_tokens,
+        strict=strict,
+    )
+    items = [
+        {
+            "item": n + 1,
+            "path": it.path,
+            "kind": it.kind.value,
+            "grid_thw": list(it.pre.grid_thw),
+            "patch_times_s": [round(t, 6) for t in it.pre.patch_times],
+            "frame_indices": it.pre.frame_indices.tolist(),
+            "content_hash": it.content_hash,
+        }
+        for n, it in enumerate(composed.items)
+    ]
+    report = TokenReport(
+        model,
+        composed.layout,
+        composed.check,
+        composed.rendered.how,
+        items,
+        warnings=composed.warnings,
+    )
+    if pair is not None:
+        report.diff = _diff(model, composed, pair)
+    return report
+
+
+def _diff(model: Model, composed: Any, pair: tuple[LayoutKind, LayoutKind]) -> dict[str, Any]:
+    from mmctl.prompt import view
+    from mmctl.request.compose import lay_out
+
+    sides = {}
+    for name in pair:
+        other, check = lay_out(model, composed.prompt_ids, composed.items, name)
+        sides[name] = (other, check, view.rows(other, model.token_ids, model.tokenizer))
+    (a, a_check, a_rows), (b, b_check, b_rows) = sides[pair[0]], sides[pair[1]]
+    return {
+        "a": pair[0].value,
+        "b": pair[1].value,
+        "a_tokens": len(a.ids),
+        "b_tokens": len(b.ids),
+        "a_spans": [{"offset": s.offset, "length": s.length} for s in a.spans],
+        "b_spans": [{"offset": s.offset, "length": s.length} for s in b.spans],
+        "a_check": a_check.as_dict(),
+        "b_check": b_check.as_dict(),
+        "differences": [
+            {"op": d.op, "a": [r.as_dict() for r in d.a], "b": [r.as_dict() for r in d.b]}
+            for d in view.diff(a_rows, b_rows)
+        ],
+    }
