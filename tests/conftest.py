@@ -71,7 +71,7 @@ def builtin_model():
 
 class Stub:
     def __init__(self, running, log: io.StringIO) -> None:
-        from mmctl.worker.server import UNLIMITED
+        from mmctl.wire.proto import UNLIMITED
 
         self.running, self.log = running, log
         self.channel = grpc.insecure_channel(running.address, options=UNLIMITED)

@@ -26,6 +26,16 @@ ROWS = (
 SETUP_KEYS = ("probe_s", "model_files_s", "tokenizer_s")
 
 
+def kv_table():
+    """A two-column table, bold keys (``add_row(key, value)``), for summaries."""
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False, show_header=False)
+    table.add_column(style="bold")
+    table.add_column()
+    return table
+
+
 def _label(key: str) -> str:
     return dict(ROWS).get(key, key.removesuffix("_s").replace("_", " "))
 

@@ -8,7 +8,6 @@ generated protos) inside the function that needs them.
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 import traceback
@@ -18,8 +17,6 @@ import typer
 
 from mmctl import __version__
 from mmctl.errors import ExitCode, Interrupted, MmctlError
-
-DEBUG_ENV = "MMCTL_DEBUG"
 
 HELP = """Multimodal gRPC requests to vLLM workers: preprocess video and images
 exactly as Qwen-VL expects, build modality-tagged requests, and send them
@@ -69,7 +66,7 @@ def root(
     ] = False,
     debug: Annotated[
         bool,
-        typer.Option("--debug", help=f"Show tracebacks for errors (or set {DEBUG_ENV}=1)."),
+        typer.Option("--debug", help="Show tracebacks for errors (or set MMCTL_DEBUG=1)."),
     ] = False,
 ) -> None:
     """mmctl: multimodal gRPC requests to vLLM workers."""
@@ -95,7 +92,9 @@ _register()
 
 def _debug_requested(argv: list[str]) -> bool:
     # Read before parsing so errors raised during parsing honour it too.
-    return "--debug" in argv or os.environ.get(DEBUG_ENV, "") not in ("", "0")
+    from mmctl import settings
+
+    return "--debug" in argv or settings.debug()
 
 
 def _raise_interrupted(signum: int, _frame: object) -> None:
@@ -141,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         render_error(
             sys.stderr,
             f"unexpected {type(err).__name__}: {err}",
-            None if debug else f"run with --debug or {DEBUG_ENV}=1 for the traceback",
+            None if debug else "run with --debug or MMCTL_DEBUG=1 for the traceback",
         )
         return int(ExitCode.UNEXPECTED)
     return code if isinstance(code, int) else int(ExitCode.OK)

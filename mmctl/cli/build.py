@@ -100,10 +100,9 @@ def build(
     from mmctl.cli import _inputs
     from mmctl.cli._output import Output
     from mmctl.errors import CheckFailed
-    from mmctl.fileio import write_atomic
     from mmctl.media.probe import check_readable
     from mmctl.request.compose import compose
-    from mmctl.request.view import summary
+    from mmctl.request.view import summary, write_request
 
     output = Output(json_mode=json_out)
     text = _inputs.prompt_text(prompt, prompt_file)
@@ -151,11 +150,9 @@ def build(
             f"mrope walk failed: {composed.check.reason}", hint="--force writes it anyway"
         )
     req = composed.plan.to_proto()
-    data = req.SerializeToString()
-    write_atomic(out, lambda f: f.write(data))
     doc = {
         "out": str(out),
-        "bytes": len(data),
+        "bytes": write_request(req, out),
         "model": {"source": model.source.label, "family": model.spec.name},
         "prompt_format": composed.rendered.how,
         "layout": composed.layout.kind.value,

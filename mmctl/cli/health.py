@@ -42,19 +42,13 @@ def health(
     json_out: JsonOpt = False,
 ) -> None:
     from mmctl.cli._output import Output
-    from mmctl.client.channel import open_channel, resolve_target
-    from mmctl.client.worker import health as check
-    from mmctl.errors import UsageError, WorkerUnavailable
+    from mmctl.client.client import Client
+    from mmctl.errors import WorkerUnavailable
 
     output = Output(json_mode=json_out)
-    if not timeout > 0:
-        raise UsageError(f"--timeout must be positive, got {timeout}")
-    tgt = resolve_target(target, tls=tls, ca_cert=ca_cert, headers=header)
-    channel = open_channel(tgt)
-    try:
-        report = check(channel, tgt, timeout)
-    finally:
-        channel.close()
+    with Client(target, headers=header, tls=ca_cert or tls, timeout=timeout) as client:
+        report = client.health(timeout)
+    tgt = client.target
     if report.error is None or json_out:
         output.result(
             report.as_dict(),
@@ -87,40 +81,12 @@ def info(
     ca_cert: CaCertOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    from google.protobuf.json_format import MessageToDict
-
     from mmctl.cli._output import Output
-    from mmctl.client.channel import open_channel, resolve_target
-    from mmctl.client.worker import probe
-    from mmctl.errors import UsageError
-    from mmctl.transport.shm import namespace_id
+    from mmctl.client.client import Client
 
     output = Output(json_mode=json_out)
-    if not timeout > 0:
-        raise UsageError(f"--timeout must be positive, got {timeout}")
-    tgt = resolve_target(target, tls=tls, ca_cert=ca_cert, headers=header)
-    channel = open_channel(tgt)
-    try:
-        facts = probe(channel, tgt, timeout=timeout)
-    finally:
-        channel.close()
-    local = namespace_id()
-    remote = facts.server.shm_namespace_id
-    as_dict = lambda m: MessageToDict(  # noqa: E731
-        m, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
-    )
-    doc = {
-        "target": tgt.address,
-        "model": as_dict(facts.model),
-        "server": as_dict(facts.server),
-        "shm": {
-            "local_namespace_id": local,
-            "worker_namespace_id": remote,
-            "shared": bool(remote) and remote == local,
-        },
-        "capabilities": facts.caps.as_dict(),
-        "advertises_capabilities": facts.knows_capabilities,
-    }
+    with Client(target, headers=header, tls=ca_cert or tls, timeout=timeout) as client:
+        doc = client.info()
     output.result(doc, human=lambda console: _render_info(console, doc))
 
 
@@ -128,12 +94,10 @@ info.__doc__ = INFO_HELP
 
 
 def _render_info(console, doc: dict) -> None:
-    from rich.table import Table
+    from mmctl.cli._render import kv_table
 
     m, s, caps = doc["model"], doc["server"], doc["capabilities"]
-    table = Table(box=None, pad_edge=False, show_header=False)
-    table.add_column(style="bold")
-    table.add_column()
+    table = kv_table()
     table.add_row("target", doc["target"])
     table.add_row(
         "model",

@@ -113,12 +113,10 @@ preprocess.__doc__ = HELP
 
 
 def _render(console, doc: dict) -> None:
-    from rich.table import Table
+    from mmctl.cli._render import kv_table
 
     src = doc["source"]
-    table = Table(show_header=False, box=None, pad_edge=False)
-    table.add_column(style="bold")
-    table.add_column()
+    table = kv_table()
     if doc["kind"] == "video":
         table.add_row(
             "source",

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
 
+from mmctl import settings
 from mmctl.errors import InputError, MmctlError, UsageError, WorkerRejected, WorkerUnavailable
-
-DEFAULT_TARGET = "localhost:50051"
-TARGET_ENV = "MMCTL_TARGET"
-UNLIMITED = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
+from mmctl.wire.proto import UNLIMITED
 
 #: Codes that mean "the worker is not there / did not answer in time".
 UNAVAILABLE_CODES = {
@@ -38,7 +35,7 @@ def resolve_target(
     ca_cert: Path | None = None,
     headers: list[str] | None = None,
 ) -> Target:
-    address = target or os.environ.get(TARGET_ENV) or DEFAULT_TARGET
+    address = target or settings.target()
     if address.startswith(("http://", "https://", "grpc://")):
         raise UsageError(f"--target is host:port, not a URL: {address!r}")
     if ":" not in address:
@@ -89,6 +86,6 @@ def as_error(err: grpc.RpcError, target: Target, what: str) -> MmctlError:
         first = details.splitlines()[0] if details else ""
         return WorkerUnavailable(
             f"{what}: worker at {target.address} unavailable ({name}{': ' + first if first else ''})",
-            hint=f"is `vllm serve … --grpc` (or `mmctl stub-worker`) listening there? --target / ${TARGET_ENV}",
+            hint=f"is `vllm serve … --grpc` (or `mmctl stub-worker`) listening there? --target / ${settings.TARGET}",
         )
     return WorkerRejected(f"{what}: the worker refused it ({name}): {details}")

@@ -121,10 +121,9 @@ def resolve(model_dir: Path | None = None, bundle: Path | None = None) -> ModelS
 
 def cache_root() -> Path:
     """``$MMCTL_CACHE_DIR``, else ``$XDG_CACHE_HOME/mmctl``, else ``~/.cache/mmctl``."""
-    if os.environ.get("MMCTL_CACHE_DIR"):
-        return Path(os.environ["MMCTL_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "mmctl"
+    from mmctl import settings
+
+    return settings.cache_dir()
 
 
 def from_bundle_file(path: Path) -> ModelSource:

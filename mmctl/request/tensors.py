@@ -67,7 +67,7 @@ def from_bytes(payload: bytes | memoryview, shape, dtype_name: str) -> np.ndarra
     want = expected_nbytes(shape, dtype_name)
     if len(payload) != want:
         raise InputError(
-            f"tensor byte length mismatch for dtype={dtype_name!r}, shape={list(shape)}: "
+            f"TensorData byte length mismatch for dtype={dtype_name!r}, shape={list(shape)}: "
             f"expected {want}, got {len(payload)}"
         )
     return np.frombuffer(payload, dtype=WIRE_DTYPES[dtype_name]).reshape([int(d) for d in shape])

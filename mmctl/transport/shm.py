@@ -38,7 +38,9 @@ NAME_RE = re.compile(r"^mmctl-(\d+)-\d+-[0-9a-f]+$")
 
 def shm_dir() -> Path:
     """``/dev/shm`` (``$MMCTL_SHM_DIR`` overrides it, for tests of broken setups)."""
-    return Path(os.environ.get("MMCTL_SHM_DIR", "/dev/shm"))
+    from mmctl import settings
+
+    return settings.shm_dir()
 
 
 class ShmUnavailable(InputError):
@@ -163,6 +165,7 @@ class ShmArena:
         try:
             if nbytes:
                 os.posix_fallocate(fd, 0, nbytes)
+            if nbytes and mapped:
                 segment._map = mmap.mmap(
                     fd, nbytes, mmap.MAP_SHARED, mmap.PROT_WRITE | mmap.PROT_READ
                 )

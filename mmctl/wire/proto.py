@@ -40,6 +40,10 @@ def descriptor_pool():
     return POOL
 
 
+#: gRPC channel and server options: no message-size limits, like the real
+#: worker (a video's pixel tensor is hundreds of megabytes inline).
+UNLIMITED = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
+
 #: Proto file names as registered in the pool; the same names as upstream's,
 #: so ``import "common.proto"`` resolves alike on both sides.
 PROTO_FILES = ("common.proto", "vllm_engine.proto")

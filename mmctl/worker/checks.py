@@ -18,13 +18,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mmctl.errors import InputError
 from mmctl.media.probe import MediaKind
 from mmctl.models.model import Model
 from mmctl.prompt.layout import Span
 from mmctl.prompt.mrope import walk
-from mmctl.request.tensors import LEGACY_DTYPES, WIRE_DTYPES, expected_nbytes
+from mmctl.request.tensors import LEGACY_DTYPES, WIRE_DTYPES, from_bytes
 from mmctl.request.view import batches, tensor_fields
 from mmctl.transport.shm import ShmReadError, read_handle
+from mmctl.wire import proto
 
 ENGINE_FAIL = "the real worker would fail in the engine with"
 
@@ -91,11 +93,12 @@ class ReceivedBatch:
 def _kind(modality: int, legacy: bool, label: str) -> MediaKind:
     if legacy:
         return MediaKind.IMAGE  # field 10 is unknown to such a worker: everything is an image
-    if modality in (0, 1):
+    common = proto.common()
+    if modality in (common.MODALITY_UNSPECIFIED, common.IMAGE):  # unspecified reads as image
         return MediaKind.IMAGE
-    if modality == 3:
+    if modality == common.VIDEO:
         return MediaKind.VIDEO
-    if modality == 2:
+    if modality == common.AUDIO:
         raise Rejected(f"{label}.modality AUDIO is not supported on the vLLM preprocessed path")
     raise Rejected(f"{label}.modality {modality} is not a known Modality value")
 
@@ -163,13 +166,10 @@ def _tensor(payload: bytes, td, key: str, label: str, policy: Policy) -> np.ndar
         raise Rejected(
             f"{label}.{key}: unsupported proto tensor dtype {td.dtype!r} (accepted: {accepted})"
         )
-    want = expected_nbytes(td.shape, td.dtype)
-    if len(payload) != want:
-        raise Rejected(
-            f"{label}.{key}: TensorData byte length mismatch for dtype={td.dtype!r}, "
-            f"shape={list(td.shape)}: expected {want}, got {len(payload)}"
-        )
-    return np.frombuffer(payload, dtype=WIRE_DTYPES[td.dtype]).reshape([int(d) for d in td.shape])
+    try:
+        return from_bytes(payload, td.shape, td.dtype)
+    except InputError as err:
+        raise Rejected(f"{label}.{key}: {err.message}") from None
 
 
 def validate(req, batches: list[ReceivedBatch], model: Model, policy: Policy) -> None:

@@ -27,12 +27,12 @@ from mmctl.request.tensors import wire_name
 from mmctl.request.view import batches
 from mmctl.transport.shm import namespace_id
 from mmctl.wire import proto
+from mmctl.wire.proto import UNLIMITED
 from mmctl.worker import answers, checks, media_refs
 from mmctl.worker.descriptors import LEGACY_EMPTY_SERVER_INFO, reflection_pool
 from mmctl.worker.generate import finish
 
 CHUNK = 64 * 1024
-UNLIMITED = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
 SERVER_TYPE = "vllm-grpc"
 
 
@@ -83,226 +83,223 @@ class _Requests:
             return len(self._events)
 
 
-def _servicer_class():
-    base = proto.engine_grpc().VllmEngineServicer
+class StubServicer(proto.engine_grpc().VllmEngineServicer):  # type: ignore[misc]
+    """``vllm.grpc.engine.VllmEngine``, strict where the real worker is."""
 
-    class StubServicer(base):
-        def __init__(self, cfg: StubConfig) -> None:
-            self.cfg = cfg
-            self.requests = _Requests()
-            self.started = time.time()
-            self._bundle: tuple[bytes, str] | None = None
-            self._bundle_lock = threading.Lock()
-            self._seq = 0
+    def __init__(self, cfg: StubConfig) -> None:
+        self.cfg = cfg
+        self.requests = _Requests()
+        self.started = time.time()
+        self._bundle: tuple[bytes, str] | None = None
+        self._bundle_lock = threading.Lock()
+        self._seq = 0
 
-        # ---- Generate -------------------------------------------------------
+    # ---- Generate -------------------------------------------------------
 
-        def Generate(self, request, context):
-            cfg = self.cfg
-            engine = proto.engine()
-            started = time.perf_counter()
-            request_id = request.request_id or self._next_id()
-            try:
-                batches, prompt_len = self._admit(request)
-                if cfg.answer == "echo":
-                    text = answers.echo_answer(request, batches)
-                else:
-                    text = answers.colours_answer(batches, cfg.model.params)
-                tok = cfg.model.tokenizer
-                sp = request.sampling_params
-                done = finish(
-                    tok.encode(text),
-                    eos_ids=cfg.model.eos_token_ids,
-                    max_tokens=sp.max_tokens if sp.HasField("max_tokens") else None,
-                    stop_token_ids=list(sp.stop_token_ids),
-                    stop=list(sp.stop),
-                    ignore_eos=sp.ignore_eos,
-                    decode=lambda t: tok.decode(t, skip_special_tokens=True),
-                )
-            except checks.Rejected as err:
-                self._log(request_id, request, f"INVALID_ARGUMENT: {err}", started)
-                context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
-            except Exception as err:  # never let a request take the server down
-                self._log(request_id, request, f"INTERNAL: {type(err).__name__}: {err}", started)
-                context.abort(
-                    grpc.StatusCode.INTERNAL, f"stub worker error: {type(err).__name__}: {err}"
-                )
-            aborted = self.requests.start(request_id)
-            try:
-                delay = cfg.delay_ms / 1000
-                if request.stream:
-                    for n, token in enumerate(done.tokens):
-                        if (delay and aborted.wait(delay)) or aborted.is_set():
-                            self._log(request_id, request, f"aborted after {n} tokens", started)
-                            yield self._complete(engine, [], "abort", prompt_len, n, None)
-                            return
-                        if not context.is_active():
-                            return
-                        yield engine.GenerateResponse(
-                            chunk=engine.GenerateStreamChunk(
-                                token_ids=[token], prompt_tokens=prompt_len, completion_tokens=n + 1
-                            )
-                        )
-                    last = done.tokens[-1:]
-                    yield self._complete(
-                        engine, last, done.finish_reason, prompt_len, len(done.tokens), done
-                    )
-                else:
-                    if delay * len(done.tokens) and aborted.wait(delay * len(done.tokens)):
-                        self._log(request_id, request, "aborted", started)
-                        yield self._complete(engine, [], "abort", prompt_len, 0, None)
-                        return
-                    yield self._complete(
-                        engine, done.tokens, done.finish_reason, prompt_len, len(done.tokens), done
-                    )
-                self._log(
-                    request_id,
-                    request,
-                    f"ok {text!r} ({len(done.tokens)} tokens, {done.finish_reason})",
-                    started,
-                )
-            finally:
-                self.requests.end(request_id)
-
-        def _admit(self, request):
-            """Decode and check; returns (batches, prompt length)."""
-            cfg, policy = self.cfg, self.cfg.policy
-            if request.WhichOneof("input") != "tokenized":
-                raise checks.Rejected("this worker takes tokenized input (input_ids), not text")
-            has_refs = request.HasField("media_refs")
-            has_batches = request.HasField("mm_inputs") or len(request.extra_mm_inputs) > 0
-            if policy.legacy_proto and (has_refs or len(request.extra_mm_inputs)):
-                what = "media_refs" if has_refs else "extra_mm_inputs"
-                raise checks.Rejected(
-                    f"{what} is unknown to this worker's proto (it predates it) and would be "
-                    "silently dropped"
-                )
-            if has_refs:
-                if has_batches:
-                    raise checks.Rejected(
-                        "media_refs requires tokenized input and cannot be combined with "
-                        "preprocessed multimodal inputs"
-                    )
-                layout, built = media_refs.process(
-                    request, cfg.model, policy.device_normalize, cfg.allowed_local_media_path
-                )
-                batches = [_received(n, b) for n, b in enumerate(built)]
-                del request.tokenized.input_ids[:]
-                request.tokenized.input_ids.extend(layout.id_list())
+    def Generate(self, request, context):
+        cfg = self.cfg
+        engine = proto.engine()
+        started = time.perf_counter()
+        request_id = request.request_id or self._next_id()
+        try:
+            batches, prompt_len = self._admit(request)
+            if cfg.answer == "echo":
+                text = answers.echo_answer(request, batches)
             else:
-                batches = checks.decode(request, policy)
-            checks.validate(request, batches, cfg.model, policy)
-            return batches, len(request.tokenized.input_ids)
-
-        @staticmethod
-        def _complete(engine, tokens, reason, prompt_len, completion, done):
-            msg = engine.GenerateComplete(
-                output_ids=list(tokens),
-                finish_reason=reason,
-                prompt_tokens=prompt_len,
-                completion_tokens=completion,
+                text = answers.colours_answer(batches, cfg.model.params)
+            tok = cfg.model.tokenizer
+            sp = request.sampling_params
+            done = finish(
+                tok.encode(text),
+                eos_ids=cfg.model.eos_token_ids,
+                max_tokens=sp.max_tokens if sp.HasField("max_tokens") else None,
+                stop_token_ids=list(sp.stop_token_ids),
+                stop=list(sp.stop),
+                ignore_eos=sp.ignore_eos,
+                decode=lambda t: tok.decode(t, skip_special_tokens=True),
             )
-            if done is not None and done.matched_token_id is not None:
-                msg.matched_token_id = done.matched_token_id
-            elif done is not None and done.matched_stop_str is not None:
-                msg.matched_stop_str = done.matched_stop_str
-            return engine.GenerateResponse(complete=msg)
-
-        def _next_id(self) -> str:
-            self._seq += 1
-            return f"stub-{self._seq}"
-
-        def _log(self, request_id, request, outcome: str, started: float) -> None:
-            kinds = [_describe(mm) for mm in batches(request)]
-            if request.HasField("media_refs"):
-                kinds.append(f"{len(request.media_refs.items)} media_refs")
-            what = "; ".join(kinds) or "text only"
-            ms = (time.perf_counter() - started) * 1000
-            self.cfg.log.write(f"[stub] Generate {request_id}: {what} -> {outcome} ({ms:.0f} ms)\n")
-            self.cfg.log.flush()
-
-        # ---- the rest of the service -----------------------------------------
-
-        def _note(self, line: str) -> None:
-            self.cfg.log.write(f"[stub] {line}\n")
-            self.cfg.log.flush()
-
-        def HealthCheck(self, request, context):
-            self._note("HealthCheck: healthy")
-            return proto.engine().HealthCheckResponse(healthy=True, message="stub worker ready")
-
-        def Abort(self, request, context):
-            found = self.requests.abort(list(request.request_ids))
-            self._note(f"Abort {list(request.request_ids)}: {found} in flight")
-            return proto.engine().AbortResponse()
-
-        def GetModelInfo(self, request, context):
-            self._note("GetModelInfo")
-            model = self.cfg.model
-            config = dict(model.files.config)
-            eos = model.eos_token_ids
-            return proto.engine().GetModelInfoResponse(
-                model_path=model.source.label,
-                is_generation=True,
-                max_context_length=int(config.get("max_position_embeddings", 0) or 0),
-                vocab_size=model.tokenizer.vocab_size,
-                supports_vision=True,
-                served_model_name=f"mmctl-stub/{model.spec.name}",
-                tokenizer_path=model.source.label,
-                model_type=str(config.get("model_type", "")),
-                architectures=[str(a) for a in config.get("architectures", [])],
-                eos_token_ids=eos,
-                pad_token_id=int(config.get("pad_token_id", 0) or 0),
-                bos_token_id=int(config.get("bos_token_id", 0) or 0),
-                max_req_input_len=int(config.get("max_position_embeddings", 0) or 0),
+        except checks.Rejected as err:
+            self._log(request_id, request, f"INVALID_ARGUMENT: {err}", started)
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
+        except Exception as err:  # never let a request take the server down
+            self._log(request_id, request, f"INTERNAL: {type(err).__name__}: {err}", started)
+            context.abort(
+                grpc.StatusCode.INTERNAL, f"stub worker error: {type(err).__name__}: {err}"
             )
-
-        def GetServerInfo(self, request, context):
-            self._note("GetServerInfo")
-            policy = self.cfg.policy
-            info = proto.engine().GetServerInfoResponse(
-                active_requests=len(self.requests),
-                is_paused=False,
-                last_receive_timestamp=self.requests.last_receive,
-                uptime_seconds=time.time() - self.started,
-                server_type=SERVER_TYPE,
-                data_parallel_size=1,
-                shm_namespace_id=namespace_id(),
-                model_dtype="bfloat16",
-                multimodal_encoder_dtype="bfloat16",
-                mm_device_do_normalize=policy.device_normalize,
-                mm_item_limits=",".join(f"{k}={v}" for k, v in policy.item_limits.items()),
-                mm_encoder_budget=policy.encoder_budget,
-                max_num_seqs=256,
-                mm_processor="mmctl",
-                mm_processor_source="mmctl stub worker",
-                mm_media_ref_schemes=",".join(
-                    media_refs.schemes(self.cfg.allowed_local_media_path)
-                ),
-            )
-            if policy.legacy_proto:
-                for name in LEGACY_EMPTY_SERVER_INFO:
-                    info.ClearField(name)
-            return info
-
-        def GetTokenizer(self, request, context):
-            with self._bundle_lock:
-                if self._bundle is None:
-                    self._bundle = build_bundle(self.cfg.model.source)
-            data, sha = self._bundle
-            self._note(f"GetTokenizer: {len(data):,} bytes, sha256 {sha[:12]}…")
-            common = proto.common()
-            for start in range(0, len(data), CHUNK):
-                end = min(start + CHUNK, len(data))
-                yield common.GetTokenizerChunk(
-                    data=data[start:end], sha256=sha if end == len(data) else ""
+        aborted = self.requests.start(request_id)
+        try:
+            delay = cfg.delay_ms / 1000
+            if request.stream:
+                for n, token in enumerate(done.tokens):
+                    if (delay and aborted.wait(delay)) or aborted.is_set():
+                        self._log(request_id, request, f"aborted after {n} tokens", started)
+                        yield self._complete(engine, [], "abort", prompt_len, n, None)
+                        return
+                    if not context.is_active():
+                        return
+                    yield engine.GenerateResponse(
+                        chunk=engine.GenerateStreamChunk(
+                            token_ids=[token], prompt_tokens=prompt_len, completion_tokens=n + 1
+                        )
+                    )
+                last = done.tokens[-1:]
+                yield self._complete(
+                    engine, last, done.finish_reason, prompt_len, len(done.tokens), done
                 )
+            else:
+                if delay * len(done.tokens) and aborted.wait(delay * len(done.tokens)):
+                    self._log(request_id, request, "aborted", started)
+                    yield self._complete(engine, [], "abort", prompt_len, 0, None)
+                    return
+                yield self._complete(
+                    engine, done.tokens, done.finish_reason, prompt_len, len(done.tokens), done
+                )
+            self._log(
+                request_id,
+                request,
+                f"ok {text!r} ({len(done.tokens)} tokens, {done.finish_reason})",
+                started,
+            )
+        finally:
+            self.requests.end(request_id)
 
-    return StubServicer
+    def _admit(self, request):
+        """Decode and check; returns (batches, prompt length)."""
+        cfg, policy = self.cfg, self.cfg.policy
+        if request.WhichOneof("input") != "tokenized":
+            raise checks.Rejected("this worker takes tokenized input (input_ids), not text")
+        has_refs = request.HasField("media_refs")
+        has_batches = request.HasField("mm_inputs") or len(request.extra_mm_inputs) > 0
+        if policy.legacy_proto and (has_refs or len(request.extra_mm_inputs)):
+            what = "media_refs" if has_refs else "extra_mm_inputs"
+            raise checks.Rejected(
+                f"{what} is unknown to this worker's proto (it predates it) and would be "
+                "silently dropped"
+            )
+        if has_refs:
+            if has_batches:
+                raise checks.Rejected(
+                    "media_refs requires tokenized input and cannot be combined with "
+                    "preprocessed multimodal inputs"
+                )
+            layout, built = media_refs.process(
+                request, cfg.model, policy.device_normalize, cfg.allowed_local_media_path
+            )
+            batches = [_received(n, b) for n, b in enumerate(built)]
+            del request.tokenized.input_ids[:]
+            request.tokenized.input_ids.extend(layout.id_list())
+        else:
+            batches = checks.decode(request, policy)
+        checks.validate(request, batches, cfg.model, policy)
+        return batches, len(request.tokenized.input_ids)
+
+    @staticmethod
+    def _complete(engine, tokens, reason, prompt_len, completion, done):
+        msg = engine.GenerateComplete(
+            output_ids=list(tokens),
+            finish_reason=reason,
+            prompt_tokens=prompt_len,
+            completion_tokens=completion,
+        )
+        if done is not None and done.matched_token_id is not None:
+            msg.matched_token_id = done.matched_token_id
+        elif done is not None and done.matched_stop_str is not None:
+            msg.matched_stop_str = done.matched_stop_str
+        return engine.GenerateResponse(complete=msg)
+
+    def _next_id(self) -> str:
+        self._seq += 1
+        return f"stub-{self._seq}"
+
+    def _log(self, request_id, request, outcome: str, started: float) -> None:
+        kinds = [_describe(mm) for mm in batches(request)]
+        if request.HasField("media_refs"):
+            kinds.append(f"{len(request.media_refs.items)} media_refs")
+        what = "; ".join(kinds) or "text only"
+        ms = (time.perf_counter() - started) * 1000
+        self.cfg.log.write(f"[stub] Generate {request_id}: {what} -> {outcome} ({ms:.0f} ms)\n")
+        self.cfg.log.flush()
+
+    # ---- the rest of the service -----------------------------------------
+
+    def _note(self, line: str) -> None:
+        self.cfg.log.write(f"[stub] {line}\n")
+        self.cfg.log.flush()
+
+    def HealthCheck(self, request, context):
+        self._note("HealthCheck: healthy")
+        return proto.engine().HealthCheckResponse(healthy=True, message="stub worker ready")
+
+    def Abort(self, request, context):
+        found = self.requests.abort(list(request.request_ids))
+        self._note(f"Abort {list(request.request_ids)}: {found} in flight")
+        return proto.engine().AbortResponse()
+
+    def GetModelInfo(self, request, context):
+        self._note("GetModelInfo")
+        model = self.cfg.model
+        config = dict(model.files.config)
+        eos = model.eos_token_ids
+        return proto.engine().GetModelInfoResponse(
+            model_path=model.source.label,
+            is_generation=True,
+            max_context_length=int(config.get("max_position_embeddings", 0) or 0),
+            vocab_size=model.tokenizer.vocab_size,
+            supports_vision=True,
+            served_model_name=f"mmctl-stub/{model.spec.name}",
+            tokenizer_path=model.source.label,
+            model_type=str(config.get("model_type", "")),
+            architectures=[str(a) for a in config.get("architectures", [])],
+            eos_token_ids=eos,
+            pad_token_id=int(config.get("pad_token_id", 0) or 0),
+            bos_token_id=int(config.get("bos_token_id", 0) or 0),
+            max_req_input_len=int(config.get("max_position_embeddings", 0) or 0),
+        )
+
+    def GetServerInfo(self, request, context):
+        self._note("GetServerInfo")
+        policy = self.cfg.policy
+        info = proto.engine().GetServerInfoResponse(
+            active_requests=len(self.requests),
+            is_paused=False,
+            last_receive_timestamp=self.requests.last_receive,
+            uptime_seconds=time.time() - self.started,
+            server_type=SERVER_TYPE,
+            data_parallel_size=1,
+            shm_namespace_id=namespace_id(),
+            model_dtype="bfloat16",
+            multimodal_encoder_dtype="bfloat16",
+            mm_device_do_normalize=policy.device_normalize,
+            mm_item_limits=",".join(f"{k}={v}" for k, v in policy.item_limits.items()),
+            mm_encoder_budget=policy.encoder_budget,
+            max_num_seqs=256,
+            mm_processor="mmctl",
+            mm_processor_source="mmctl stub worker",
+            mm_media_ref_schemes=",".join(media_refs.schemes(self.cfg.allowed_local_media_path)),
+        )
+        if policy.legacy_proto:
+            for name in LEGACY_EMPTY_SERVER_INFO:
+                info.ClearField(name)
+        return info
+
+    def GetTokenizer(self, request, context):
+        with self._bundle_lock:
+            if self._bundle is None:
+                self._bundle = build_bundle(self.cfg.model.source)
+        data, sha = self._bundle
+        self._note(f"GetTokenizer: {len(data):,} bytes, sha256 {sha[:12]}…")
+        common = proto.common()
+        for start in range(0, len(data), CHUNK):
+            end = min(start + CHUNK, len(data))
+            yield common.GetTokenizerChunk(
+                data=data[start:end], sha256=sha if end == len(data) else ""
+            )
 
 
 def _describe(mm) -> str:
-    kind = {0: "IMAGE?", 1: "IMAGE", 2: "AUDIO", 3: "VIDEO"}.get(mm.modality, str(mm.modality))
+    common = proto.common()
+    known = {v: k for k, v in common.Modality.items()}
+    kind = known.get(mm.modality, str(mm.modality)).replace("MODALITY_UNSPECIFIED", "IMAGE?")
     td = mm.pixel_values
     where = td.WhichOneof("payload") or "none"
     return f"{kind} {len(mm.mm_placeholders)} item(s) {list(td.shape)} {td.dtype} via {where}"
@@ -390,7 +387,7 @@ def start(
         futures.ThreadPoolExecutor(max_workers=workers),
         options=[*UNLIMITED, ("grpc.so_reuseport", 0)],
     )
-    servicer = _servicer_class()(cfg)
+    servicer = StubServicer(cfg)
     proto.engine_grpc().add_VllmEngineServicer_to_server(servicer, server)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
