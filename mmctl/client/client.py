@@ -116,7 +116,7 @@ class Client:
         self._bundle = Path(bundle) if bundle is not None else None
         self._family, self._vision = family, vision or VisionOverrides()
         self._refresh = refresh_bundle
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._channel: grpc.Channel | None = None
         self._facts: WorkerFacts | None = None
         self._source: ModelSource | None = None
@@ -165,13 +165,14 @@ class Client:
             return self._facts
 
     def session(self, timeline: Timeline | None = None) -> Session:
-        """The worker's facts and model files, set up on first use (laps on ``timeline``)."""
+        """The worker's facts and model files, set up on first use (laps on
+        ``timeline``: one caller pays the whole set-up, the others wait for it)."""
         if self._session is not None:
             return self._session
         source = self.local_source()
-        facts = self.facts(timeline)
-        with self._lock:
+        with self._lock:  # re-entrant: facts() takes it too
             if self._session is None:
+                facts = self.facts(timeline)
                 assert self._channel is not None
                 self._session = Session.open(
                     self.target,

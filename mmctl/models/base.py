@@ -11,11 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from mmctl.errors import InputError, UsageError
+
+if TYPE_CHECKING:
+    from mmctl.media.probe import MediaKind
+    from mmctl.models.fields import WireField
 
 
 @dataclass(frozen=True)
@@ -205,6 +209,9 @@ class ModelSpec(Protocol):
         self, indices: np.ndarray, total_frames: int, source_fps: float, params: VisionParams
     ) -> dict[str, np.ndarray]:
         """Per-video tensors beyond pixels and grid (one row per item), by vLLM key."""
+
+    def fields(self, kind: MediaKind) -> tuple[WireField, ...]:
+        """The tensors of one modality's batch (:mod:`mmctl.models.fields`)."""
 
 
 @dataclass(frozen=True)

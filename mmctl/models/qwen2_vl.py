@@ -16,7 +16,9 @@ from typing import Any
 import numpy as np
 
 from mmctl.errors import InputError
+from mmctl.media.probe import MediaKind
 from mmctl.models.base import PixelBudget, TokenIds, VisionParams
+from mmctl.models.fields import FieldLayout, WireField, qwen_fields
 from mmctl.preprocessing.resize import fit_budget
 
 #: OPENAI_CLIP_MEAN / OPENAI_CLIP_STD in transformers.image_utils.
@@ -48,6 +50,24 @@ TOKEN_IDS = TokenIds(
 
 MODEL_TYPES = ("qwen2_vl", "qwen2_5_vl")
 
+#: vLLM's Qwen2.5-VL field config: video adds ``second_per_grid_ts``, batched.
+FIELDS = {
+    MediaKind.IMAGE: qwen_fields(MediaKind.IMAGE),
+    MediaKind.VIDEO: qwen_fields(
+        MediaKind.VIDEO,
+        (
+            WireField(
+                "second_per_grid_ts",
+                FieldLayout.BATCHED,
+                "second_per_grid_ts",
+                "float32",
+                (),
+                "[items] seconds per temporal patch, Tp / sampled fps",
+            ),
+        ),
+    ),
+}
+
 
 @dataclass(frozen=True)
 class Qwen2VL:
@@ -64,6 +84,9 @@ class Qwen2VL:
         return any(
             str(a).startswith(("Qwen2VL", "Qwen2_5_VL")) for a in config.get("architectures") or ()
         )
+
+    def fields(self, kind: MediaKind) -> tuple[WireField, ...]:
+        return FIELDS[kind]
 
     def sample_indices(
         self, total_frames: int, source_fps: float, params: VisionParams

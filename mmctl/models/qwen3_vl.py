@@ -12,7 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from mmctl.media.probe import MediaKind
 from mmctl.models.base import PixelBudget, TokenIds, VisionParams
+from mmctl.models.fields import WireField, qwen_fields
 from mmctl.preprocessing.resize import fit_budget, smart_resize_video
 
 PARAMS = VisionParams(
@@ -40,6 +42,9 @@ TOKEN_IDS = TokenIds(
 
 MODEL_TYPES = ("qwen3_vl", "qwen3_vl_moe")
 
+#: vLLM's Qwen3-VL field config (``Qwen3VLMultiModalProcessor._get_mm_fields_config``).
+FIELDS = {kind: qwen_fields(kind) for kind in MediaKind}
+
 
 @dataclass(frozen=True)
 class Qwen3VL:
@@ -55,6 +60,9 @@ class Qwen3VL:
         if config.get("model_type") in MODEL_TYPES:
             return True
         return any(str(a).startswith("Qwen3VL") for a in config.get("architectures") or ())
+
+    def fields(self, kind: MediaKind) -> tuple[WireField, ...]:
+        return FIELDS[kind]
 
     def sample_indices(
         self, total_frames: int, source_fps: float, params: VisionParams

@@ -5,24 +5,10 @@ only at the end, by :meth:`RequestPlan.to_proto` with a *placer* that decides
 where each tensor's bytes go: inline (default) or a shared-memory file (the
 send command's transport). That keeps one builder for both transports.
 
-What mmctl sends, per modality batch (checked against the upstream servicer,
-vLLM's Qwen3-VL / Qwen2.5-VL field configs and the smg router's specs):
-
-======================  =========================================  ==========
-key                     meaning                                    field
-======================  =========================================  ==========
-``pixel_values``        ``[Σ rows, C·Tp·P·P]`` patchified pixels    flat, split by the sizes tensor
-``image_grid_thw`` /    int64 ``[items, 3]``                        batched, kept on CPU
-``video_grid_thw``
-``patches_per_image`` / int64 ``[items]``: rows of each item        batched (the flat sizes)
-``patches_per_video``
-``second_per_grid_ts``  float32 ``[items]`` (Qwen2.5-VL video)      batched
-======================  =========================================  ==========
-
-The servicer renames ``pixel_values`` to ``pixel_values_videos`` for VIDEO
-batches, splits flat tensors with ``batch[sizes_key].flatten()`` — hence a
-per-item sizes tensor rather than the grid itself — and marks as embedding
-positions only the ``im_token_id`` tokens inside each placeholder span.
+What each modality batch carries — keys, flat or batched, kept on the CPU —
+is the model family's field table (:mod:`mmctl.models.fields`), the same
+table the stub worker checks against. Each batch also names its pad token
+(``im_token_id``), one placeholder span and one content hash per item.
 ``encoder_input_key`` stays unset: Qwen's forward takes ``pixel_values``.
 """
 
@@ -38,6 +24,7 @@ import numpy as np
 from mmctl.choices import DEFAULT_MAX_TOKENS
 from mmctl.errors import UsageError
 from mmctl.media.probe import MediaKind
+from mmctl.models.fields import GRID, PIXELS, ROWS, FieldLayout, WireField
 from mmctl.preprocessing.pipeline import Preprocessed
 from mmctl.prompt.layout import Layout, pad_id
 from mmctl.request import tensors
@@ -45,9 +32,7 @@ from mmctl.request import tensors
 # (key, array, wire dtype) -> TensorData
 Placer = Callable[[str, np.ndarray, str], object]
 
-GRID_KEY = {MediaKind.IMAGE: "image_grid_thw", MediaKind.VIDEO: "video_grid_thw"}
-SIZES_KEY = {MediaKind.IMAGE: "patches_per_image", MediaKind.VIDEO: "patches_per_video"}
-PIXELS = "pixel_values"
+PIXEL_KEY = "pixel_values"
 
 
 UINT32_MAX = 2**32 - 1
@@ -152,7 +137,7 @@ class Batch:
         return common.VIDEO if self.kind is MediaKind.VIDEO else common.IMAGE
 
     def arrays(self) -> dict[str, np.ndarray]:
-        return {PIXELS: self.pixel_values, **self.tensors}
+        return {PIXEL_KEY: self.pixel_values, **self.tensors}
 
     def to_proto(self, place: Placer):
         from mmctl.wire import proto
@@ -165,7 +150,7 @@ class Batch:
             keep_on_cpu_keys=self.keep_on_cpu_keys,
             modality=self.modality,
         )
-        msg.pixel_values.CopyFrom(place(PIXELS, self.pixel_values, self.pixel_dtype))
+        msg.pixel_values.CopyFrom(place(PIXEL_KEY, self.pixel_values, self.pixel_dtype))
         for key, array in self.tensors.items():
             msg.model_specific_tensors[key].CopyFrom(place(key, array, tensors.wire_name(array)))
         for offset, length in self.placeholders:
@@ -174,7 +159,8 @@ class Batch:
 
 
 def make_batches(items: Sequence[MediaItem], layout: Layout, spec, model_token_ids) -> list[Batch]:
-    """One batch per modality, in the order the modalities first appear in the prompt."""
+    """One batch per modality, in the order the modalities first appear in the
+    prompt, laid out as the family's field table says (:mod:`mmctl.models.fields`)."""
     order: list[MediaKind] = []
     for item in items:
         if item.kind not in order:
@@ -183,24 +169,19 @@ def make_batches(items: Sequence[MediaItem], layout: Layout, spec, model_token_i
     for kind in order:
         members = [(n, it) for n, it in enumerate(items) if it.kind is kind]
         pres = [it.pre for _, it in members]
+        fields = spec.fields(kind)
         pixels = (
             pres[0].pixel_values
             if len(pres) == 1
             else np.concatenate([p.pixel_values for p in pres])
         )
-        grid_key, sizes_key = GRID_KEY[kind], SIZES_KEY[kind]
         arrays = {
-            grid_key: np.asarray([p.grid_thw for p in pres], dtype=np.int64),
-            sizes_key: np.asarray([int(np.prod(p.grid_thw)) for p in pres], dtype=np.int64),
+            f.key: np.asarray(
+                [_value(f, p, spec) for p in pres], dtype=tensors.WIRE_DTYPES[f.dtype]
+            )
+            for f in fields
+            if f.value != PIXELS
         }
-        if kind is MediaKind.VIDEO:
-            extra: dict[str, list[np.ndarray]] = {}
-            for p in pres:
-                for key, value in spec.video_tensors(
-                    p.frame_indices, p.source.total_frames, p.source.source_fps, p.params
-                ).items():
-                    extra.setdefault(key, []).append(value)
-            arrays.update({k: np.concatenate(v) for k, v in extra.items()})
         spans = [layout.spans[n] for n, _ in members]
         batches.append(
             Batch(
@@ -211,12 +192,24 @@ def make_batches(items: Sequence[MediaItem], layout: Layout, spec, model_token_i
                 im_token_id=pad_id(kind, model_token_ids),
                 placeholders=[(s.offset, s.length) for s in spans],
                 hashes=[it.content_hash for _, it in members],
-                batched_keys=[k for k in arrays if k != PIXELS],
-                flat_keys={PIXELS: sizes_key},
-                keep_on_cpu_keys=[grid_key],
+                batched_keys=[f.key for f in fields if f.layout is FieldLayout.BATCHED],
+                flat_keys={f.key: f.sizes for f in fields if f.layout is FieldLayout.FLAT},
+                keep_on_cpu_keys=[f.key for f in fields if f.keep_on_cpu],
             )
         )
     return batches
+
+
+def _value(field: WireField, pre: Preprocessed, spec) -> object:
+    """One item's row of a batched tensor."""
+    if field.value == GRID:
+        return pre.grid_thw
+    if field.value == ROWS:
+        return int(np.prod(pre.grid_thw))
+    extra = spec.video_tensors(
+        pre.frame_indices, pre.source.total_frames, pre.source.source_fps, pre.params
+    )
+    return extra[field.value][0]
 
 
 def inline_placer(key: str, array: np.ndarray, dtype_name: str):

@@ -20,6 +20,8 @@ import numpy as np
 
 from mmctl.errors import InputError
 from mmctl.media.probe import MediaKind
+from mmctl.models.base import ModelSpec
+from mmctl.models.fields import GRID, PIXELS, FieldLayout, WireField, by_value
 from mmctl.models.model import Model
 from mmctl.prompt.layout import Span
 from mmctl.prompt.mrope import walk
@@ -69,6 +71,8 @@ class ReceivedBatch:
     batched_keys: list[str]
     flat_keys: dict[str, str]
     keep_on_cpu_keys: list[str]
+    #: The served model's field table for this batch's modality.
+    fields: tuple[WireField, ...] = ()
 
     @property
     def label(self) -> str:
@@ -83,7 +87,7 @@ class ReceivedBatch:
 
     @property
     def grid_key(self) -> str:
-        return "video_grid_thw" if self.kind is MediaKind.VIDEO else "image_grid_thw"
+        return by_value(self.fields, GRID).key
 
     def grids(self) -> list[tuple[int, int, int]]:
         grid = self.tensors[self.grid_key].reshape(-1, 3)
@@ -117,7 +121,7 @@ def _payload(td, key: str, label: str) -> tuple[bytes, str]:
     raise Rejected(f"{label}.{key}: TensorData payload is required")
 
 
-def decode(req, policy: Policy) -> list[ReceivedBatch]:
+def decode(req, policy: Policy, spec: ModelSpec) -> list[ReceivedBatch]:
     """Read every batch's tensors (shm files are consumed here) with the servicer's checks."""
     out: list[ReceivedBatch] = []
     errors: list[str] = []
@@ -153,6 +157,7 @@ def decode(req, policy: Policy) -> list[ReceivedBatch]:
             batched_keys=list(mm.batched_keys),
             flat_keys=dict(mm.flat_keys),
             keep_on_cpu_keys=list(mm.keep_on_cpu_keys),
+            fields=spec.fields(kind),
         )
         out.append(batch)
     if errors:
@@ -261,14 +266,8 @@ def _check_batch(batch: ReceivedBatch, model: Model, policy: Policy) -> None:
             f"{label}.im_token_id is {batch.im_token_id}, the served model's "
             f"{batch.kind.value} pad token is {want_pad}"
         )
-    if batch.grid_key not in batch.tensors:
-        raise Rejected(f"{label} ({batch.kind.value}) carries no {batch.grid_key} tensor")
-    grid = batch.tensors[batch.grid_key]
     items = len(batch.placeholders)
-    if grid.ndim != 2 or grid.shape[1] != 3 or grid.shape[0] != items:
-        raise Rejected(
-            f"{label}.{batch.grid_key} has shape {list(grid.shape)}; {items} placeholder(s) need [{items}, 3]"
-        )
+    _check_batched_fields(batch, items)
     want_dim = 3 * p.temporal_patch_size * p.patch_size * p.patch_size
     if pixels.ndim != 2 or pixels.shape[1] != want_dim:
         raise Rejected(
@@ -310,7 +309,40 @@ def _check_batch(batch: ReceivedBatch, model: Model, policy: Policy) -> None:
             raise Rejected(
                 f"{label}.keep_on_cpu_keys names {key!r}, which is not a tensor of the batch"
             )
+    _check_declared(batch)
     for grid_row in batch.grids():
         _, h, w = grid_row
         if min(grid_row) < 1 or h % p.merge_size or w % p.merge_size:
             raise Rejected(f"{label}.{batch.grid_key} row {list(grid_row)} is not a valid grid")
+
+
+def _check_batched_fields(batch: ReceivedBatch, items: int) -> None:
+    """Every tensor the served model's field table names is there, one row per item."""
+    for f in batch.fields:
+        if f.value == PIXELS:
+            continue
+        name = batch.rename(f.key)
+        if name not in batch.tensors:
+            raise Rejected(f"{batch.label} ({batch.kind.value}) carries no {f.key} tensor")
+        want = [items, *f.item_shape]
+        got = batch.tensors[name]
+        if list(got.shape) != want:
+            raise Rejected(
+                f"{batch.label}.{f.key} has shape {list(got.shape)}; {items} placeholder(s) "
+                f"need {want}"
+            )
+
+
+def _check_declared(batch: ReceivedBatch) -> None:
+    """The batch's key lists say what the model's field table says: a tensor
+    not declared batched, flat or kept on the CPU reaches the model wrongly cut."""
+    for f in batch.fields:
+        if f.layout is FieldLayout.BATCHED and f.key not in batch.batched_keys:
+            raise Rejected(f"{batch.label}.batched_keys lacks {f.key!r} (one row per item)")
+        if f.layout is FieldLayout.FLAT and batch.flat_keys.get(f.key) != f.sizes:
+            raise Rejected(
+                f"{batch.label}.flat_keys[{f.key!r}] must be {f.sizes!r} (rows per item), "
+                f"got {batch.flat_keys.get(f.key)!r}"
+            )
+        if f.keep_on_cpu and f.key not in batch.keep_on_cpu_keys:
+            raise Rejected(f"{batch.label}.keep_on_cpu_keys lacks {f.key!r}")

@@ -185,11 +185,11 @@ class StubServicer(proto.engine_grpc().VllmEngineServicer):  # type: ignore[misc
             layout, built = media_refs.process(
                 request, cfg.model, policy.device_normalize, cfg.allowed_local_media_path
             )
-            batches = [_received(n, b) for n, b in enumerate(built)]
+            batches = [_received(n, b, cfg.model.spec) for n, b in enumerate(built)]
             del request.tokenized.input_ids[:]
             request.tokenized.input_ids.extend(layout.id_list())
         else:
-            batches = checks.decode(request, policy)
+            batches = checks.decode(request, policy, cfg.model.spec)
         checks.validate(request, batches, cfg.model, policy)
         return batches, len(request.tokenized.input_ids)
 
@@ -305,7 +305,7 @@ def _describe(mm) -> str:
     return f"{kind} {len(mm.mm_placeholders)} item(s) {list(td.shape)} {td.dtype} via {where}"
 
 
-def _received(n: int, batch) -> checks.ReceivedBatch:
+def _received(n: int, batch, spec) -> checks.ReceivedBatch:
     """A locally built batch (worker-side processing) as if it had arrived."""
     tensors = {}
     dtypes = {}
@@ -325,6 +325,7 @@ def _received(n: int, batch) -> checks.ReceivedBatch:
         batched_keys=list(batch.batched_keys),
         flat_keys=dict(batch.flat_keys),
         keep_on_cpu_keys=list(batch.keep_on_cpu_keys),
+        fields=spec.fields(batch.kind),
     )
 
 

@@ -192,6 +192,16 @@ def _flat_missing(req):
     req.mm_inputs.flat_keys["pixel_values"] = "patches_per_clip"
 
 
+def _undeclare(field, key):
+    def fn(req):
+        keys = getattr(req.mm_inputs, field)
+        kept = [k for k in keys if k != key]
+        del keys[:]
+        keys.extend(kept)
+
+    return fn
+
+
 def _modality(value):
     def fn(req):
         req.mm_inputs.modality = value
@@ -219,6 +229,16 @@ MALFORMED = [
     ("pad-count", lambda req, tmp: _extra_pad(req), "holds 49 video pad tokens"),
     ("frame2-start", lambda req, tmp: _drop_frame2_start(req), "frame 2/4"),
     ("flat-key", lambda req, tmp: _flat_missing(req), "flat_keys names 'patches_per_clip'"),
+    (
+        "cpu-key",
+        lambda req, tmp: _undeclare("keep_on_cpu_keys", "video_grid_thw")(req),
+        "keep_on_cpu_keys lacks 'video_grid_thw'",
+    ),
+    (
+        "batched-key",
+        lambda req, tmp: _undeclare("batched_keys", "patches_per_video")(req),
+        "batched_keys lacks 'patches_per_video'",
+    ),
     ("audio", lambda req, tmp: _modality(2)(req), "AUDIO is not supported"),
     ("modality-7", lambda req, tmp: _modality(7)(req), "7 is not a known Modality"),
 ]
@@ -406,3 +426,23 @@ def test_a_busy_port_is_refused_not_shared(stub):
     assert done.returncode == 2, done.stderr
     # One line, ours: no gRPC C-core log line, and no second server on the port.
     assert done.stderr == f"Error: cannot listen on 127.0.0.1:{port}: Address already in use\n"
+
+
+def test_a_qwen25_worker_checks_its_own_field_table(red_blue, tmp_path, monkeypatch):
+    import mmctl
+    from mmctl.models.model import load_model
+    from mmctl.worker.server import StubConfig, start
+
+    monkeypatch.setenv("MMCTL_CACHE_DIR", str(tmp_path))
+    running = start(StubConfig(model=load_model(family="qwen2.5-vl"), log=io.StringIO()), port=0)
+    try:
+        with mmctl.Client(running.address, family="qwen2.5-vl") as client:
+            ok = client.send(red_blue, "Which colours?", transport="inline")
+            built = client.build(red_blue, "Which colours?")
+        assert ok.answer == "red, blue"
+        assert "second_per_grid_ts" in built.request.mm_inputs.batched_keys
+        refused = pytest.raises(mmctl.WorkerRejected, match="carries no second_per_grid_ts tensor")
+        with mmctl.Client(running.address) as qwen3, refused:  # Qwen3-VL: no timing tensor
+            qwen3.send(red_blue, "Which colours?", transport="inline", skip_checks=True)
+    finally:
+        running.stop(grace=0.5)

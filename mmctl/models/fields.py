@@ -1,0 +1,91 @@
+"""A model family's wire layout: the tensors of each modality batch, declared once.
+
+The counterpart of vLLM's per-model ``_get_mm_fields_config``: for each
+modality, which tensors a batch carries, whether each is *flat* (the rows
+of all items together, split per item by a sizes tensor) or *batched* (one
+row per item), its dtype and per-item shape, and whether it stays on the
+CPU. One table per family drives the request builder
+(:func:`mmctl.request.build.make_batches`), the stub worker's checks
+(:mod:`mmctl.worker.checks`) and the README's table (a test keeps them equal).
+
+The servicer turns the key lists into vLLM field configs, renames
+``pixel_values`` to ``pixel_values_videos`` for VIDEO batches, and splits
+flat tensors with ``batch[sizes].flatten()`` — which is why a per-item sizes
+tensor travels rather than the grid itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from mmctl.media.probe import MediaKind
+
+#: ``WireField.value``: the negotiated pixel tensor.
+PIXELS = "pixels"
+#: ``WireField.value``: the item's ``(t, h, w)`` patch grid.
+GRID = "grid"
+#: ``WireField.value``: the item's pixel rows, ``t·h·w``.
+ROWS = "rows"
+
+
+class FieldLayout(StrEnum):
+    FLAT = "flat"  # all items' rows together, split by the sizes tensor
+    BATCHED = "batched"  # one row per item
+
+
+@dataclass(frozen=True)
+class WireField:
+    """One tensor of a modality batch."""
+
+    key: str
+    layout: FieldLayout
+    #: What fills it per item: :data:`PIXELS`, :data:`GRID`, :data:`ROWS`, or
+    #: a key of ``ModelSpec.video_tensors`` (values the family computes).
+    value: str
+    #: Wire dtype name; :data:`PIXELS` is negotiated (``--pixel-dtype``).
+    dtype: str
+    #: Shape after the first (item or row) dimension; "P" is the patch features.
+    item_shape: tuple[int | str, ...]
+    content: str  # for people: the README's table
+    sizes: str | None = None  # FLAT: the tensor whose values split it per item
+    keep_on_cpu: bool = False
+
+
+def qwen_fields(kind: MediaKind, extra: tuple[WireField, ...] = ()) -> tuple[WireField, ...]:
+    """The Qwen-VL batch (Qwen2-VL, Qwen2.5-VL, Qwen3-VL alike): pixels flat by
+    the per-item row counts, the grid batched and kept on the CPU."""
+    name = kind.value
+    return (
+        WireField(
+            "pixel_values",
+            FieldLayout.FLAT,
+            PIXELS,
+            PIXELS,
+            ("P",),
+            "[Σ rows, C·Tp·P·P] patchified pixels, dtype negotiated",
+            sizes=f"patches_per_{name}",
+        ),
+        WireField(
+            f"{name}_grid_thw",
+            FieldLayout.BATCHED,
+            GRID,
+            "int64",
+            (3,),
+            "[items, 3] patch grid (t, h, w) per item",
+            keep_on_cpu=True,
+        ),
+        WireField(
+            f"patches_per_{name}",
+            FieldLayout.BATCHED,
+            ROWS,
+            "int64",
+            (),
+            "[items] pixel rows per item, t·h·w (the flat sizes)",
+        ),
+        *extra,
+    )
+
+
+def by_value(fields: tuple[WireField, ...], value: str) -> WireField:
+    return next(f for f in fields if f.value == value)

@@ -1,0 +1,41 @@
+"""The families' field tables: one declaration, and the README's table says the same."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mmctl.media.probe import MediaKind
+from mmctl.models import qwen2_vl, qwen3_vl
+from mmctl.models.fields import FieldLayout
+
+README = Path(__file__).resolve().parents[3] / "README.md"
+
+
+def expected_rows() -> list[str]:
+    """The README's rows, derived from the tables (Qwen3-VL, then what Qwen2.5-VL adds)."""
+    rows = []
+    for kind in (MediaKind.IMAGE, MediaKind.VIDEO):
+        base = qwen3_vl.SPEC.fields(kind)
+        extra = [f for f in qwen2_vl.SPEC.fields(kind) if f not in base]
+        for f, note in [*((f, "") for f in base), *((f, " (Qwen2.5-VL)") for f in extra)]:
+            if f.layout is FieldLayout.FLAT:
+                layout = f"flat, split by `{f.sizes}`"
+            else:
+                layout = "batched" + (", kept on CPU" if f.keep_on_cpu else "")
+            rows.append(f"| `{f.key}` | {kind.value}{note} | {f.content} | {layout} |")
+    return rows
+
+
+def test_readme_table_is_the_field_tables():
+    text = README.read_text()
+    table = [line for line in text.splitlines() if line.startswith("| `")]
+    wire = [row for row in table if row.split("|")[2].strip().startswith(("image", "video"))]
+    assert wire == expected_rows()
+
+
+def test_the_families_share_the_qwen_batch_and_qwen25_video_adds_its_timing():
+    for kind in MediaKind:
+        keys3 = [f.key for f in qwen3_vl.SPEC.fields(kind)]
+        keys25 = [f.key for f in qwen2_vl.SPEC.fields(kind)]
+        assert keys25[: len(keys3)] == keys3
+    assert [f.key for f in qwen2_vl.SPEC.fields(MediaKind.VIDEO)][-1] == "second_per_grid_ts"
