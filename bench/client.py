@@ -79,7 +79,7 @@ def main() -> int:
         generate = channel.unary_stream(
             "/vllm.grpc.engine.VllmEngine/Generate",
             request_serializer=None,
-            response_deserializer=proto.engine().GenerateResponse.FromString,
+            response_deserializer=proto.engine_pb2.GenerateResponse.FromString,
         )
 
         def by_hand() -> str:

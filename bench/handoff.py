@@ -44,7 +44,7 @@ def main() -> int:
     pixels = np.random.default_rng(0).integers(0, 2**16, (rows, 1536), dtype=np.uint16)
     target = np.empty_like(pixels)
     np.copyto(target, pixels)  # touch every page once
-    engine = proto.engine()
+    engine = proto.engine_pb2
 
     def memcpy():
         np.copyto(target, pixels)

@@ -56,7 +56,7 @@ def main() -> int:
     text = "<|im_start|>user\n<|vision_start|><|video_pad|><|vision_end|>Describe.<|im_end|>\n<|im_start|>assistant\n"
     prompt_ids = tok.encode(text)
     rows = int(np.prod(grid))
-    engine, common = proto.engine(), proto.common()
+    engine, common = proto.engine_pb2, proto.common_pb2
 
     def handle(key, array, dtype):
         return engine.TensorData(

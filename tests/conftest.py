@@ -75,7 +75,7 @@ class Stub:
 
         self.running, self.log = running, log
         self.channel = grpc.insecure_channel(running.address, options=UNLIMITED)
-        self.engine = proto.engine_grpc().VllmEngineStub(self.channel)
+        self.engine = proto.engine_grpc.VllmEngineStub(self.channel)
 
     def generate(self, req, timeout: float = 30) -> tuple[list[int], object]:
         """(all output token ids, the Complete message)."""

@@ -12,7 +12,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from mmctl.models.base import VisionOverrides
+    from mmctl.models.model import Model
+    from mmctl.request.build import Sampling
 
 
 def prompt_text(value: str | None, file: Path | None, stdin: TextIO | None = None) -> str | None:
@@ -56,7 +61,7 @@ def vision(
     max_frames: int | None = None,
     min_pixels: int | None = None,
     max_pixels: int | None = None,
-):
+) -> VisionOverrides:
     """The sampling/budget flags as :class:`VisionOverrides` (``None`` keeps the model's)."""
     from mmctl.models.base import VisionOverrides
 
@@ -78,7 +83,7 @@ def sampling(
     top_k: int | None,
     seed: int | None,
     stop: list[str] | None,
-):
+) -> Sampling:
     from mmctl.request.build import Sampling
 
     return Sampling(
@@ -98,7 +103,13 @@ def item_limits(label: str | None) -> dict[str, int] | None:
     return None if label is None else parse_item_limits(label)
 
 
-def load_model(*, model_dir: Path | None, bundle: Path | None, family: str | None, overrides=None):
+def load_model(
+    *,
+    model_dir: Path | None,
+    bundle: Path | None,
+    family: str | None,
+    overrides: VisionOverrides | None = None,
+) -> Model:
     """The model ``--model-dir`` / ``--bundle`` name, else the built-in Qwen3-VL files."""
     from mmctl.models.model import load_model as load
 

@@ -20,7 +20,11 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress, TaskID
 
 
 class Output:
@@ -36,14 +40,14 @@ class Output:
         self.json_mode = json_mode
         self._stdout = stdout or sys.stdout
         self._stderr = stderr or sys.stderr
-        self._console = None
-        self._err_console = None
-        self._bar = None
+        self._console: Console | None = None
+        self._err_console: Console | None = None
+        self._bar: Progress | None = None
         self._bar_lock = threading.Lock()  # frames arrive on the preprocessing thread
         self._warned: set[str] = set()
 
     @property
-    def console(self):
+    def console(self) -> Console:
         """A rich console on stdout, for human results."""
         if self._console is None:
             from rich.console import Console
@@ -52,7 +56,7 @@ class Output:
         return self._console
 
     @property
-    def err_console(self):
+    def err_console(self) -> Console:
         """A rich console on stderr, for progress bars."""
         if self._err_console is None:
             from rich.console import Console
@@ -93,7 +97,7 @@ class Output:
         if not enabled or self.json_mode or not self.err_console.is_terminal:
             yield None
             return
-        state: dict = {}
+        state: dict[str, Any] = {}
 
         def on_frame(done: int, total: int) -> None:
             with self._bar_lock:
@@ -102,8 +106,9 @@ class Output:
                         return
                     state["bar"], state["task"] = self._start_bar()
                     self._bar = state["bar"]
-                if self._bar is state["bar"]:
-                    state["bar"].update(state["task"], completed=done, total=total)
+                bar: Progress = state["bar"]
+                if self._bar is bar:
+                    bar.update(state["task"], completed=done, total=total)
 
         try:
             yield on_frame
@@ -112,7 +117,7 @@ class Output:
                 state["closed"] = True
             self.end_progress()
 
-    def _start_bar(self):
+    def _start_bar(self) -> tuple[Progress, TaskID]:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
         bar = Progress(

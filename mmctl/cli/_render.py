@@ -8,7 +8,16 @@ decoding) is a note on that row, never a row of its own.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from mmctl.cli._output import ms, size
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+    from mmctl.client.compare import Comparison
+    from mmctl.client.run import SendResult
 
 #: (key in SendResult.timings, label), in the order the phases run.
 ROWS = (
@@ -26,7 +35,7 @@ ROWS = (
 SETUP_KEYS = ("probe_s", "model_files_s", "tokenizer_s")
 
 
-def kv_table():
+def kv_table() -> Table:
     """A two-column table, bold keys (``add_row(key, value)``), for summaries."""
     from rich.table import Table
 
@@ -50,14 +59,14 @@ def model_note(model: dict) -> str:
     return f"worker bundle, fetched {size(bundle.get('bytes') or 0)}"
 
 
-def _notes(result) -> dict[str, str]:
+def _notes(result: SendResult) -> dict[str, str]:
     notes = {"model_files_s": model_note(result.model)}
     if result.timings.get("decode_s") and result.preprocess_busy_s:
         notes["decode_s"] = f"incl. preprocess {ms(result.preprocess_busy_s)}"
     return notes
 
 
-def timing_table(columns: dict[str, object], keys: list[str] | None = None):
+def timing_table(columns: dict[str, SendResult], keys: list[str] | None = None) -> Table:
     """A rich table: one row per phase any column has, then ``total``.
 
     ``columns`` maps a heading to a SendResult (one column: no heading row).
@@ -81,7 +90,7 @@ def timing_table(columns: dict[str, object], keys: list[str] | None = None):
     return table
 
 
-def render_result(console, result, answer_shown: bool = False) -> None:
+def render_result(console: Console, result: SendResult, answer_shown: bool = False) -> None:
     """The answer (unless it was streamed), decisions, checks, timings, counts."""
     if not answer_shown:
         console.print(result.answer, markup=False)
@@ -91,7 +100,7 @@ def render_result(console, result, answer_shown: bool = False) -> None:
     console.print(summary_line(result), markup=False)
 
 
-def render_decisions(console, result) -> None:
+def render_decisions(console: Console, result: SendResult) -> None:
     d = result.decisions
     for key in ("transport", "pixel_dtype", "processing", "replay"):
         if key in d:
@@ -109,7 +118,7 @@ def render_decisions(console, result) -> None:
     )
 
 
-def summary_line(result) -> str:
+def summary_line(result: SendResult) -> str:
     rate = result.tokens_per_s
     b = result.transport_bytes
     return (
@@ -120,7 +129,7 @@ def summary_line(result) -> str:
     )
 
 
-def render_comparison(console, comparison, what: str) -> None:
+def render_comparison(console: Console, comparison: Comparison, what: str) -> None:
     """Set-up once, then each variant's median run side by side (rows add up)."""
     setup = comparison.setup
     parts = [f"{_label(k)} {ms(setup[k])}" for k in SETUP_KEYS if k in setup]

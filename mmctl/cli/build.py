@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -37,6 +37,9 @@ from mmctl.cli._options import (
     TopKOpt,
     TopPOpt,
 )
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 HELP = """Build a modality-tagged GenerateRequest with vLLM-exact prompt tokens; write it.
 
@@ -177,7 +180,7 @@ def build(
 build.__doc__ = HELP
 
 
-def _render(console, doc: dict) -> None:
+def _render(console: Console, doc: dict[str, Any]) -> None:
     from rich.table import Table
 
     req = doc["request"]

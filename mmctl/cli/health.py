@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 from mmctl.cli._options import CaCertOpt, HeaderOpt, JsonOpt, TargetOpt, TlsOpt, timeout_opt
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 HEALTH_HELP = """Check a worker's VllmEngine.HealthCheck and the standard grpc.health.v1 service.
 
@@ -93,7 +96,7 @@ def info(
 info.__doc__ = INFO_HELP
 
 
-def _render_info(console, doc: dict) -> None:
+def _render_info(console: Console, doc: dict[str, Any]) -> None:
     from mmctl.cli._render import kv_table
 
     m, s, caps = doc["model"], doc["server"], doc["capabilities"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -27,6 +27,11 @@ from mmctl.cli._options import (
     StrictOpt,
     SystemOpt,
 )
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from mmctl.prompt.view import Row
 
 HELP = """Show the prompt's token layout and run vLLM's mrope frame walk on it.
 
@@ -132,7 +137,7 @@ inspect_tokens.__doc__ = HELP
 MARKERS = {"vision_start": "<|vision_start|>", "vision_end": "<|vision_end|>"}
 
 
-def _cell(row) -> str:
+def _cell(row: Row) -> str:
     if row.kind in MARKERS:
         return f"[magenta]{MARKERS[row.kind]}[/]"
     if row.kind == "pads":
@@ -148,7 +153,7 @@ def _esc(text: str) -> str:
     return escape(text)
 
 
-def _render(console, doc: dict, rows, show_all: bool) -> None:
+def _render(console: Console, doc: dict[str, Any], rows: list[Row], show_all: bool) -> None:
     model = doc["model"]
     console.print(
         f"[bold]model[/]    {model['source']} · {model['family']} · token ids from {model['token_ids_from']}"
@@ -178,7 +183,7 @@ def _render(console, doc: dict, rows, show_all: bool) -> None:
         _render_diff(console, doc["diff"])
 
 
-def _lines(rows, doc, show_all: bool) -> list[str]:
+def _lines(rows: list[Row], doc: dict[str, Any], show_all: bool) -> list[str]:
     """One line per text run / marker outside spans, one per frame inside video spans."""
     items = {i["item"]: i for i in doc["items"]}
     out: list[str] = []
@@ -224,7 +229,7 @@ def _lines(rows, doc, show_all: bool) -> list[str]:
     return out
 
 
-def _render_diff(console, d: dict) -> None:
+def _render_diff(console: Console, d: dict[str, Any]) -> None:
     console.print()
     console.print(
         f"[bold]diff[/]     {d['a']} ({d['a_tokens']} tokens, spans {_spans(d['a_spans'])}, "
@@ -240,7 +245,7 @@ def _render_diff(console, d: dict) -> None:
         console.print(f"  {'':<8} {d['b']}: {b}")
 
 
-def _spans(spans) -> str:
+def _spans(spans: list[dict[str, int]]) -> str:
     return ", ".join(f"[{s['offset']}, {s['offset'] + s['length']})" for s in spans)
 
 

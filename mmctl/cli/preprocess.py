@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -21,6 +21,9 @@ from mmctl.cli._options import (
     PixelDtypeOpt,
     StrictOpt,
 )
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 HELP = """Preprocess a video or image exactly as the model's processor would; show it.
 
@@ -112,7 +115,7 @@ def preprocess(
 preprocess.__doc__ = HELP
 
 
-def _render(console, doc: dict) -> None:
+def _render(console: Console, doc: dict[str, Any]) -> None:
     from mmctl.cli._render import kv_table
 
     src = doc["source"]

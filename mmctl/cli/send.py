@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -244,7 +244,7 @@ def send(
                 hooks=hooks,
             )
             median = done.median
-            doc = {name: r.as_dict() for name, r in median.items()}
+            doc: dict[str, Any] = {name: r.as_dict() for name, r in median.items()}
             doc["setup_s"] = {k: round(v, 6) for k, v in done.setup.items()}
             doc["same_answer"] = median["client"].answer == median["worker"].answer
             output.result(

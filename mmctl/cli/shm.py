@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from mmctl.cli._options import JsonOpt
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 SHM_HELP = """Shared-memory housekeeping: mmctl's files in /dev/shm.
 
@@ -69,7 +72,7 @@ def gc(
         "dry_run": dry_run,
     }
 
-    def human(console) -> None:
+    def human(console: Console) -> None:
         if not found:
             console.print(f"no mmctl files in {doc['dir']}")
         for f in found:

@@ -133,7 +133,7 @@ def stub_worker(
     policy = checks.Policy(
         device_normalize=device_normalize,
         legacy_proto=legacy_proto,
-        item_limits=limits,
+        item_limits=limits or {},
         encoder_budget=mm_encoder_budget,
     )
     cfg = StubConfig(
@@ -146,7 +146,7 @@ def stub_worker(
     tls = None
     if (tls_cert is None) != (tls_key is None):
         raise UsageError("--tls-cert and --tls-key go together")
-    if tls_cert is not None:
+    if tls_cert is not None and tls_key is not None:
         try:
             tls = (tls_key.read_bytes(), tls_cert.read_bytes())
         except OSError as err:

@@ -126,15 +126,15 @@ class AsyncClient:
         timeline.lap("inputs_s")
         session = await asyncio.to_thread(self.sync.session, timeline)
         ready = await _prepared(session, opts, inputs, hooks, timeline)
-        engine = proto.engine()
-        call = self._aio().unary_stream(
+        engine = proto.engine_pb2
+        call: grpc.aio.UnaryStreamCall[bytes, Any] = self._aio().unary_stream(
             GENERATE,
             request_serializer=None,
             response_deserializer=engine.GenerateResponse.FromString,
         )(
             ready.data,
             timeout=opts.timeout or self.sync.timeout,
-            metadata=list(self.target.headers),
+            metadata=self.target.headers,
         )
         answer = Answer(session, ready, hooks)
         try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import TYPE_CHECKING
 
 import grpc
 
@@ -19,10 +20,13 @@ from mmctl.errors import InputError
 from mmctl.models.source import ModelSource, cache_root, cached_bundle, from_bundle_bytes
 from mmctl.wire import proto
 
+if TYPE_CHECKING:
+    from mmctl.wire.proto import engine_pb2
+
 MAX_BUNDLE = 512 * 2**20
 
 
-def _worker_key(target: Target, model_info) -> str:
+def _worker_key(target: Target, model_info: engine_pb2.GetModelInfoResponse) -> str:
     identity = json.dumps(
         [
             target.address,
@@ -36,7 +40,11 @@ def _worker_key(target: Target, model_info) -> str:
 
 
 def fetch_bundle(
-    channel: grpc.Channel, target: Target, model_info, timeout: float = 60.0, refresh: bool = False
+    channel: grpc.Channel,
+    target: Target,
+    model_info: engine_pb2.GetModelInfoResponse,
+    timeout: float = 60.0,
+    refresh: bool = False,
 ) -> tuple[ModelSource, dict]:
     """The worker's model files and how they were obtained (``{"bundle": …}`` facts)."""
     index = cache_root() / "workers" / _worker_key(target, model_info)
@@ -45,12 +53,12 @@ def fetch_bundle(
         source = cached_bundle(sha)
         if source is not None:
             return source, {"sha256": sha, "cached": True, "bytes": None}
-    stub = proto.engine_grpc().VllmEngineStub(channel)
+    stub = proto.engine_grpc.VllmEngineStub(channel)
     data = bytearray()
     sha = ""
     try:
         for chunk in stub.GetTokenizer(
-            proto.common().GetTokenizerRequest(), timeout=timeout, metadata=list(target.headers)
+            proto.common_pb2.GetTokenizerRequest(), timeout=timeout, metadata=list(target.headers)
         ):
             data += chunk.data
             if len(data) > MAX_BUNDLE:

@@ -72,11 +72,11 @@ def pixel_dtype(
         return Decision(
             "float32", "worker does not advertise its capabilities (older worker): float32"
         )
-    model = (info.model_dtype or "").lower()
+    declared = facts.server.model_dtype
     for name in ("bfloat16", "float16"):
-        if name in model:
-            return Decision(name, f"model dtype {info.model_dtype}: the worker casts to it anyway")
-    return Decision("float32", f"model dtype {info.model_dtype or 'unknown'}: float32")
+        if name in declared.lower():
+            return Decision(name, f"model dtype {declared}: the worker casts to it anyway")
+    return Decision("float32", f"model dtype {declared or 'unknown'}: float32")
 
 
 def transport(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -97,7 +98,7 @@ class ShmPlacer:
 
 def handle(segment: Segment, shape: tuple[int, ...], dtype: str) -> Any:
     """The ``TensorData`` naming a segment (``owner_id``: this process)."""
-    engine, common = proto.engine(), proto.common()
+    engine, common = proto.engine_pb2, proto.common_pb2
     return engine.TensorData(
         shape=list(shape),
         dtype=dtype,
@@ -120,7 +121,7 @@ def move_inline_to_shm(
             if td.WhichOneof("payload") != "inline" or len(td.inline) < min_bytes:
                 continue
             raw = np.frombuffer(td.inline, dtype=np.uint8)
-            segment = shm_or_none(lambda raw=raw: arena.put(raw), fallback, problems)
+            segment = shm_or_none(partial(arena.put, raw), fallback, problems)
             if segment is None:
                 continue
             moved["shm"] += segment.nbytes

@@ -353,7 +353,7 @@ def _worker_processing(session: Session, opts: SendOptions, inputs: Inputs, run:
             hint="file: needs a worker started with --allowed-local-media-path on this host",
         )
     _check_limits(session, run, opts.skip_checks)
-    engine, common = proto.engine(), proto.common()
+    engine, common = proto.engine_pb2, proto.common_pb2
     refs = []
     for path, kind in zip(inputs.media, inputs.kinds, strict=True):
         if opts.media_ref is MediaRef.FILE:
@@ -472,13 +472,13 @@ def generate(session: Session, ready: Ready, hooks: Hooks, timeout: float | None
     """``Generate`` on the session's blocking channel; then :func:`finish`."""
     import grpc
 
-    engine = proto.engine()
-    call_fn = session.channel.unary_stream(
+    engine = proto.engine_pb2
+    call_fn: grpc.UnaryStreamMultiCallable[bytes, Any] = session.channel.unary_stream(
         GENERATE, request_serializer=None, response_deserializer=engine.GenerateResponse.FromString
     )
     answer = Answer(session, ready, hooks)
     try:
-        call = call_fn(ready.data, timeout=timeout, metadata=list(session.target.headers))
+        call = call_fn(ready.data, timeout=timeout, metadata=session.target.headers)
         try:
             for resp in call:
                 answer.feed(resp)

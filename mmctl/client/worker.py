@@ -9,11 +9,18 @@ every batch as an image, which for video is silent garbage.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import grpc
 
 from mmctl.client.channel import Target, as_error
 from mmctl.wire import proto
+
+if TYPE_CHECKING:
+    from google.protobuf.message import Message
+
+if TYPE_CHECKING:
+    from mmctl.wire.proto import engine_pb2
 
 
 @dataclass(frozen=True)
@@ -83,8 +90,8 @@ def capabilities(channel: grpc.Channel, timeout: float = 5.0) -> Capabilities:
 
 @dataclass
 class WorkerFacts:
-    server: object  # GetServerInfoResponse
-    model: object  # GetModelInfoResponse
+    server: engine_pb2.GetServerInfoResponse
+    model: engine_pb2.GetModelInfoResponse
     caps: Capabilities = field(default_factory=lambda: Capabilities(False))
 
     @property
@@ -98,7 +105,7 @@ class WorkerFacts:
 
         from mmctl.transport.shm import namespace_id
 
-        def doc(message) -> dict:
+        def doc(message: Message) -> dict:
             return MessageToDict(
                 message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
             )
@@ -121,8 +128,8 @@ class WorkerFacts:
 def probe(
     channel: grpc.Channel, target: Target, timeout: float = 10.0, with_caps: bool = True
 ) -> WorkerFacts:
-    engine = proto.engine()
-    stub = proto.engine_grpc().VllmEngineStub(channel)
+    engine = proto.engine_pb2
+    stub = proto.engine_grpc.VllmEngineStub(channel)
     meta = list(target.headers)
     try:
         server = stub.GetServerInfo(engine.GetServerInfoRequest(), timeout=timeout, metadata=meta)
@@ -168,10 +175,8 @@ def health(channel: grpc.Channel, target: Target, timeout: float) -> Health:
     meta = list(target.headers)
     began = time.perf_counter()
     try:
-        engine = (
-            proto.engine_grpc()
-            .VllmEngineStub(channel)
-            .HealthCheck(proto.engine().HealthCheckRequest(), timeout=timeout, metadata=meta)
+        engine = proto.engine_grpc.VllmEngineStub(channel).HealthCheck(
+            proto.engine_pb2.HealthCheckRequest(), timeout=timeout, metadata=meta
         )
     except grpc.RpcError as err:
         failure = as_error(err, target, "HealthCheck")

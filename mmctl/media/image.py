@@ -13,10 +13,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from mmctl.errors import InputError
+
+if TYPE_CHECKING:
+    from PIL import Image
 
 
 @dataclass(frozen=True)
@@ -75,14 +79,14 @@ def _pillow_errors(path: Path) -> Iterator[None]:
         raise InputError(f"cannot decode {path}: {err}") from None
 
 
-def _has_orientation(image) -> bool:
+def _has_orientation(image: Image.Image) -> bool:
     try:
         return image.getexif().get(0x0112, 1) not in (1, None)
     except Exception:
         return False
 
 
-def _to_rgb(image):
+def _to_rgb(image: Image.Image) -> Image.Image:
     from PIL import Image
 
     if image.mode == "RGB":
@@ -90,7 +94,8 @@ def _to_rgb(image):
     if image.mode in ("I;16", "I;16B", "I;16L", "I"):
         wide = np.asarray(image, dtype=np.uint32 if image.mode == "I" else np.uint16)
         shift = 8 if image.mode != "I" else 24
-        gray = (wide >> shift).astype(np.uint8) if wide.max() > 255 else wide.astype(np.uint8)
+        gray = np.right_shift(wide, shift) if wide.max() > 255 else wide
+        gray = gray.astype(np.uint8)
         return Image.fromarray(np.repeat(gray[..., None], 3, axis=2))
     if image.mode == "P" and "transparency" in image.info:
         image = image.convert("RGBA")

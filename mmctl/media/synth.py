@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -98,7 +99,7 @@ def write_video(
     return path
 
 
-def pattern_clip(path: Path, count: int, fps: float, height: int, width: int, **kw) -> Path:
+def pattern_clip(path: Path, count: int, fps: float, height: int, width: int, **kw: Any) -> Path:
     return write_video(path, lambda i: pattern_frame(i, height, width), count, fps, **kw)
 
 
@@ -111,7 +112,8 @@ def color_clip(
     width: int = 128,
 ) -> Path:
     """Solid colour segments, e.g. the demo's red-blue clip (2 s red, 2 s blue)."""
-    starts, names = [], []
+    starts: list[int] = []
+    names: list[str] = []
     for name, seconds in segments:
         starts.append(len(names))
         names.extend([name] * round(seconds * fps))
@@ -119,7 +121,7 @@ def color_clip(
     return write_video(path, lambda i: frames[names[i]], len(names), fps)
 
 
-def write_image(path: Path, array: np.ndarray, **save_kw) -> Path:
+def write_image(path: Path, array: np.ndarray, **save_kw: Any) -> Path:
     from PIL import Image
 
     Image.fromarray(array).save(path, **save_kw)

@@ -32,10 +32,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from mmctl.errors import InputError
+
+if TYPE_CHECKING:
+    import av.container
 
 
 @dataclass(frozen=True)
@@ -64,7 +68,7 @@ FrameSink = Callable[[int, np.ndarray], None]
 Sampler = Callable[[int, float], np.ndarray]
 
 
-def _open(path: Path):
+def _open(path: Path) -> av.container.InputContainer:
     import av
 
     try:
@@ -116,7 +120,7 @@ def _reason(err: Exception) -> str:
     return getattr(err, "strerror", None) or str(err).split(":")[0] or type(err).__name__
 
 
-def _fps(stream, frames: int) -> tuple[float, str]:
+def _fps(stream: Any, frames: int) -> tuple[float, str]:
     for attr in ("average_rate", "guessed_rate"):
         rate = getattr(stream, attr)
         if rate and float(rate) > 0:
@@ -209,7 +213,9 @@ def decode_sampled(path: Path, sampler: Sampler, sink: FrameSink) -> tuple[Video
     return replace(info, warnings=warnings), done.indices
 
 
-def _info(path, fmt, codec, header, done: _Pass, total: int, source: str) -> VideoInfo:
+def _info(
+    path: Path, fmt: str, codec: str, header: int, done: _Pass, total: int, source: str
+) -> VideoInfo:
     return VideoInfo(
         path=str(path),
         container=fmt,

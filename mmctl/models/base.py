@@ -170,16 +170,28 @@ class TokenIds:
 
 
 class ModelSpec(Protocol):
-    """What a model family provides. Implemented once per family module."""
+    """What a model family provides. Implemented once per family module (frozen
+    dataclasses: the data members are read-only)."""
 
-    name: str
-    params: VisionParams
-    token_ids: TokenIds
-    #: Video is laid out as one <|vision_start|>…<|vision_end|> block per
-    #: temporal patch (Qwen3-VL) rather than one flat run of pads.
-    per_frame_markers: bool
-    #: The system turn the family's chat template adds when none is given.
-    default_system: str | None
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def params(self) -> VisionParams: ...
+
+    @property
+    def token_ids(self) -> TokenIds: ...
+
+    @property
+    def per_frame_markers(self) -> bool:
+        """Video is laid out as one <|vision_start|>…<|vision_end|> block per
+        temporal patch (Qwen3-VL) rather than one flat run of pads."""
+        ...
+
+    @property
+    def default_system(self) -> str | None:
+        """The system turn the family's chat template adds when none is given."""
+        ...
 
     def matches(self, config: Mapping[str, Any]) -> bool:
         """True when ``config.json`` (model_type / architectures) is this family's."""
@@ -256,7 +268,8 @@ def params_from_configs(defaults: VisionParams, files: ModelFiles) -> VisionPara
 
 
 def _budget(cfg: Mapping[str, Any]) -> tuple[int | None, int | None]:
-    size = cfg.get("size") if isinstance(cfg.get("size"), Mapping) else {}
+    found = cfg.get("size")
+    size: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
     lo = size.get("shortest_edge", cfg.get("min_pixels"))
     hi = size.get("longest_edge", cfg.get("max_pixels"))
     return (int(lo) if isinstance(lo, int) else None, int(hi) if isinstance(hi, int) else None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mmctl.errors import InputError
 from mmctl.models.base import (
@@ -21,6 +21,9 @@ from mmctl.models.registry import resolve as resolve_family
 from mmctl.models.source import ModelSource
 from mmctl.models.source import resolve as resolve_source
 
+if TYPE_CHECKING:
+    from mmctl.prompt.tokenizer import Tokenizer
+
 TOKEN_KEYS = ("vision_start_token_id", "vision_end_token_id", "image_token_id", "video_token_id")
 
 
@@ -35,7 +38,7 @@ class Model:
     _tokenizer: Any = field(default=None, repr=False)
 
     @cached_property
-    def tokenizer(self):
+    def tokenizer(self) -> Tokenizer:
         from mmctl.prompt.tokenizer import Tokenizer
 
         return self._tokenizer or Tokenizer.load(self.source)

@@ -102,9 +102,8 @@ class Qwen2VL:
             n = round(params.num_frames / tp) * tp
         else:
             max_frames = math.floor(min(params.max_frames, total_frames) / tp) * tp
-            n = total_frames / source_fps * params.fps
-            n = min(max(n, params.min_frames), max_frames, total_frames)
-            n = math.floor(n / tp) * tp
+            wanted = total_frames / source_fps * params.fps
+            n = math.floor(min(max(wanted, params.min_frames), max_frames, total_frames) / tp) * tp
         if n < tp or n > total_frames:
             raise InputError(
                 f"cannot sample {n} frames out of {total_frames} (need a multiple of {tp}, at least {tp})"

@@ -15,7 +15,7 @@ from mmctl.models import qwen2_vl, qwen3_vl
 from mmctl.models.base import ModelSpec
 
 FAMILIES: tuple[ModelSpec, ...] = (qwen3_vl.SPEC, qwen2_vl.SPEC)
-ALIASES = {
+ALIASES: dict[str, ModelSpec] = {
     "qwen3-vl": qwen3_vl.SPEC,
     "qwen3-vl-moe": qwen3_vl.SPEC,
     "qwen2.5-vl": qwen2_vl.SPEC,

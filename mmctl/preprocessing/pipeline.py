@@ -35,9 +35,11 @@ MAX_PENDING_FRAMES = 8
 #: (default ``np.empty``; ``mmctl send`` passes a shared-memory mapping so the
 #: patchified pixels land in the file the worker reads, with no extra copy).
 Allocator = Callable[[tuple[int, ...], np.dtype], np.ndarray]
+#: ``on_frame(done, total)``: a sampled frame was processed (progress bars).
+FrameCallback = Callable[[int, int], None]
 
 
-def _empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+def empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     return np.empty(shape, dtype=dtype)
 
 
@@ -92,8 +94,8 @@ def preprocess(
     *,
     kind: MediaKind | None = None,
     keep_frames: bool = False,
-    on_frame=None,
-    allocate: Allocator = _empty,
+    on_frame: FrameCallback | None = None,
+    allocate: Allocator = empty,
     strict: bool = False,
 ) -> Preprocessed:
     """Preprocess an image or a video file (kind from the file unless given).
@@ -130,7 +132,7 @@ def preprocess_image(
     pixel_format: PixelFormat = PixelFormat.FLOAT32,
     *,
     keep_frames: bool = False,
-    allocate: Allocator = _empty,
+    allocate: Allocator = empty,
 ) -> Preprocessed:
     start = time.perf_counter()
     info, rgb = load_image(path)
@@ -169,9 +171,9 @@ class _VideoAssembler:
         params: VisionParams,
         fmt: PixelFormat,
         keep: bool,
-        on_frame,
-        allocate: Allocator = _empty,
-    ):
+        on_frame: FrameCallback | None,
+        allocate: Allocator = empty,
+    ) -> None:
         self.spec, self.params, self.fmt, self.keep, self.on_frame = (
             spec,
             params,
@@ -199,7 +201,7 @@ class _VideoAssembler:
             if self.fmt.needs_scratch
             else None
         )
-        self.frames: list[np.ndarray] = [None] * count if self.keep else []
+        self.frames: list[np.ndarray | None] = [None] * count if self.keep else []
 
     def add(self, pos: int, rgb: np.ndarray) -> None:
         began = time.perf_counter()
@@ -217,7 +219,13 @@ class _VideoAssembler:
         if self.on_frame is not None:
             self.on_frame(pos + 1, self.count)
 
+    def output(self) -> np.ndarray:
+        if self.out is None:
+            raise InputError("the video decoded to no frames")
+        return self.out
+
     def _flush(self, t: int) -> None:
+        assert self.out is not None, "start() sizes the output before the first frame"
         rows = self.out[t * self.rows_per_t : (t + 1) * self.rows_per_t]
         patchify_into(rows, self.pair, self.params, self.fmt, self.scratch)
 
@@ -229,8 +237,8 @@ def preprocess_video(
     pixel_format: PixelFormat = PixelFormat.FLOAT32,
     *,
     keep_frames: bool = False,
-    on_frame=None,
-    allocate: Allocator = _empty,
+    on_frame: FrameCallback | None = None,
+    allocate: Allocator = empty,
 ) -> Preprocessed:
     start = time.perf_counter()
     assembler = _VideoAssembler(spec, params, pixel_format, keep_frames, on_frame, allocate)
@@ -273,7 +281,7 @@ def preprocess_video(
         family=spec.name,
         params=params,
         pixel_format=pixel_format,
-        pixel_values=assembler.out,
+        pixel_values=assembler.output(),
         grid_thw=assembler.grid,
         resized=assembler.size,
         source=info,
@@ -284,7 +292,7 @@ def preprocess_video(
         timings=Timings(
             decode_s=decoded - start, preprocess_s=assembler.busy_s, total_s=decoded - start
         ),
-        frames=tuple(assembler.frames) if keep_frames else (),
+        frames=tuple(f for f in assembler.frames if f is not None) if keep_frames else (),
     )
 
 

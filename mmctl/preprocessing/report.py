@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -64,7 +64,7 @@ def save_npz(pre: Preprocessed, path: Path) -> Path:
     return write_atomic(path, lambda f: _savez(f, pre, json.dumps(summary(pre))))
 
 
-def _savez(file, pre: Preprocessed, summary_json: str) -> None:
+def _savez(file: BinaryIO, pre: Preprocessed, summary_json: str) -> None:
     np.savez(
         file,
         pixel_values=pre.pixel_values,

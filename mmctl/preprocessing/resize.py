@@ -8,10 +8,14 @@ one-pixel difference changes the grid and with it every prompt token.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from mmctl.errors import InputError
+
+if TYPE_CHECKING:
+    from mmctl.models.base import PixelBudget
 
 #: HF refuses frames whose long side exceeds 200 × the short side.
 MAX_ASPECT_RATIO = 200
@@ -52,7 +56,7 @@ def smart_resize_image(
     return h_bar, w_bar
 
 
-def fit_budget(height: int, width: int, factor: int, budget) -> tuple[int, int]:
+def fit_budget(height: int, width: int, factor: int, budget: PixelBudget) -> tuple[int, int]:
     """:func:`smart_resize_image` with a ``PixelBudget`` (per-frame families)."""
     return smart_resize_image(
         height, width, factor=factor, min_pixels=budget.min_pixels, max_pixels=budget.max_pixels

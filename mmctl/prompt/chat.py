@@ -30,11 +30,12 @@ class Rendered:
 def placeholder(kind: MediaKind, token_ids: TokenIds, tokenizer: Tokenizer) -> str:
     """``<|vision_start|><|video_pad|><|vision_end|>`` (or the image one), from the ids."""
     pad = token_ids.video_token_id if kind is MediaKind.VIDEO else token_ids.image_token_id
-    names = [
+    found = [
         tokenizer.id_to_token(i)
         for i in (token_ids.vision_start_token_id, pad, token_ids.vision_end_token_id)
     ]
-    if None in names:
+    names = [n for n in found if n is not None]
+    if len(names) != len(found):
         raise InputError(
             f"the tokenizer ({tokenizer.label}) lacks the vision tokens of config.json "
             f"({token_ids.vision_start_token_id}, {pad}, {token_ids.vision_end_token_id})"

@@ -8,13 +8,19 @@ from __future__ import annotations
 
 from functools import cached_property, lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from mmctl.errors import InputError
 from mmctl.models.source import ModelSource
 
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from tokenizers import Tokenizer as Backend
+
 
 class Tokenizer:
-    def __init__(self, backend, label: str) -> None:
+    def __init__(self, backend: Backend, label: str) -> None:
         self._tok = backend
         self.label = label
 
@@ -45,7 +51,7 @@ class Tokenizer:
         """``encode`` for short strings that repeat (timestamps)."""
         return _cached(self._tok, text)
 
-    def decode(self, ids, skip_special_tokens: bool = False) -> str:
+    def decode(self, ids: Iterable[int], skip_special_tokens: bool = False) -> str:
         return self._tok.decode(list(ids), skip_special_tokens=skip_special_tokens)
 
     def token_to_id(self, token: str) -> int | None:
@@ -58,7 +64,7 @@ class Tokenizer:
     def special_tokens(self) -> tuple[str, ...]:
         """The control tokens (``<|im_start|>``, ``<|video_pad|>``, …) that their
         text becomes when written in a prompt."""
-        decoder = getattr(self._tok, "get_added_tokens_decoder", dict)()
+        decoder: dict[int, Any] = getattr(self._tok, "get_added_tokens_decoder", dict)()
         return tuple(t.content for t in decoder.values() if t.special)
 
     def find_special(self, text: str) -> tuple[str, int] | None:
@@ -75,11 +81,11 @@ class Tokenizer:
 
 
 @lru_cache(maxsize=4096)  # cache: a clip's timestamps repeat across calls
-def _cached(backend, text: str) -> tuple[int, ...]:
+def _cached(backend: Backend, text: str) -> tuple[int, ...]:
     return tuple(backend.encode(text, add_special_tokens=False).ids)
 
 
-def _byte_level_bpe(vocab: Path, merges: Path):
+def _byte_level_bpe(vocab: Path, merges: Path) -> Backend:
     from tokenizers import Tokenizer as Backend
     from tokenizers import decoders, models, pre_tokenizers
 

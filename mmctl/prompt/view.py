@@ -55,9 +55,9 @@ def rows(layout: Layout, token_ids: TokenIds, tokenizer: Tokenizer) -> list[Row]
     category[ids == vs] = 1
     category[ids == ve] = 2
     category[np.isin(ids, list(pads))] = 3
-    cuts = set(np.flatnonzero(np.diff(category) != 0) + 1)
-    cuts |= set(np.flatnonzero(category == 1)) | set(np.flatnonzero(category == 2))
-    cuts |= set(np.flatnonzero(category == 1) + 1) | set(np.flatnonzero(category == 2) + 1)
+    cuts: set[int] = {int(c) for c in np.flatnonzero(np.diff(category) != 0) + 1}
+    markers = np.flatnonzero((category == 1) | (category == 2))
+    cuts |= {int(c) for c in markers} | {int(c) + 1 for c in markers}
     cuts |= set(starts) | set(ends)
     bounds = sorted(int(c) for c in cuts if 0 < c < n)
     out: list[Row] = []

@@ -18,19 +18,25 @@ import math
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from mmctl.choices import DEFAULT_MAX_TOKENS
 from mmctl.errors import UsageError
 from mmctl.media.probe import MediaKind
+from mmctl.media.video import VideoInfo
 from mmctl.models.fields import GRID, PIXELS, ROWS, FieldLayout, WireField
 from mmctl.preprocessing.pipeline import Preprocessed
 from mmctl.prompt.layout import Layout, pad_id
 from mmctl.request import tensors
 
+if TYPE_CHECKING:
+    from mmctl.models.base import ModelSpec, TokenIds
+    from mmctl.wire.proto import engine_pb2
+
 # (key, array, wire dtype) -> TensorData
-Placer = Callable[[str, np.ndarray, str], object]
+Placer = Callable[[str, np.ndarray, str], Any]
 
 PIXEL_KEY = "pixel_values"
 
@@ -79,15 +85,15 @@ class Sampling:
         defaults = Sampling()
         return [k for k, v in vars(self).items() if v != getattr(defaults, k)]
 
-    def to_proto(self):
+    def to_proto(self) -> engine_pb2.SamplingParams:
         from mmctl.wire import proto
 
-        msg = proto.engine().SamplingParams(skip_special_tokens=True, n=1)
+        msg = proto.engine_pb2.SamplingParams(skip_special_tokens=True, n=1)
         msg.max_tokens = DEFAULT_MAX_TOKENS
         self.apply_to(msg)
         return msg
 
-    def apply_to(self, msg) -> None:
+    def apply_to(self, msg: engine_pb2.SamplingParams) -> None:
         """Set the given values on a ``SamplingParams`` message, keep the rest."""
         for name in ("max_tokens", "temperature", "top_p", "top_k", "seed"):
             value = getattr(self, name)
@@ -133,16 +139,16 @@ class Batch:
     def modality(self) -> int:
         from mmctl.wire import proto
 
-        common = proto.common()
+        common = proto.common_pb2
         return common.VIDEO if self.kind is MediaKind.VIDEO else common.IMAGE
 
     def arrays(self) -> dict[str, np.ndarray]:
         return {PIXEL_KEY: self.pixel_values, **self.tensors}
 
-    def to_proto(self, place: Placer):
+    def to_proto(self, place: Placer) -> engine_pb2.MultimodalInputs:
         from mmctl.wire import proto
 
-        msg = proto.engine().MultimodalInputs(
+        msg = proto.engine_pb2.MultimodalInputs(
             im_token_id=self.im_token_id,
             mm_hashes=self.hashes,
             batched_keys=self.batched_keys,
@@ -158,7 +164,9 @@ class Batch:
         return msg
 
 
-def make_batches(items: Sequence[MediaItem], layout: Layout, spec, model_token_ids) -> list[Batch]:
+def make_batches(
+    items: Sequence[MediaItem], layout: Layout, spec: ModelSpec, model_token_ids: TokenIds
+) -> list[Batch]:
     """One batch per modality, in the order the modalities first appear in the
     prompt, laid out as the family's field table says (:mod:`mmctl.models.fields`)."""
     order: list[MediaKind] = []
@@ -193,26 +201,29 @@ def make_batches(items: Sequence[MediaItem], layout: Layout, spec, model_token_i
                 placeholders=[(s.offset, s.length) for s in spans],
                 hashes=[it.content_hash for _, it in members],
                 batched_keys=[f.key for f in fields if f.layout is FieldLayout.BATCHED],
-                flat_keys={f.key: f.sizes for f in fields if f.layout is FieldLayout.FLAT},
+                flat_keys={f.key: f.sizes for f in fields if f.sizes is not None},
                 keep_on_cpu_keys=[f.key for f in fields if f.keep_on_cpu],
             )
         )
     return batches
 
 
-def _value(field: WireField, pre: Preprocessed, spec) -> object:
+def _value(field: WireField, pre: Preprocessed, spec: ModelSpec) -> object:
     """One item's row of a batched tensor."""
     if field.value == GRID:
         return pre.grid_thw
     if field.value == ROWS:
         return int(np.prod(pre.grid_thw))
+    source = pre.source
+    if not isinstance(source, VideoInfo):
+        raise ValueError(f"{field.key} is a per-video value; {pre.kind.value} items have none")
     extra = spec.video_tensors(
-        pre.frame_indices, pre.source.total_frames, pre.source.source_fps, pre.params
+        pre.frame_indices, source.total_frames, source.source_fps, pre.params
     )
     return extra[field.value][0]
 
 
-def inline_placer(key: str, array: np.ndarray, dtype_name: str):
+def inline_placer(key: str, array: np.ndarray, dtype_name: str) -> engine_pb2.TensorData:
     return tensors.inline(array, dtype_name)
 
 
@@ -229,10 +240,10 @@ class RequestPlan:
     stream: bool = True
     request_id: str = field(default_factory=new_request_id)
 
-    def to_proto(self, place: Placer = inline_placer):
+    def to_proto(self, place: Placer = inline_placer) -> engine_pb2.GenerateRequest:
         from mmctl.wire import proto
 
-        engine = proto.engine()
+        engine = proto.engine_pb2
         req = engine.GenerateRequest(
             request_id=self.request_id,
             tokenized=engine.TokenizedInput(

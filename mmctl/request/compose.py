@@ -16,7 +16,7 @@ from mmctl.choices import LayoutKind, PixelFormat
 from mmctl.errors import InputError
 from mmctl.media.probe import MediaKind, check_readable, media_kind
 from mmctl.models.model import Model
-from mmctl.preprocessing.pipeline import Allocator, Preprocessed, preprocess
+from mmctl.preprocessing.pipeline import Allocator, Preprocessed, empty, preprocess
 from mmctl.prompt.chat import Rendered, render
 from mmctl.prompt.layout import Layout, LayoutItem, expand
 from mmctl.prompt.mrope import WalkResult, walk
@@ -64,7 +64,7 @@ def lay_out(
     return layout, check_layout(model, layout, [it.pre.grid_thw for it in items])
 
 
-def check_layout(model: Model, layout: Layout, grids) -> WalkResult:
+def check_layout(model: Model, layout: Layout, grids: Sequence[tuple[int, int, int]]) -> WalkResult:
     return walk(
         layout.ids,
         layout.spans,
@@ -106,7 +106,6 @@ def compose(
     items: list[MediaItem] = []
     busy = 0.0
     for path, kind in zip(media, kinds, strict=True):
-        extra = {"allocate": allocate} if allocate is not None else {}
         pre: Preprocessed = preprocess(
             path,
             model.spec,
@@ -115,7 +114,7 @@ def compose(
             kind=kind,
             on_frame=on_frame,
             strict=strict,
-            **extra,
+            allocate=allocate or empty,
         )
         busy += pre.timings.preprocess_s
         timeline.lap("decode_s")

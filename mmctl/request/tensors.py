@@ -6,9 +6,16 @@ it ``bfloat16`` on the wire.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from mmctl.errors import InputError
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from mmctl.wire.proto import engine_pb2
 
 #: Wire dtype name → numpy dtype holding its bytes (what a 0.4.28 worker accepts).
 WIRE_DTYPES: dict[str, np.dtype] = {
@@ -44,23 +51,23 @@ def wire_array(array: np.ndarray, dtype_name: str) -> np.ndarray:
     return np.ascontiguousarray(array, dtype=WIRE_DTYPES[dtype_name])
 
 
-def inline(array: np.ndarray, dtype_name: str | None = None):
+def inline(array: np.ndarray, dtype_name: str | None = None) -> engine_pb2.TensorData:
     """A ``TensorData`` carrying the bytes inline."""
     from mmctl.wire import proto
 
     name = wire_name(array, dtype_name)
     data = wire_array(array, name)
-    return proto.engine().TensorData(shape=list(data.shape), dtype=name, inline=data.tobytes())
+    return proto.engine_pb2.TensorData(shape=list(data.shape), dtype=name, inline=data.tobytes())
 
 
-def expected_nbytes(shape, dtype_name: str) -> int:
+def expected_nbytes(shape: Sequence[int], dtype_name: str) -> int:
     count = 1
     for dim in shape:
         count *= int(dim)
     return count * WIRE_DTYPES[dtype_name].itemsize
 
 
-def from_bytes(payload: bytes | memoryview, shape, dtype_name: str) -> np.ndarray:
+def from_bytes(payload: bytes | memoryview, shape: Sequence[int], dtype_name: str) -> np.ndarray:
     """Read a tensor back, with the worker's checks (known dtype, exact byte length)."""
     if dtype_name not in WIRE_DTYPES:
         raise InputError(f"unsupported tensor dtype {dtype_name!r}")

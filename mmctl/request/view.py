@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
 
@@ -18,8 +18,11 @@ from mmctl.media.probe import MediaKind
 from mmctl.prompt.layout import Layout, Span
 from mmctl.request.tensors import from_bytes
 
+if TYPE_CHECKING:
+    from mmctl.wire._gen.vllm_engine_pb2 import GenerateRequest, MultimodalInputs, TensorData
 
-def read_request(path: Path):
+
+def read_request(path: Path) -> GenerateRequest:
     """The ``GenerateRequest`` in a file (as ``mmctl build`` writes it)."""
     try:
         data = path.read_bytes()
@@ -28,13 +31,13 @@ def read_request(path: Path):
     return parse_request(data, str(path))
 
 
-def parse_request(data: bytes, label: str):
+def parse_request(data: bytes, label: str) -> GenerateRequest:
     """A ``GenerateRequest`` from its binary protobuf (``label`` names it in errors)."""
     from google.protobuf.message import DecodeError
 
     from mmctl.wire import proto
 
-    req = proto.engine().GenerateRequest()
+    req = proto.engine_pb2.GenerateRequest()
     try:
         req.ParseFromString(data)
     except DecodeError as err:
@@ -44,23 +47,27 @@ def parse_request(data: bytes, label: str):
     return req
 
 
-def write_request(req, path: Path) -> int:
+def write_request(req: GenerateRequest, path: Path) -> int:
     """Write ``req`` to exactly ``path``, atomically; returns the bytes written."""
     from mmctl.fileio import write_atomic
 
     data = req.SerializeToString()
-    write_atomic(path, lambda f: f.write(data))
+    write_atomic(path, lambda f: _write(f, data))
     return len(data)
 
 
-def batches(req) -> list:
+def _write(file: BinaryIO, data: bytes) -> None:
+    file.write(data)
+
+
+def batches(req: GenerateRequest) -> list[MultimodalInputs]:
     """``mm_inputs`` then ``extra_mm_inputs``."""
     out = [req.mm_inputs] if req.HasField("mm_inputs") else []
     out.extend(req.extra_mm_inputs)
     return out
 
 
-def tensor_fields(batch) -> list[tuple[str, Any]]:
+def tensor_fields(batch: MultimodalInputs) -> list[tuple[str, TensorData]]:
     """A batch's ``(key, TensorData)`` pairs: ``pixel_values`` first, then the
     model-specific tensors by name."""
     named = [("pixel_values", batch.pixel_values)] if batch.HasField("pixel_values") else []
@@ -68,13 +75,13 @@ def tensor_fields(batch) -> list[tuple[str, Any]]:
     return named
 
 
-def batch_kind(batch) -> MediaKind:
+def batch_kind(batch: MultimodalInputs) -> MediaKind:
     from mmctl.wire import proto
 
-    return MediaKind.VIDEO if batch.modality == proto.common().VIDEO else MediaKind.IMAGE
+    return MediaKind.VIDEO if batch.modality == proto.common_pb2.VIDEO else MediaKind.IMAGE
 
 
-def tensor_summary(td) -> dict[str, Any]:
+def tensor_summary(td: TensorData) -> dict[str, Any]:
     doc: dict[str, Any] = {"shape": list(td.shape), "dtype": td.dtype}
     where = td.WhichOneof("payload")
     if where == "inline":
@@ -90,12 +97,12 @@ def tensor_summary(td) -> dict[str, Any]:
     return doc
 
 
-def summary(req) -> dict[str, Any]:
+def summary(req: GenerateRequest) -> dict[str, Any]:
     from google.protobuf.json_format import MessageToDict
 
     from mmctl.wire import proto
 
-    modality_names = {v: k for k, v in proto.common().Modality.items()}
+    modality_names = {v: k for k, v in proto.common_pb2.Modality.items()}
     out_batches = []
     for batch in batches(req):
         tensors = {}
@@ -132,7 +139,7 @@ def summary(req) -> dict[str, Any]:
     }
 
 
-def grid_of(batch, kind: MediaKind) -> list[tuple[int, int, int]]:
+def grid_of(batch: MultimodalInputs, kind: MediaKind) -> list[tuple[int, int, int]]:
     """The per-item ``*_grid_thw`` rows of a batch (inline tensors only)."""
     key = "video_grid_thw" if kind is MediaKind.VIDEO else "image_grid_thw"
     if key not in batch.model_specific_tensors:
@@ -141,10 +148,10 @@ def grid_of(batch, kind: MediaKind) -> list[tuple[int, int, int]]:
     if td.WhichOneof("payload") != "inline":
         raise InputError(f"{key} is not inline; cannot read it here")
     grid = from_bytes(td.inline, td.shape, td.dtype).reshape(-1, 3)
-    return [tuple(int(v) for v in row) for row in grid]
+    return [(int(t), int(h), int(w)) for t, h, w in grid]
 
 
-def layout_of(req) -> tuple[Layout, list[tuple[int, int, int]]]:
+def layout_of(req: GenerateRequest) -> tuple[Layout, list[tuple[int, int, int]]]:
     """The request's token layout (spans in prompt order) and each span's grid."""
     spans: list[tuple[int, int, MediaKind, tuple[int, int, int]]] = []
     for batch in batches(req):

@@ -119,7 +119,7 @@ class Segment:
     _fd: int
     _map: mmap.mmap | None
 
-    def array(self, dtype, shape) -> np.ndarray:
+    def array(self, dtype: np.dtype | type, shape: tuple[int, ...]) -> np.ndarray:
         """A writable numpy view of the whole file (write the tensor straight into it)."""
         if self._map is None:  # zero-length tensors have no mapping
             return np.empty(shape, dtype=dtype)
@@ -146,7 +146,7 @@ class ShmArena:
     def __enter__(self) -> ShmArena:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def create(self, nbytes: int, mapped: bool = True) -> Segment:
@@ -186,7 +186,7 @@ class ShmArena:
         """
         data = np.ascontiguousarray(array)
         segment = self.create(data.nbytes, mapped=False)
-        view = memoryview(data).cast("B")
+        view = data.data.cast("B")
         done = 0
         try:
             while done < len(view):

@@ -1,40 +1,47 @@
-"""The one way into mmctl's generated protobuf and gRPC code.
+"""The one way into mmctl's generated protobuf and gRPC code, loaded on first use.
 
 The modules are generated from ``proto/*.proto`` by ``scripts/gen_proto.py``
-into :mod:`mmctl.wire._gen` and registered in mmctl's private descriptor pool
-(see that script's docstring for why). They cost tens of milliseconds to
-import, so callers ask for them here, inside the function that needs them.
+into :mod:`mmctl.wire._gen` (with ``.pyi`` stubs) and registered in mmctl's
+private descriptor pool (see that script's docstring for why). They cost
+tens of milliseconds to import, so this module serves them lazily (PEP 562)
+and the command line never pays for them before it needs them; the
+``TYPE_CHECKING`` imports give every call site the stubs' types::
+
+    from mmctl.wire import proto
+
+    req = proto.engine_pb2.GenerateRequest(request_id="x")
 """
 
 from __future__ import annotations
 
-from types import ModuleType
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from google.protobuf.descriptor_pool import DescriptorPool
+
+    from mmctl.wire._gen import common_pb2 as common_pb2
+
+#: attribute -> generated module
+_MODULES = {
+    "engine_pb2": "mmctl.wire._gen.vllm_engine_pb2",  # vllm.grpc.engine messages
+    "common_pb2": "mmctl.wire._gen.common_pb2",  # smg.grpc.common messages, Modality
+    "engine_grpc": "mmctl.wire._gen.vllm_engine_pb2_grpc",  # VllmEngineStub / Servicer
+}
 
 
-def engine() -> ModuleType:
-    """``vllm.grpc.engine`` messages (GenerateRequest, TensorData, …)."""
-    from mmctl.wire._gen import vllm_engine_pb2
-
-    return vllm_engine_pb2
-
-
-def common() -> ModuleType:
-    """``smg.grpc.common`` messages and enums (ShmHandle, Modality, …)."""
-    from mmctl.wire._gen import common_pb2
-
-    return common_pb2
+def __getattr__(name: str) -> Any:
+    module = _MODULES.get(name)
+    if module is None:
+        raise AttributeError(f"module 'mmctl.wire.proto' has no attribute {name!r}")
+    value = import_module(module)
+    globals()[name] = value
+    return value
 
 
-def engine_grpc() -> ModuleType:
-    """``VllmEngineStub`` / ``VllmEngineServicer`` for ``vllm.grpc.engine.VllmEngine``."""
-    from mmctl.wire._gen import vllm_engine_pb2_grpc
-
-    return vllm_engine_pb2_grpc
-
-
-def descriptor_pool():
+def descriptor_pool() -> DescriptorPool:
     """mmctl's private descriptor pool (for reflection and compatibility checks)."""
-    engine()  # registers both files
+    import_module(_MODULES["engine_pb2"])  # registers both files
     from mmctl.wire._gen._pool import POOL
 
     return POOL

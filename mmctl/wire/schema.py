@@ -16,6 +16,15 @@ are not part of the wire and are ignored.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from google.protobuf.descriptor_pb2 import (
+        DescriptorProto,
+        EnumDescriptorProto,
+        FileDescriptorProto,
+    )
+    from google.protobuf.descriptor_pool import DescriptorPool
 from dataclasses import dataclass
 
 
@@ -29,7 +38,7 @@ class SchemaDifference:
         return f"{self.key}: ours={self.ours or '<missing>'} theirs={self.theirs or '<missing>'}"
 
 
-def flatten(files: Iterable[object]) -> dict[str, str]:
+def flatten(files: Iterable[FileDescriptorProto]) -> dict[str, str]:
     """``{element: description}`` for every message, field, enum and method."""
     out: dict[str, str] = {}
     for fdp in files:
@@ -51,7 +60,7 @@ def flatten(files: Iterable[object]) -> dict[str, str]:
     return out
 
 
-def _flatten_message(message, prefix: str, out: dict[str, str]) -> None:
+def _flatten_message(message: DescriptorProto, prefix: str, out: dict[str, str]) -> None:
     name = prefix + message.name
     out[f"message {name}"] = f"map_entry={message.options.map_entry}"
     oneofs = [o.name for o in message.oneof_decl]
@@ -73,7 +82,7 @@ def _flatten_message(message, prefix: str, out: dict[str, str]) -> None:
         _flatten_enum(enum, name + ".", out)
 
 
-def _flatten_enum(enum, prefix: str, out: dict[str, str]) -> None:
+def _flatten_enum(enum: EnumDescriptorProto, prefix: str, out: dict[str, str]) -> None:
     name = prefix + enum.name
     out[f"enum {name}"] = "enum"
     for value in enum.value:
@@ -89,7 +98,7 @@ def compare(ours: dict[str, str], theirs: dict[str, str]) -> list[SchemaDifferen
     ]
 
 
-def file_protos(pool, names: Iterable[str]) -> list[object]:
+def file_protos(pool: DescriptorPool, names: Iterable[str]) -> list[FileDescriptorProto]:
     """``FileDescriptorProto`` copies of the named files in ``pool``."""
     from google.protobuf import descriptor_pb2
 

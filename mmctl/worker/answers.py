@@ -11,12 +11,17 @@ transport of each tensor.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from mmctl.media.probe import MediaKind
 from mmctl.models.base import VisionParams
 from mmctl.preprocessing.pixels import bfloat16_bits_to_float32
 from mmctl.worker.checks import ReceivedBatch
+
+if TYPE_CHECKING:
+    from mmctl.wire._gen.vllm_engine_pb2 import GenerateRequest
 
 PALETTE = {
     "red": (255, 0, 0),
@@ -90,7 +95,7 @@ def colours_answer(batches: list[ReceivedBatch], params: VisionParams) -> str:
     return "; ".join(", ".join(c) for _, c in items)
 
 
-def echo_answer(req, batches: list[ReceivedBatch]) -> str:
+def echo_answer(req: GenerateRequest, batches: list[ReceivedBatch]) -> str:
     parts = [f"{len(req.tokenized.input_ids)} prompt tokens"]
     for batch in batches:
         tensors = ", ".join(

@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -29,6 +30,9 @@ from mmctl.request.tensors import LEGACY_DTYPES, WIRE_DTYPES, from_bytes
 from mmctl.request.view import batches, tensor_fields
 from mmctl.transport.shm import ShmReadError, read_handle
 from mmctl.wire import proto
+
+if TYPE_CHECKING:
+    from mmctl.wire._gen.vllm_engine_pb2 import GenerateRequest, TensorData
 
 ENGINE_FAIL = "the real worker would fail in the engine with"
 
@@ -91,13 +95,13 @@ class ReceivedBatch:
 
     def grids(self) -> list[tuple[int, int, int]]:
         grid = self.tensors[self.grid_key].reshape(-1, 3)
-        return [tuple(int(v) for v in row) for row in grid]
+        return [(int(t), int(h), int(w)) for t, h, w in grid]
 
 
 def _kind(modality: int, legacy: bool, label: str) -> MediaKind:
     if legacy:
         return MediaKind.IMAGE  # field 10 is unknown to such a worker: everything is an image
-    common = proto.common()
+    common = proto.common_pb2
     if modality in (common.MODALITY_UNSPECIFIED, common.IMAGE):  # unspecified reads as image
         return MediaKind.IMAGE
     if modality == common.VIDEO:
@@ -107,7 +111,7 @@ def _kind(modality: int, legacy: bool, label: str) -> MediaKind:
     raise Rejected(f"{label}.modality {modality} is not a known Modality value")
 
 
-def _payload(td, key: str, label: str) -> tuple[bytes, str]:
+def _payload(td: TensorData, key: str, label: str) -> tuple[bytes, str]:
     where = td.WhichOneof("payload")
     if where == "inline":
         return td.inline, "inline"
@@ -121,7 +125,7 @@ def _payload(td, key: str, label: str) -> tuple[bytes, str]:
     raise Rejected(f"{label}.{key}: TensorData payload is required")
 
 
-def decode(req, policy: Policy, spec: ModelSpec) -> list[ReceivedBatch]:
+def decode(req: GenerateRequest, policy: Policy, spec: ModelSpec) -> list[ReceivedBatch]:
     """Read every batch's tensors (shm files are consumed here) with the servicer's checks."""
     out: list[ReceivedBatch] = []
     errors: list[str] = []
@@ -165,7 +169,7 @@ def decode(req, policy: Policy, spec: ModelSpec) -> list[ReceivedBatch]:
     return out
 
 
-def _tensor(payload: bytes, td, key: str, label: str, policy: Policy) -> np.ndarray:
+def _tensor(payload: bytes, td: TensorData, key: str, label: str, policy: Policy) -> np.ndarray:
     if td.dtype not in policy.dtypes:
         accepted = ", ".join(sorted(policy.dtypes))
         raise Rejected(
@@ -177,7 +181,9 @@ def _tensor(payload: bytes, td, key: str, label: str, policy: Policy) -> np.ndar
         raise Rejected(f"{label}.{key}: {err.message}") from None
 
 
-def validate(req, batches: list[ReceivedBatch], model: Model, policy: Policy) -> None:
+def validate(
+    req: GenerateRequest, batches: list[ReceivedBatch], model: Model, policy: Policy
+) -> None:
     """Everything after decoding; raises :class:`Rejected` on the first problem."""
     ids = np.asarray(req.tokenized.input_ids, dtype=np.int64)
     seen: dict[str, str] = {}

@@ -8,9 +8,14 @@ refuse sending video to such a worker.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from google.protobuf import descriptor_pb2, descriptor_pool
 
 from mmctl.wire import proto
+
+if TYPE_CHECKING:
+    from google.protobuf.descriptor_pool import DescriptorPool
 
 # message -> field numbers an older worker's proto lacks
 LEGACY_MISSING = {
@@ -34,7 +39,7 @@ LEGACY_EMPTY_SERVER_INFO = (
 )
 
 
-def _file_proto(pool, name: str) -> descriptor_pb2.FileDescriptorProto:
+def _file_proto(pool: DescriptorPool, name: str) -> descriptor_pb2.FileDescriptorProto:
     fdp = descriptor_pb2.FileDescriptorProto()
     pool.FindFileByName(name).CopyToProto(fdp)
     return fdp

@@ -14,6 +14,7 @@ import binascii
 import os
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
 from mmctl.choices import PixelFormat
@@ -25,6 +26,11 @@ from mmctl.prompt.layout import LayoutItem, expand
 from mmctl.request.build import MediaItem, make_batches
 from mmctl.request.hashing import item_hash
 from mmctl.worker.checks import Rejected
+
+if TYPE_CHECKING:
+    from mmctl.prompt.layout import Layout
+    from mmctl.request.build import Batch
+    from mmctl.wire._gen.vllm_engine_pb2 import GenerateRequest
 
 MAX_DATA_URL_BYTES = 512 * 2**20
 
@@ -65,11 +71,13 @@ def resolve(url: str, kind: MediaKind, workdir: Path, allowed_dir: Path | None, 
     )
 
 
-def process(req, model: Model, device_normalize: bool, allowed_dir: Path | None):
+def process(
+    req: GenerateRequest, model: Model, device_normalize: bool, allowed_dir: Path | None
+) -> tuple[Layout, list[Batch]]:
     """(expanded input ids, batches) for a media_refs request."""
     from mmctl.wire import proto
 
-    common = proto.common()
+    common = proto.common_pb2
     fmt = PixelFormat.UINT8 if device_normalize else PixelFormat.FLOAT32
     items: list[MediaItem] = []
     with tempfile.TemporaryDirectory(prefix="mmctl-stub-") as tmp:

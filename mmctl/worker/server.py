@@ -16,7 +16,7 @@ import time
 from concurrent import futures
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import grpc
 
@@ -31,6 +31,15 @@ from mmctl.wire.proto import UNLIMITED
 from mmctl.worker import answers, checks, media_refs
 from mmctl.worker.descriptors import LEGACY_EMPTY_SERVER_INFO, reflection_pool
 from mmctl.worker.generate import finish
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator, Sequence
+    from types import ModuleType
+
+    from mmctl.models.base import ModelSpec
+    from mmctl.request.build import Batch
+    from mmctl.wire._gen import vllm_engine_pb2 as pb
+    from mmctl.worker.generate import Finished
 
 CHUNK = 64 * 1024
 SERVER_TYPE = "vllm-grpc"
@@ -71,7 +80,7 @@ class _Requests:
         for event in events:
             event.set()
 
-    def abort(self, ids) -> int:
+    def abort(self, ids: Iterable[str]) -> int:
         with self._lock:
             found = [self._events[i] for i in ids if i in self._events]
         for event in found:
@@ -83,7 +92,7 @@ class _Requests:
             return len(self._events)
 
 
-class StubServicer(proto.engine_grpc().VllmEngineServicer):  # type: ignore[misc]
+class StubServicer(proto.engine_grpc.VllmEngineServicer):
     """``vllm.grpc.engine.VllmEngine``, strict where the real worker is."""
 
     def __init__(self, cfg: StubConfig) -> None:
@@ -96,9 +105,11 @@ class StubServicer(proto.engine_grpc().VllmEngineServicer):  # type: ignore[misc
 
     # ---- Generate -------------------------------------------------------
 
-    def Generate(self, request, context):
+    def Generate(
+        self, request: pb.GenerateRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.GenerateResponse]:
         cfg = self.cfg
-        engine = proto.engine()
+        engine = proto.engine_pb2
         started = time.perf_counter()
         request_id = request.request_id or self._next_id()
         try:
@@ -163,7 +174,7 @@ class StubServicer(proto.engine_grpc().VllmEngineServicer):  # type: ignore[misc
         finally:
             self.requests.end(request_id)
 
-    def _admit(self, request):
+    def _admit(self, request: pb.GenerateRequest) -> tuple[list[checks.ReceivedBatch], int]:
         """Decode and check; returns (batches, prompt length)."""
         cfg, policy = self.cfg, self.cfg.policy
         if request.WhichOneof("input") != "tokenized":
@@ -194,7 +205,14 @@ class StubServicer(proto.engine_grpc().VllmEngineServicer):  # type: ignore[misc
         return batches, len(request.tokenized.input_ids)
 
     @staticmethod
-    def _complete(engine, tokens, reason, prompt_len, completion, done):
+    def _complete(
+        engine: ModuleType,
+        tokens: Sequence[int],
+        reason: str,
+        prompt_len: int,
+        completion: int,
+        done: Finished | None,
+    ) -> pb.GenerateResponse:
         msg = engine.GenerateComplete(
             output_ids=list(tokens),
             finish_reason=reason,
@@ -211,7 +229,9 @@ class StubServicer(proto.engine_grpc().VllmEngineServicer):  # type: ignore[misc
         self._seq += 1
         return f"stub-{self._seq}"
 
-    def _log(self, request_id, request, outcome: str, started: float) -> None:
+    def _log(
+        self, request_id: str, request: pb.GenerateRequest, outcome: str, started: float
+    ) -> None:
         kinds = [_describe(mm) for mm in batches(request)]
         if request.HasField("media_refs"):
             kinds.append(f"{len(request.media_refs.items)} media_refs")
@@ -226,21 +246,25 @@ class StubServicer(proto.engine_grpc().VllmEngineServicer):  # type: ignore[misc
         self.cfg.log.write(f"[stub] {line}\n")
         self.cfg.log.flush()
 
-    def HealthCheck(self, request, context):
+    def HealthCheck(
+        self, request: pb.HealthCheckRequest, context: grpc.ServicerContext
+    ) -> pb.HealthCheckResponse:
         self._note("HealthCheck: healthy")
-        return proto.engine().HealthCheckResponse(healthy=True, message="stub worker ready")
+        return proto.engine_pb2.HealthCheckResponse(healthy=True, message="stub worker ready")
 
-    def Abort(self, request, context):
+    def Abort(self, request: pb.AbortRequest, context: grpc.ServicerContext) -> pb.AbortResponse:
         found = self.requests.abort(list(request.request_ids))
         self._note(f"Abort {list(request.request_ids)}: {found} in flight")
-        return proto.engine().AbortResponse()
+        return proto.engine_pb2.AbortResponse()
 
-    def GetModelInfo(self, request, context):
+    def GetModelInfo(
+        self, request: pb.GetModelInfoRequest, context: grpc.ServicerContext
+    ) -> pb.GetModelInfoResponse:
         self._note("GetModelInfo")
         model = self.cfg.model
         config = dict(model.files.config)
         eos = model.eos_token_ids
-        return proto.engine().GetModelInfoResponse(
+        return proto.engine_pb2.GetModelInfoResponse(
             model_path=model.source.label,
             is_generation=True,
             max_context_length=int(config.get("max_position_embeddings", 0) or 0),
@@ -256,10 +280,12 @@ class StubServicer(proto.engine_grpc().VllmEngineServicer):  # type: ignore[misc
             max_req_input_len=int(config.get("max_position_embeddings", 0) or 0),
         )
 
-    def GetServerInfo(self, request, context):
+    def GetServerInfo(
+        self, request: pb.GetServerInfoRequest, context: grpc.ServicerContext
+    ) -> pb.GetServerInfoResponse:
         self._note("GetServerInfo")
         policy = self.cfg.policy
-        info = proto.engine().GetServerInfoResponse(
+        info = proto.engine_pb2.GetServerInfoResponse(
             active_requests=len(self.requests),
             is_paused=False,
             last_receive_timestamp=self.requests.last_receive,
@@ -282,13 +308,13 @@ class StubServicer(proto.engine_grpc().VllmEngineServicer):  # type: ignore[misc
                 info.ClearField(name)
         return info
 
-    def GetTokenizer(self, request, context):
+    def GetTokenizer(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
         with self._bundle_lock:
             if self._bundle is None:
                 self._bundle = build_bundle(self.cfg.model.source)
         data, sha = self._bundle
         self._note(f"GetTokenizer: {len(data):,} bytes, sha256 {sha[:12]}…")
-        common = proto.common()
+        common = proto.common_pb2
         for start in range(0, len(data), CHUNK):
             end = min(start + CHUNK, len(data))
             yield common.GetTokenizerChunk(
@@ -296,8 +322,8 @@ class StubServicer(proto.engine_grpc().VllmEngineServicer):  # type: ignore[misc
             )
 
 
-def _describe(mm) -> str:
-    common = proto.common()
+def _describe(mm: pb.MultimodalInputs) -> str:
+    common = proto.common_pb2
     known = {v: k for k, v in common.Modality.items()}
     kind = known.get(mm.modality, str(mm.modality)).replace("MODALITY_UNSPECIFIED", "IMAGE?")
     td = mm.pixel_values
@@ -305,7 +331,7 @@ def _describe(mm) -> str:
     return f"{kind} {len(mm.mm_placeholders)} item(s) {list(td.shape)} {td.dtype} via {where}"
 
 
-def _received(n: int, batch, spec) -> checks.ReceivedBatch:
+def _received(n: int, batch: Batch, spec: ModelSpec) -> checks.ReceivedBatch:
     """A locally built batch (worker-side processing) as if it had arrived."""
     tensors = {}
     dtypes = {}
@@ -333,7 +359,7 @@ def _received(n: int, batch, spec) -> checks.ReceivedBatch:
 class Running:
     server: grpc.Server
     port: int
-    servicer: object
+    servicer: StubServicer
 
     @property
     def address(self) -> str:
@@ -389,7 +415,7 @@ def start(
         options=[*UNLIMITED, ("grpc.so_reuseport", 0)],
     )
     servicer = StubServicer(cfg)
-    proto.engine_grpc().add_VllmEngineServicer_to_server(servicer, server)
+    proto.engine_grpc.add_VllmEngineServicer_to_server(servicer, server)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = (proto.SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME)

@@ -62,7 +62,7 @@ def test_build_writes_a_request_and_json_summarises_tensors(cli, red_blue, pictu
     pixels = batches[1]["tensors"]["pixel_values"]
     assert pixels["dtype"] == "bfloat16" and pixels["bytes"] == 192 * 1536 * 2
     assert "inline" not in str(batches[0]["tensors"]["pixel_values"].get("values", ""))
-    req = proto.engine().GenerateRequest()
+    req = proto.engine_pb2.GenerateRequest()
     req.ParseFromString(out.read_bytes())
     assert req.request_id == doc["request"]["request_id"]
     # The written request passes the walk when inspected back.
@@ -73,7 +73,7 @@ def test_build_writes_a_request_and_json_summarises_tensors(cli, red_blue, pictu
 def test_inspecting_a_broken_request_exits_6(cli, red_blue, tmp_path):
     out = tmp_path / "req.pb"
     assert cli("build", red_blue, "-o", out).code == 0
-    req = proto.engine().GenerateRequest()
+    req = proto.engine_pb2.GenerateRequest()
     req.ParseFromString(out.read_bytes())
     ids = list(req.tokenized.input_ids)
     vs = 151652

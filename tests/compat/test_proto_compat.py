@@ -81,7 +81,7 @@ def test_comparison_catches_a_changed_enum_value_and_stream_flag():
 
 
 def _video_request():
-    pb, common = proto.engine(), proto.common()
+    pb, common = proto.engine_pb2, proto.common_pb2
     request = pb.GenerateRequest(
         request_id="mmctl-compat-1",
         tokenized=pb.TokenizedInput(original_text="<video> colours?", input_ids=[1, 151652, 2, 3]),
@@ -162,7 +162,7 @@ def test_server_info_capability_fields_round_trip():
         mm_media_ref_schemes="http,https,data",
     )
     wire = theirs.SerializeToString(deterministic=True)
-    ours = proto.engine().GetServerInfoResponse.FromString(wire)
+    ours = proto.engine_pb2.GetServerInfoResponse.FromString(wire)
     assert ours.mm_device_do_normalize is True
     assert ours.mm_item_limits == "image=8,video=2"
     assert ours.mm_encoder_budget == 16384

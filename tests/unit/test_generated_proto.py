@@ -25,5 +25,5 @@ def test_generated_code_uses_the_private_pool():
 
     pool = proto.descriptor_pool()
     assert pool is not descriptor_pool.Default()
-    assert proto.engine().GenerateRequest.DESCRIPTOR.file.pool is pool
+    assert proto.engine_pb2.GenerateRequest.DESCRIPTOR.file.pool is pool
     assert pool.FindMessageTypeByName("vllm.grpc.engine.MultimodalInputs")

@@ -25,7 +25,7 @@ def video_request(red_blue, builtin_model):
 
 def shm_placer(arena: ShmArena, min_bytes: int = 0):
     """Place tensors of at least ``min_bytes`` in /dev/shm (the send command's rule)."""
-    common, engine = proto.common(), proto.engine()
+    common, engine = proto.common_pb2, proto.engine_pb2
     from mmctl.request.tensors import inline, wire_array
 
     def place(key, array, dtype):

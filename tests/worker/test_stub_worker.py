@@ -85,7 +85,7 @@ def test_abort_cancels_an_in_flight_stream(make_stub, video_request):
     deadline = time.time() + 5
     while time.time() < deadline and "to-abort" not in str(slow.running.servicer.requests._events):
         time.sleep(0.02)
-    slow.engine.Abort(proto.engine().AbortRequest(request_ids=["to-abort"]))
+    slow.engine.Abort(proto.engine_pb2.AbortRequest(request_ids=["to-abort"]))
     thread.join(10)
     tokens, done = result["out"]
     assert done.finish_reason == "abort" and len(tokens) < 4
@@ -104,7 +104,7 @@ def test_device_normalize_takes_uint8_and_refuses_floats(make_stub, video_reques
     req, _ = video_request(PixelFormat.UINT8)
     tokens, _ = dn.generate(req)
     assert builtin_model.tokenizer.decode(tokens, skip_special_tokens=True) == "red, blue"
-    info = dn.engine.GetServerInfo(proto.engine().GetServerInfoRequest())
+    info = dn.engine.GetServerInfo(proto.engine_pb2.GetServerInfoRequest())
     assert info.mm_device_do_normalize
     req, _ = video_request(PixelFormat.FLOAT32)
     with pytest.raises(grpc.RpcError) as err:
@@ -114,7 +114,7 @@ def test_device_normalize_takes_uint8_and_refuses_floats(make_stub, video_reques
 
 
 def test_media_refs_processed_by_the_worker(stub, red_blue, builtin_model):
-    engine, common = proto.engine(), proto.common()
+    engine, common = proto.engine_pb2, proto.common_pb2
     text = (
         "<|im_start|>user\n<|vision_start|><|video_pad|><|vision_end|>Which colours?"
         "<|im_end|>\n<|im_start|>assistant\n"
@@ -282,7 +282,7 @@ def test_malformed_requests_are_invalid_argument(
         for path in made:
             if path.exists() or path.is_symlink():
                 path.unlink()
-    ok = stub.engine.HealthCheck(proto.engine().HealthCheckRequest())
+    ok = stub.engine.HealthCheck(proto.engine_pb2.HealthCheckRequest())
     assert ok.healthy  # still serving after the refusal
 
 
@@ -299,7 +299,7 @@ def test_item_limit_and_encoder_budget(make_stub, video_request):
 
 def test_legacy_worker_looks_old(make_stub, video_request):
     old = make_stub(legacy_proto=True)
-    info = old.engine.GetServerInfo(proto.engine().GetServerInfoRequest())
+    info = old.engine.GetServerInfo(proto.engine_pb2.GetServerInfoRequest())
     assert info.shm_namespace_id and not info.model_dtype and not info.mm_item_limits
     assert not info.mm_device_do_normalize and info.mm_encoder_budget == 0
     req, _ = video_request(PixelFormat.BFLOAT16)
@@ -349,7 +349,7 @@ def test_standard_health_service(stub):
 
 
 def test_get_tokenizer_streams_the_bundle_in_64k_chunks(stub):
-    chunks = list(stub.engine.GetTokenizer(proto.common().GetTokenizerRequest()))
+    chunks = list(stub.engine.GetTokenizer(proto.common_pb2.GetTokenizerRequest()))
     assert all(len(c.data) == 64 * 1024 for c in chunks[:-1])
     assert all(not c.sha256 for c in chunks[:-1])
     data = b"".join(c.data for c in chunks)
@@ -359,7 +359,7 @@ def test_get_tokenizer_streams_the_bundle_in_64k_chunks(stub):
 
 
 def test_model_info(stub):
-    info = stub.engine.GetModelInfo(proto.engine().GetModelInfoRequest())
+    info = stub.engine.GetModelInfo(proto.engine_pb2.GetModelInfoRequest())
     assert info.supports_vision and info.model_type == "qwen3_vl"
     assert list(info.eos_token_ids) == [151645, 151643]
 
@@ -377,7 +377,7 @@ def test_item_limit_is_enforced(make_stub, red_blue, builtin_model):
 
 
 def test_file_media_ref_outside_the_allowed_folder(make_stub, red_blue, builtin_model, tmp_path):
-    engine, common = proto.engine(), proto.common()
+    engine, common = proto.engine_pb2, proto.common_pb2
     guarded = make_stub(allowed_local_media_path=tmp_path)
     text = "<|im_start|>user\n<|vision_start|><|video_pad|><|vision_end|>?<|im_end|>\n"
     req = engine.GenerateRequest(

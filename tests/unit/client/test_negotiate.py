@@ -39,11 +39,23 @@ MODERN = dict(model_dtype="bfloat16", mm_item_limits="image=8,video=2")
         (facts(**MODERN), None, False, "bfloat16", "model dtype bfloat16"),
         (facts(**{**MODERN, "model_dtype": "torch.float16"}), None, False, "float16", "float16"),
         (facts(**{**MODERN, "model_dtype": "float32"}), None, False, "float32", "float32"),
-        (facts(**{**MODERN, "mm_device_do_normalize": True}), None, False, "uint8", "on the device"),
+        (
+            facts(**{**MODERN, "mm_device_do_normalize": True}),
+            None,
+            False,
+            "uint8",
+            "on the device",
+        ),
         (facts(**MODERN), "float16", False, "float16", "--pixel-dtype"),
         (facts(), "float32", False, "float32", "--pixel-dtype"),
         (facts(), "bfloat16", True, "bfloat16", "--pixel-dtype"),  # skip-checks lets it through
-        (facts(**{**MODERN, "mm_device_do_normalize": True}), "float32", True, "float32", "--pixel"),
+        (
+            facts(**{**MODERN, "mm_device_do_normalize": True}),
+            "float32",
+            True,
+            "float32",
+            "--pixel",
+        ),
     ],
     ids=[
         "offline",

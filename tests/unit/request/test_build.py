@@ -19,7 +19,7 @@ def test_video_request_carries_what_the_servicer_reads(red_blue, builtin_model):
     composed = compose([red_blue], "Which colours?", builtin_model)
     req = composed.plan.to_proto()
     mm = req.mm_inputs
-    assert mm.modality == proto.common().VIDEO
+    assert mm.modality == proto.common_pb2.VIDEO
     assert mm.im_token_id == builtin_model.token_ids.video_token_id
     assert not mm.HasField("encoder_input_key")
     assert list(mm.batched_keys) == ["video_grid_thw", "patches_per_video"]
@@ -43,10 +43,10 @@ def test_video_request_carries_what_the_servicer_reads(red_blue, builtin_model):
 def test_image_and_video_use_one_batch_each_in_prompt_order(red_blue, picture, builtin_model):
     composed = compose([picture, picture, red_blue], "Compare.", builtin_model)
     req = composed.plan.to_proto()
-    assert req.mm_inputs.modality == proto.common().IMAGE
+    assert req.mm_inputs.modality == proto.common_pb2.IMAGE
     assert len(req.mm_inputs.mm_placeholders) == 2
     (video,) = req.extra_mm_inputs
-    assert video.modality == proto.common().VIDEO
+    assert video.modality == proto.common_pb2.VIDEO
     keys = set(req.mm_inputs.model_specific_tensors) & set(video.model_specific_tensors)
     assert not keys  # no colliding tensor keys across batches
     offsets = [p.offset for p in req.mm_inputs.mm_placeholders] + [video.mm_placeholders[0].offset]
