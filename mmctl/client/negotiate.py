@@ -1,4 +1,4 @@
-"""Decisions made with the worker (DESIGN §2–3), each with the reason shown to the user.
+"""Decisions made with the worker (ARCHITECTURE §3), each with the reason shown to the user.
 
 * pixel dtype — uint8 raw pixels when the worker normalizes on the device
   (floats would be normalized twice: silent garbage); else the model's dtype

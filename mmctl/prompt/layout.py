@@ -4,7 +4,7 @@ The rendered prompt holds one ``<|vision_start|><|X_pad|><|vision_end|>``
 triple per item. Expansion replaces it with the tokens the model embeds, and
 records each item's placeholder span (what ``mm_placeholders`` carries).
 
-Three layouts exist in the wild for Qwen3-VL video (DESIGN §4.6):
+Three layouts exist in the wild for Qwen3-VL video (ARCHITECTURE §5.4):
 
 ``vllm``
     vLLM 0.33 with transformers ≥ 5.10 (and HF's ``Qwen3VLProcessor`` today):

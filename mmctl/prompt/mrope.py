@@ -1,4 +1,4 @@
-"""The client-side version of vLLM's mrope frame walk (DESIGN §4.7).
+"""The client-side version of vLLM's mrope frame walk (ARCHITECTURE §5.5).
 
 vLLM derives Qwen3-VL's 3-D positions by walking each video's span: for each
 of ``grid_t`` frames it finds the next ``<|vision_start|>`` from the current

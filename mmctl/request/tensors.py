@@ -1,4 +1,4 @@
-"""numpy arrays ↔ ``TensorData`` (DESIGN §2–3): little-endian, C order, named dtypes.
+"""numpy arrays ↔ ``TensorData`` (ARCHITECTURE §3–4): little-endian, C order, named dtypes.
 
 bfloat16 has no numpy dtype; mmctl holds it as uint16 bit patterns and names
 it ``bfloat16`` on the wire.

@@ -1,4 +1,4 @@
-"""Tensors through ``/dev/shm`` (DESIGN §3): the producer side and the worker's reader.
+"""Tensors through ``/dev/shm`` (ARCHITECTURE §4): the producer side and the worker's reader.
 
 One module for both ends so they cannot drift: ``mmctl send`` writes
 segments with :class:`ShmArena`, the stub worker reads them with

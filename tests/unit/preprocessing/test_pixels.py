@@ -15,7 +15,7 @@ P3 = qwen3_vl.PARAMS
 
 
 def test_linspace_ties_round_to_even_like_numpy():
-    # DESIGN §4.1: 75 frames at 30 fps -> 5 frames, halves to even.
+    # ARCHITECTURE §5.1: 75 frames at 30 fps -> 5 frames, halves to even.
     assert qwen3_vl.SPEC.sample_indices(75, 30.0, P3).tolist() == [0, 18, 37, 56, 74]
 
 
