@@ -266,6 +266,7 @@ def _client_processing(
         on_frame=hooks.on_frame,
         allocate=allocator,
         timeline=run.timeline,
+        kinds=inputs.kinds,
     )
     if allocator is not None:
         allocator.release_except([it.pre.pixel_values for it in composed.items])

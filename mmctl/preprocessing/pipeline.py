@@ -98,15 +98,18 @@ def preprocess(
     allocate: Allocator = empty,
     strict: bool = False,
 ) -> Preprocessed:
-    """Preprocess an image or a video file (kind from the file unless given).
+    """Preprocess an image or a video file. ``kind`` comes from a caller that
+    has checked the file (:func:`mmctl.media.probe.check_media`); without it
+    the file is checked and its kind found here.
 
     ``on_frame(done, total)`` is called after each sampled frame is processed
     (for progress bars). A video that decodes to fewer frames than its
     container announces is preprocessed from the frames that decode, with a
     warning in :attr:`Preprocessed.warnings`; ``strict`` refuses it instead.
     """
-    check_readable(path)
-    kind = kind or media_kind(path)
+    if kind is None:
+        check_readable(path)
+        kind = media_kind(path)
     if kind is MediaKind.IMAGE:
         return preprocess_image(
             path, spec, params, pixel_format, keep_frames=keep_frames, allocate=allocate

@@ -93,14 +93,18 @@ def compose(
     on_frame: Callable[[int, int], None] | None = None,
     allocate: Allocator | None = None,
     timeline: Timeline | None = None,
+    kinds: Sequence[MediaKind] | None = None,
 ) -> Composed:
     """Everything a request needs. ``timeline`` gets the laps ``decode_s``
-    (decode + preprocess, per item), ``hash_s`` and ``tokenize_s``."""
+    (decode + preprocess, per item), ``hash_s`` and ``tokenize_s``.
+    ``kinds``: the media's kinds, from a caller that has checked the files
+    (``mmctl.media.probe.check_media``); without them each file is checked here."""
     timeline = timeline or Timeline()
-    kinds = []
-    for path in media:
-        check_readable(path)
-        kinds.append(media_kind(path))
+    if kinds is None:
+        kinds = []
+        for path in media:
+            check_readable(path)
+            kinds.append(media_kind(path))
     if item_limits:
         check_item_limits([k.value for k in kinds], item_limits, "the limit")
     items: list[MediaItem] = []
