@@ -1,9 +1,9 @@
 """Option values → library values, the same way on every command.
 
 Each helper builds a library object whose constructor validates it
-(:class:`~mmctl.request.build.Sampling`,
-:class:`~mmctl.models.base.VisionOverrides`), so a bad value is a usage error
-(exit 2) before any file is decoded or worker contacted. The prompt syntax
+(:class:`~mmctl.request.build.Sampling`; commands build
+:class:`~mmctl.models.base.VisionOverrides` directly), so a bad value is a
+usage error (exit 2) before any file is decoded or worker contacted. The prompt syntax
 (``@FILE``, ``-``, ``@@``) is command-line convention, as in curl and HTTPie,
 so it lives here.
 """
@@ -15,8 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
-    from mmctl.models.base import VisionOverrides
-    from mmctl.models.model import Model
     from mmctl.request.build import Sampling
 
 
@@ -53,28 +51,6 @@ def _read_prompt(path: Path) -> str:
         raise InputError(f"cannot read prompt file {path}: {err.strerror or err}") from None
 
 
-def vision(
-    *,
-    fps: float | None = None,
-    num_frames: int | None = None,
-    min_frames: int | None = None,
-    max_frames: int | None = None,
-    min_pixels: int | None = None,
-    max_pixels: int | None = None,
-) -> VisionOverrides:
-    """The sampling/budget flags as :class:`VisionOverrides` (``None`` keeps the model's)."""
-    from mmctl.models.base import VisionOverrides
-
-    return VisionOverrides(
-        fps=fps,
-        num_frames=num_frames,
-        min_frames=min_frames,
-        max_frames=max_frames,
-        min_pixels=min_pixels,
-        max_pixels=max_pixels,
-    )
-
-
 def sampling(
     *,
     max_tokens: int | None,
@@ -101,16 +77,3 @@ def item_limits(label: str | None) -> dict[str, int] | None:
     from mmctl.request.limits import parse_item_limits
 
     return None if label is None else parse_item_limits(label)
-
-
-def load_model(
-    *,
-    model_dir: Path | None,
-    bundle: Path | None,
-    family: str | None,
-    overrides: VisionOverrides | None = None,
-) -> Model:
-    """The model ``--model-dir`` / ``--bundle`` name, else the built-in Qwen3-VL files."""
-    from mmctl.models.model import load_model as load
-
-    return load(model_dir=model_dir, bundle=bundle, family=family, overrides=overrides)

@@ -104,6 +104,8 @@ def build(
     from mmctl.cli._output import Output
     from mmctl.errors import CheckFailed
     from mmctl.media.probe import check_readable
+    from mmctl.models.base import VisionOverrides
+    from mmctl.offline import model_for
     from mmctl.request.compose import compose
     from mmctl.request.view import summary, write_request
 
@@ -118,7 +120,7 @@ def build(
         stop=stop,
     )
     limits = _inputs.item_limits(mm_item_limits)
-    overrides = _inputs.vision(
+    overrides = VisionOverrides(
         fps=fps,
         num_frames=num_frames,
         min_frames=min_frames,
@@ -128,9 +130,7 @@ def build(
     )
     for path in media:
         check_readable(path)
-    model = _inputs.load_model(
-        model_dir=model_dir, bundle=bundle, family=family, overrides=overrides
-    )
+    model = model_for(model_dir=model_dir, bundle=bundle, family=family, vision=overrides)
     composed = compose(
         media,
         DEFAULT_PROMPT if text is None else text,

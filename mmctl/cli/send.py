@@ -171,6 +171,7 @@ def send(
     from mmctl.client.client import Client
     from mmctl.client.options import Hooks, SendOptions, media_inputs, refuse, request_inputs
     from mmctl.errors import UsageError
+    from mmctl.models.base import VisionOverrides
     from mmctl.timing import Timeline
 
     output = Output(json_mode=json_out)
@@ -202,7 +203,7 @@ def send(
         allow_special_tokens=allow_special_tokens,
         strict=strict,
         skip_checks=skip_checks,
-        vision=_inputs.vision(
+        vision=VisionOverrides(
             fps=fps,
             num_frames=num_frames,
             min_frames=min_frames,

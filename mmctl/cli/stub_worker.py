@@ -118,6 +118,7 @@ def stub_worker(
     from mmctl.cli import _inputs
     from mmctl.cli._output import Output
     from mmctl.errors import Interrupted, UsageError
+    from mmctl.offline import model_for
     from mmctl.worker import checks
     from mmctl.worker.server import StubConfig, check_bindable, start
 
@@ -128,7 +129,7 @@ def stub_worker(
         raise UsageError(f"--allowed-local-media-path {allowed_local_media_path} is not a folder")
     limits = _inputs.item_limits(mm_item_limits)
     check_bindable(host, port)  # before the model loads: a taken port fails at once
-    model = _inputs.load_model(model_dir=model_dir, bundle=bundle, family=family)
+    model = model_for(model_dir=model_dir, bundle=bundle, family=family)
     model.tokenizer  # noqa: B018 - load now: a broken tokenizer fails at start, not per request
     policy = checks.Policy(
         device_normalize=device_normalize,

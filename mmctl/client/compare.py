@@ -59,7 +59,6 @@ def compare(
     options = {name: base.but(**changes) for name, changes in variants.items()}
     inputs = media_inputs(media)
     setup = Timeline()
-    client.local_source()
     client.session(setup)
     hooks = hooks or Hooks()
     runs: dict[str, list[SendResult]] = {name: [] for name in options}

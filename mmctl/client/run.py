@@ -455,13 +455,13 @@ class Answer:
         if resp.HasField("chunk"):
             self.tokens.extend(resp.chunk.token_ids)
             if self.hooks.on_text is not None:
-                self._show(self.tokenizer.decode(self.tokens, skip_special_tokens=True))
+                self.show(self.tokenizer.decode(self.tokens, skip_special_tokens=True))
         else:
             self.complete = resp.complete
             if not self.ready.request.stream:
                 self.tokens.extend(self.complete.output_ids)
 
-    def _show(self, text: str) -> None:
+    def show(self, text: str) -> None:
         # Only whole characters: a token may end inside a multi-byte one.
         if text.startswith(self.shown) and len(text) > len(self.shown):
             assert self.hooks.on_text is not None
@@ -506,7 +506,7 @@ def finish(
         raise WorkerUnavailable(f"Generate {req.request_id}: the stream ended without a completion")
     text = answer.tokenizer.decode(answer.tokens, skip_special_tokens=True)
     if hooks.on_text is not None:
-        answer._show(text)
+        answer.show(text)
     run.timeline.lap("generation_s")
     return SendResult(
         request_id=req.request_id,

@@ -9,7 +9,7 @@ among its rows.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -31,8 +31,6 @@ class Session:
     model: Model
     #: Where the model files came from, for the result documents.
     model_doc: dict[str, Any]
-    #: The set-up laps this session cost (``model_files_s``, ``tokenizer_s``).
-    setup: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def open(
@@ -57,8 +55,8 @@ class Session:
             source, bundle = fetch_bundle(channel, target, facts.model, refresh=refresh_bundle)
             origin = {"source": source.label, "from": "worker GetTokenizer", "bundle": bundle}
         model = load_model(source=source, family=family, overrides=vision)
-        laps = {"model_files_s": timeline.lap("model_files_s")}
+        timeline.lap("model_files_s")
         model.tokenizer  # noqa: B018 - loading it is set-up, not a request's tokenize time
-        laps["tokenizer_s"] = timeline.lap("tokenizer_s")
+        timeline.lap("tokenizer_s")
         origin.update(family=model.spec.name, served_model_name=facts.model.served_model_name)
-        return cls(target, channel, facts, model, origin, laps)
+        return cls(target, channel, facts, model, origin)
