@@ -157,10 +157,13 @@ RequestIdOpt = Annotated[
 # ---- pixels and media ----
 
 
+PIXEL_DTYPE_METAVAR = "[float32|bfloat16|float16|uint8]"
+
+
 def _pixel_dtype(default: str) -> object:
     return typer.Option(
         "--pixel-dtype",
-        metavar="[float32|bfloat16|float16|uint8]",
+        metavar=PIXEL_DTYPE_METAVAR,
         help="What the pixel tensor holds: float32, bfloat16, float16 (normalized) or uint8 "
         "(raw pixels, for workers that normalize on the device)." + default_text(default),
         show_default=False,
@@ -170,6 +173,17 @@ def _pixel_dtype(default: str) -> object:
 PixelDtypeOpt = Annotated[PixelFormat | None, _pixel_dtype("float32")]
 NegotiatedPixelDtypeOpt = Annotated[
     PixelFormat | None, _pixel_dtype("what the worker expects (see `mmctl info`)")
+]
+#: A list: each value an arm of `mmctl bench`.
+PixelDtypesOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--pixel-dtype",
+        metavar=PIXEL_DTYPE_METAVAR + "[,…]",
+        help="Pixel dtypes to compare, each an arm (see `mmctl send --help`)."
+        + default_text("what the worker expects"),
+        show_default=False,
+    ),
 ]
 LayoutOpt = Annotated[
     LayoutKind,

@@ -74,13 +74,24 @@ def root(
 
 def _register() -> None:
     # Command modules import only typer at module level (see the docstring).
-    from mmctl.cli import build, demo, health, inspect_tokens, preprocess, send, shm, stub_worker
+    from mmctl.cli import (
+        bench,
+        build,
+        demo,
+        health,
+        inspect_tokens,
+        preprocess,
+        send,
+        shm,
+        stub_worker,
+    )
 
     app.command(name="preprocess")(preprocess.preprocess)
     app.command(name="inspect-tokens")(inspect_tokens.inspect_tokens)
     app.command(name="build")(build.build)
     app.command(name="send")(send.send)
     app.command(name="demo")(demo.demo)
+    app.command(name="bench")(bench.bench)
     app.command(name="health")(health.health)
     app.command(name="info")(health.info)
     app.add_typer(shm.shm_app)

@@ -251,7 +251,10 @@ class Client:
         timeline.lap("inputs_s")
         ready = self._prepare(opts, inputs, Hooks(), timeline)
         ready.arena.close()
-        return Built(ready.request, ready.run)
+        from mmctl.wire import proto
+
+        # The whole message: ``ready.request`` lacks a spliced tensor's bytes.
+        return Built(proto.engine_pb2.GenerateRequest.FromString(ready.data), ready.run)
 
     def _prepare(
         self, opts: SendOptions, inputs: Inputs, hooks: Hooks, timeline: Timeline

@@ -84,14 +84,15 @@ class ShmPlacer:
         self.problems: list[str] = list(allocator.problems) if allocator else []
 
     def __call__(self, key: str, array: np.ndarray, dtype: str) -> Any:
+        """The shm handle; ``None`` (inline, the builder's way) under the threshold."""
         data = tensors.wire_array(array, dtype)
         if data.nbytes < self.min_bytes:
-            return tensors.inline(data, dtype)
+            return None
         segment = self.allocator.segment_of(array) if self.allocator else None
         if segment is None:
             segment = shm_or_none(lambda: self.arena.put(data), self.fallback, self.problems)
             if segment is None:
-                return tensors.inline(data, dtype)
+                return None
         self.moved["shm"] += segment.nbytes
         return handle(segment, data.shape, dtype)
 

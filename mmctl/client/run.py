@@ -149,7 +149,7 @@ def prepare(
     """Everything before ``Generate``; the arena's files are the caller's to
     remove (:func:`finish`) from here on."""
     run = Run(timeline, kinds=inputs.kinds)
-    problem = _shm_problem()
+    problem = shm_problem()
     run.decisions["transport"] = transport(
         opts.transport.value, session.facts, namespace_id(), problem
     )
@@ -180,8 +180,7 @@ def prepare(
             hooks.warn(warning)
         _check_modality_support(session, run, opts.skip_checks)
         timeline.lap("tokenize_s")
-        request = _hand_off(opts, run, arena, use_shm, request, plan, hooks)
-        data = request.SerializeToString()
+        request, data = _hand_off(opts, run, arena, use_shm, request, plan, hooks)
         run.moved["request"] = len(data)
         timeline.lap("handoff_s")
     except BaseException:
@@ -190,7 +189,7 @@ def prepare(
     return Ready(run, request, data, arena, [s.name for s in arena.segments])
 
 
-def _shm_problem() -> str | None:
+def shm_problem() -> str | None:
     folder = shm_dir()
     if not folder.is_dir():
         return f"{folder} does not exist"
@@ -207,10 +206,12 @@ def _hand_off(
     request: Any,
     plan: tuple[Composed, ShmAllocator | None] | None,
     hooks: Hooks,
-) -> Any:
+) -> tuple[Any, bytes]:
     """Tensors into shm files (one copy, none when preprocessing wrote them
-    there) or inline; the message the worker gets."""
+    there) or inline; the message (without a spliced tensor's bytes) and the
+    bytes the worker gets."""
     fallback = opts.transport is Transport.AUTO
+    spliced = 0
     if plan is not None:
         composed, allocator = plan
         placer = (
@@ -218,7 +219,8 @@ def _hand_off(
             if use_shm
             else None
         )
-        request = composed.plan.to_proto(placer) if placer else composed.plan.to_proto()
+        encoded = composed.plan.encode(placer) if placer else composed.plan.encode()
+        request, data, spliced = encoded.request, encoded.data, encoded.spliced
         problems = placer.problems if placer is not None else []
     else:
         problems = (
@@ -226,14 +228,15 @@ def _hand_off(
             if use_shm
             else []
         )
+        data = request.SerializeToString()
     if problems:  # transport auto, /dev/shm filled up: those tensors went inline
         run.decisions["transport"] = Decision(
             "shm+inline" if run.moved["shm"] else "inline",
             f"auto: {problems[0]}; those tensors went inline",
         )
         hooks.note(f"shared memory: {problems[0]}; falling back to inline")
-    run.moved["inline"] += inline_bytes(request)
-    return request
+    run.moved["inline"] += inline_bytes(request) + spliced
+    return request, data
 
 
 def _client_processing(

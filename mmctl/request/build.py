@@ -15,6 +15,7 @@ table the stub worker checks against. Each batch also names its pad token
 from __future__ import annotations
 
 import math
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -30,12 +31,13 @@ from mmctl.models.fields import GRID, PIXELS, ROWS, FieldLayout, WireField
 from mmctl.preprocessing.pipeline import Preprocessed
 from mmctl.prompt.layout import Layout, pad_id
 from mmctl.request import tensors
+from mmctl.wire import splice
 
 if TYPE_CHECKING:
     from mmctl.models.base import ModelSpec, TokenIds
     from mmctl.wire.proto import engine_pb2
 
-# (key, array, wire dtype) -> TensorData
+# (key, array, wire dtype) -> TensorData, or None: "inline, as the builder sees fit"
 Placer = Callable[[str, np.ndarray, str], Any]
 
 PIXEL_KEY = "pixel_values"
@@ -145,7 +147,8 @@ class Batch:
     def arrays(self) -> dict[str, np.ndarray]:
         return {PIXEL_KEY: self.pixel_values, **self.tensors}
 
-    def to_proto(self, place: Placer) -> engine_pb2.MultimodalInputs:
+    def to_proto(self, place: Placer, pixels: Placer | None = None) -> engine_pb2.MultimodalInputs:
+        """``pixels``: the placer of ``pixel_values`` when it is not ``place``."""
         from mmctl.wire import proto
 
         msg = proto.engine_pb2.MultimodalInputs(
@@ -156,9 +159,16 @@ class Batch:
             keep_on_cpu_keys=self.keep_on_cpu_keys,
             modality=self.modality,
         )
-        msg.pixel_values.CopyFrom(place(PIXEL_KEY, self.pixel_values, self.pixel_dtype))
+        pixel_place = pixels or place
+        msg.pixel_values.CopyFrom(
+            pixel_place(PIXEL_KEY, self.pixel_values, self.pixel_dtype)
+            or tensors.inline(self.pixel_values, self.pixel_dtype)
+        )
         for key, array in self.tensors.items():
-            msg.model_specific_tensors[key].CopyFrom(place(key, array, tensors.wire_name(array)))
+            name = tensors.wire_name(array)
+            msg.model_specific_tensors[key].CopyFrom(
+                place(key, array, name) or tensors.inline(array, name)
+            )
         for offset, length in self.placeholders:
             msg.mm_placeholders.add(offset=offset, length=length)
         return msg
@@ -223,8 +233,21 @@ def _value(field: WireField, pre: Preprocessed, spec: ModelSpec) -> object:
     return extra[field.value][0]
 
 
-def inline_placer(key: str, array: np.ndarray, dtype_name: str) -> engine_pb2.TensorData:
-    return tensors.inline(array, dtype_name)
+def inline_placer(key: str, array: np.ndarray, dtype_name: str) -> None:
+    return None  # inline
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """A request on the wire: ``data`` is what the worker parses; ``request``
+    is the same message without a spliced tensor's bytes (read its other fields)."""
+
+    request: engine_pb2.GenerateRequest
+    data: bytes
+    #: Bytes of the pixel tensor appended to ``data`` rather than held in ``request``.
+    spliced: int = 0
+    #: Seconds spent copying them into ``data`` (the inline hand-off).
+    copy_s: float = 0.0
 
 
 def new_request_id() -> str:
@@ -240,7 +263,11 @@ class RequestPlan:
     stream: bool = True
     request_id: str = field(default_factory=new_request_id)
 
-    def to_proto(self, place: Placer = inline_placer) -> engine_pb2.GenerateRequest:
+    def to_proto(
+        self, place: Placer = inline_placer, pixels: Placer | None = None
+    ) -> engine_pb2.GenerateRequest:
+        """The message; ``pixels`` places the first batch's ``pixel_values``
+        when it is not ``place``."""
         from mmctl.wire import proto
 
         engine = proto.engine_pb2
@@ -253,9 +280,40 @@ class RequestPlan:
             stream=self.stream,
         )
         for n, batch in enumerate(self.batches):
-            msg = batch.to_proto(place)
+            msg = batch.to_proto(place, pixels if n == 0 else None)
             if n == 0:
                 req.mm_inputs.CopyFrom(msg)
             else:
                 req.extra_mm_inputs.append(msg)
         return req
+
+    def encode(self, place: Placer = inline_placer) -> Encoded:
+        """The serialized request, with one copy of a large inline pixel tensor.
+
+        ``to_proto`` + ``SerializeToString`` copy a tensor twice (into the
+        message, then into the output) — 0.95 + 0.56 s for 288 MB here. Instead
+        the first batch's inline ``pixel_values`` stays out of the message and is
+        appended as a second occurrence of ``mm_inputs`` holding only
+        ``pixel_values.inline`` (:mod:`mmctl.wire.splice`): every worker reads
+        the same message, and the join is the only copy.
+        """
+        spliced: list[np.ndarray] = []
+
+        def pixels(key: str, array: np.ndarray, dtype_name: str) -> Any:
+            td = place(key, array, dtype_name)
+            if td is not None or array.nbytes < splice.MIN_BYTES:
+                return td
+            data = tensors.wire_array(array, dtype_name)
+            spliced.append(data)
+            from mmctl.wire import proto
+
+            return proto.engine_pb2.TensorData(shape=list(data.shape), dtype=dtype_name)
+
+        req = self.to_proto(place, pixels)
+        head = req.SerializeToString()
+        if not spliced:
+            return Encoded(req, head)
+        payload = spliced[0].data.cast("B")
+        start = time.perf_counter()
+        data = b"".join([head, splice.pixels_prefix(len(payload)), payload])
+        return Encoded(req, data, len(payload), time.perf_counter() - start)

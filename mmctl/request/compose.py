@@ -124,6 +124,40 @@ def compose(
         timeline.lap("decode_s")
         items.append(MediaItem(str(path), pre, item_hash(pre, path)))
         timeline.lap("hash_s")
+    return compose_items(
+        items,
+        prompt,
+        model,
+        layout_kind=layout_kind,
+        system=system,
+        chat=chat,
+        allow_special_tokens=allow_special_tokens,
+        sampling=sampling,
+        stream=stream,
+        request_id=request_id,
+        timeline=timeline,
+        preprocess_busy_s=busy,
+    )
+
+
+def compose_items(
+    items: list[MediaItem],
+    prompt: str,
+    model: Model,
+    *,
+    layout_kind: LayoutKind = LayoutKind.VLLM,
+    system: str | None = None,
+    chat: bool = True,
+    allow_special_tokens: bool = False,
+    sampling: Sampling | None = None,
+    stream: bool = True,
+    request_id: str | None = None,
+    timeline: Timeline | None = None,
+    preprocess_busy_s: float = 0.0,
+) -> Composed:
+    """The request for media items already preprocessed (the prompt, its
+    layout, the checks, the batches); ``timeline`` gets the lap ``tokenize_s``."""
+    timeline = timeline or Timeline()
     parts: list[MediaKind | str] = [it.kind for it in items]
     if prompt:
         parts.append(prompt)
@@ -161,7 +195,7 @@ def compose(
         check,
         plan,
         timings=dict(timeline.phases),
-        preprocess_busy_s=busy,
+        preprocess_busy_s=preprocess_busy_s,
     )
 
 

@@ -111,8 +111,12 @@ def _kind(modality: int, legacy: bool, label: str) -> MediaKind:
     raise Rejected(f"{label}.modality {modality} is not a known Modality value")
 
 
-def _payload(td: TensorData, key: str, label: str) -> tuple[bytes, str]:
+def _payload(
+    td: TensorData, key: str, label: str, taken: memoryview | None = None
+) -> tuple[bytes | memoryview, str]:
     where = td.WhichOneof("payload")
+    if where is None and taken is not None:  # parsed apart (mmctl.wire.splice)
+        return taken, "inline"
     if where == "inline":
         return td.inline, "inline"
     if where == "shm":
@@ -125,8 +129,12 @@ def _payload(td: TensorData, key: str, label: str) -> tuple[bytes, str]:
     raise Rejected(f"{label}.{key}: TensorData payload is required")
 
 
-def decode(req: GenerateRequest, policy: Policy, spec: ModelSpec) -> list[ReceivedBatch]:
-    """Read every batch's tensors (shm files are consumed here) with the servicer's checks."""
+def decode(
+    req: GenerateRequest, policy: Policy, spec: ModelSpec, pixels: memoryview | None = None
+) -> list[ReceivedBatch]:
+    """Read every batch's tensors (shm files are consumed here) with the servicer's checks.
+    ``pixels``: the first batch's inline ``pixel_values`` payload, parsed apart
+    from ``req`` (:func:`mmctl.wire.splice.take_pixels`)."""
     out: list[ReceivedBatch] = []
     errors: list[str] = []
     for n, mm in enumerate(batches(req)):
@@ -141,7 +149,8 @@ def decode(req: GenerateRequest, policy: Policy, spec: ModelSpec) -> list[Receiv
             # Read every payload even after a failure: a real worker consumes
             # each shm file it reaches, and a stub must not leave them behind.
             try:
-                payload, transport = _payload(td, key, label)
+                taken = pixels if n == 0 and key == "pixel_values" else None
+                payload, transport = _payload(td, key, label, taken)
                 name = worker_key(key, kind)
                 tensors[name] = _tensor(payload, td, key, label, policy)
                 dtypes[name], transports[name] = td.dtype, transport
@@ -169,7 +178,9 @@ def decode(req: GenerateRequest, policy: Policy, spec: ModelSpec) -> list[Receiv
     return out
 
 
-def _tensor(payload: bytes, td: TensorData, key: str, label: str, policy: Policy) -> np.ndarray:
+def _tensor(
+    payload: bytes | memoryview, td: TensorData, key: str, label: str, policy: Policy
+) -> np.ndarray:
     if td.dtype not in policy.dtypes:
         accepted = ", ".join(sorted(policy.dtypes))
         raise Rejected(

@@ -28,6 +28,7 @@ from mmctl.request.view import batches
 from mmctl.transport.shm import namespace_id
 from mmctl.wire import proto
 from mmctl.wire.proto import UNLIMITED
+from mmctl.wire.splice import take_pixels
 from mmctl.worker import answers, checks, media_refs
 from mmctl.worker.descriptors import LEGACY_EMPTY_SERVER_INFO, reflection_pool
 from mmctl.worker.generate import finish
@@ -106,14 +107,17 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
     # ---- Generate -------------------------------------------------------
 
     def Generate(
-        self, request: pb.GenerateRequest, context: grpc.ServicerContext
+        self, incoming: Incoming | pb.GenerateRequest, context: grpc.ServicerContext
     ) -> Iterator[pb.GenerateResponse]:
         cfg = self.cfg
         engine = proto.engine_pb2
         started = time.perf_counter()
+        if not isinstance(incoming, Incoming):
+            incoming = Incoming(incoming)
+        request = incoming.request
         request_id = request.request_id or self._next_id()
         try:
-            batches, prompt_len = self._admit(request)
+            batches, prompt_len = self._admit(request, incoming.pixels)
             if cfg.answer == "echo":
                 text = answers.echo_answer(request, batches)
             else:
@@ -130,10 +134,10 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
                 decode=lambda t: tok.decode(t, skip_special_tokens=True),
             )
         except checks.Rejected as err:
-            self._log(request_id, request, f"INVALID_ARGUMENT: {err}", started)
+            self._log(request_id, incoming, f"INVALID_ARGUMENT: {err}", started)
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
         except Exception as err:  # never let a request take the server down
-            self._log(request_id, request, f"INTERNAL: {type(err).__name__}: {err}", started)
+            self._log(request_id, incoming, f"INTERNAL: {type(err).__name__}: {err}", started)
             context.abort(
                 grpc.StatusCode.INTERNAL, f"stub worker error: {type(err).__name__}: {err}"
             )
@@ -143,7 +147,7 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
             if request.stream:
                 for n, token in enumerate(done.tokens):
                     if (delay and aborted.wait(delay)) or aborted.is_set():
-                        self._log(request_id, request, f"aborted after {n} tokens", started)
+                        self._log(request_id, incoming, f"aborted after {n} tokens", started)
                         yield self._complete(engine, [], "abort", prompt_len, n, None)
                         return
                     if not context.is_active():
@@ -159,7 +163,7 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
                 )
             else:
                 if delay * len(done.tokens) and aborted.wait(delay * len(done.tokens)):
-                    self._log(request_id, request, "aborted", started)
+                    self._log(request_id, incoming, "aborted", started)
                     yield self._complete(engine, [], "abort", prompt_len, 0, None)
                     return
                 yield self._complete(
@@ -167,15 +171,18 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
                 )
             self._log(
                 request_id,
-                request,
+                incoming,
                 f"ok {text!r} ({len(done.tokens)} tokens, {done.finish_reason})",
                 started,
             )
         finally:
             self.requests.end(request_id)
 
-    def _admit(self, request: pb.GenerateRequest) -> tuple[list[checks.ReceivedBatch], int]:
-        """Decode and check; returns (batches, prompt length)."""
+    def _admit(
+        self, request: pb.GenerateRequest, pixels: memoryview | None = None
+    ) -> tuple[list[checks.ReceivedBatch], int]:
+        """Decode and check; returns (batches, prompt length). ``pixels``: the
+        first batch's inline pixel payload, when it was left out of ``request``."""
         cfg, policy = self.cfg, self.cfg.policy
         if request.WhichOneof("input") != "tokenized":
             raise checks.Rejected("this worker takes tokenized input (input_ids), not text")
@@ -200,7 +207,7 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
             del request.tokenized.input_ids[:]
             request.tokenized.input_ids.extend(layout.id_list())
         else:
-            batches = checks.decode(request, policy, cfg.model.spec)
+            batches = checks.decode(request, policy, cfg.model.spec, pixels)
         checks.validate(request, batches, cfg.model, policy)
         return batches, len(request.tokenized.input_ids)
 
@@ -229,10 +236,12 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
         self._seq += 1
         return f"stub-{self._seq}"
 
-    def _log(
-        self, request_id: str, request: pb.GenerateRequest, outcome: str, started: float
-    ) -> None:
-        kinds = [_describe(mm) for mm in batches(request)]
+    def _log(self, request_id: str, incoming: Incoming, outcome: str, started: float) -> None:
+        request = incoming.request
+        kinds = [
+            _describe(mm, n == 0 and incoming.pixels is not None)
+            for n, mm in enumerate(batches(request))
+        ]
         if request.HasField("media_refs"):
             kinds.append(f"{len(request.media_refs.items)} media_refs")
         what = "; ".join(kinds) or "text only"
@@ -322,12 +331,12 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
             )
 
 
-def _describe(mm: pb.MultimodalInputs) -> str:
+def _describe(mm: pb.MultimodalInputs, taken: bool = False) -> str:
     common = proto.common_pb2
     known = {v: k for k, v in common.Modality.items()}
     kind = known.get(mm.modality, str(mm.modality)).replace("MODALITY_UNSPECIFIED", "IMAGE?")
     td = mm.pixel_values
-    where = td.WhichOneof("payload") or "none"
+    where = "inline" if taken else td.WhichOneof("payload") or "none"
     return f"{kind} {len(mm.mm_placeholders)} item(s) {list(td.shape)} {td.dtype} via {where}"
 
 
@@ -353,6 +362,49 @@ def _received(n: int, batch: Batch, spec: ModelSpec) -> checks.ReceivedBatch:
         keep_on_cpu_keys=list(batch.keep_on_cpu_keys),
         fields=spec.fields(batch.kind),
     )
+
+
+@dataclass(frozen=True)
+class Incoming:
+    """A ``GenerateRequest`` as parsed by the stub: a large inline pixel
+    tensor stays a view of the received bytes (:mod:`mmctl.wire.splice`)."""
+
+    request: pb.GenerateRequest
+    pixels: memoryview | None = None
+
+    @classmethod
+    def parse(cls, data: bytes) -> Incoming:
+        rest, pixels = take_pixels(data)
+        return cls(proto.engine_pb2.GenerateRequest.FromString(rest), pixels)
+
+
+class _Handlers:
+    """Collects the generated handler table instead of registering it."""
+
+    def __init__(self) -> None:
+        self.table: dict[str, grpc.RpcMethodHandler] = {}
+
+    def add_generic_rpc_handlers(self, handlers: object) -> None:
+        pass
+
+    def add_registered_method_handlers(
+        self, service: str, table: dict[str, grpc.RpcMethodHandler]
+    ) -> None:
+        self.table = dict(table)
+
+
+def _add_engine(servicer: StubServicer, server: grpc.Server) -> None:
+    """The generated ``VllmEngine`` handlers, ``Generate`` parsed by :meth:`Incoming.parse`."""
+    handlers = _Handlers()
+    proto.engine_grpc.add_VllmEngineServicer_to_server(servicer, handlers)
+    handlers.table["Generate"] = grpc.unary_stream_rpc_method_handler(
+        servicer.Generate,
+        request_deserializer=Incoming.parse,
+        response_serializer=proto.engine_pb2.GenerateResponse.SerializeToString,
+    )
+    generic = grpc.method_handlers_generic_handler(proto.SERVICE_NAME, handlers.table)
+    server.add_generic_rpc_handlers((generic,))
+    server.add_registered_method_handlers(proto.SERVICE_NAME, handlers.table)
 
 
 @dataclass
@@ -415,7 +467,7 @@ def start(
         options=[*UNLIMITED, ("grpc.so_reuseport", 0)],
     )
     servicer = StubServicer(cfg)
-    proto.engine_grpc.add_VllmEngineServicer_to_server(servicer, server)
+    _add_engine(servicer, server)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = (proto.SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME)

@@ -113,3 +113,65 @@ def test_tensor_roundtrip_checks_length():
         tensors.from_bytes(td.inline[:40], td.shape, td.dtype)
     with pytest.raises(InputError, match="unsupported tensor dtype 'float64'"):
         tensors.from_bytes(b"", [0], "float64")
+
+
+@pytest.mark.parametrize("fmt", [PixelFormat.FLOAT32, PixelFormat.UINT8])
+def test_encoded_request_is_the_message_with_one_copy(builtin_model, fmt):
+    """``encode`` splices a large inline pixel tensor after the message; any
+    protobuf parser reads exactly what ``to_proto`` + ``SerializeToString`` gives."""
+    from mmctl.bench.synthetic import synthetic_item
+    from mmctl.request.compose import compose_items
+    from mmctl.wire.splice import MIN_BYTES
+
+    item = synthetic_item(3 * MIN_BYTES, builtin_model.spec, builtin_model.params, fmt)
+    plan = compose_items([item], "Which colours?", builtin_model).plan
+    encoded = plan.encode()
+    assert encoded.spliced == item.pre.pixel_values.nbytes >= MIN_BYTES
+    assert not encoded.request.mm_inputs.pixel_values.inline  # the bytes are not copied into it
+    parsed = proto.engine_pb2.GenerateRequest.FromString(encoded.data)
+    assert parsed == plan.to_proto()
+    pixels = parsed.mm_inputs.pixel_values
+    assert pixels.inline == item.pre.pixel_values.tobytes() and pixels.dtype == fmt.value
+
+
+def test_small_requests_are_not_spliced(builtin_model):
+    from mmctl.bench.synthetic import synthetic_item
+    from mmctl.request.compose import compose_items
+    from mmctl.wire.splice import MIN_BYTES
+
+    spec, params = builtin_model.spec, builtin_model.params
+    item = synthetic_item(MIN_BYTES // 2, spec, params, PixelFormat.UINT8)
+    plan = compose_items([item], "Which colours?", builtin_model).plan
+    encoded = plan.encode()
+    assert encoded.spliced == 0 and encoded.data == plan.to_proto().SerializeToString()
+
+
+def test_the_stub_reads_a_large_payload_in_place(builtin_model):
+    """``take_pixels`` leaves the payload out of the parse and returns a view of
+    it; what remains parses to the message without it."""
+    from mmctl.bench.synthetic import synthetic_item
+    from mmctl.request.compose import compose_items
+    from mmctl.wire.splice import MIN_BYTES, take_pixels
+
+    item = synthetic_item(
+        2 * MIN_BYTES, builtin_model.spec, builtin_model.params, PixelFormat.UINT8
+    )
+    plan = compose_items([item], "Which colours?", builtin_model).plan
+    whole = plan.to_proto()
+    for data in (plan.encode().data, whole.SerializeToString()):  # spliced, and ordinary
+        rest, pixels = take_pixels(data)
+        assert pixels is not None and bytes(pixels) == item.pre.pixel_values.tobytes()
+        parsed = proto.engine_pb2.GenerateRequest.FromString(rest)
+        parsed.mm_inputs.pixel_values.inline = bytes(pixels)
+        assert parsed == whole
+    small = compose_items(
+        [synthetic_item(4096, builtin_model.spec, builtin_model.params, PixelFormat.UINT8)],
+        "x",
+        builtin_model,
+    )
+    data = small.plan.encode().data
+    assert take_pixels(data) == (data, None)  # small: parsed the ordinary way
+    assert take_pixels(b"\xff" * MIN_BYTES) == (
+        b"\xff" * MIN_BYTES,
+        None,
+    )  # not a message: the parser says why

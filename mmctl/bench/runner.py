@@ -1,0 +1,548 @@
+"""The bench run: prepared requests sent on ``grpc.aio``, one :class:`Record` each.
+
+Per request, timed from the moment it may start (its arrival, and a free
+concurrency slot): a fresh request id (and, by default, fresh content hashes,
+so a real worker's encoder cache never answers for a request it did not
+encode), the tensor placed — written to a new ``/dev/shm`` file for the shm
+arm, spliced into the message for inline (``handoff``) — the message
+assembled (``build``), then ``Generate``: the first streamed token (TTFT),
+each next one (ITL), the completion (E2E). Large payloads are placed on a
+worker thread so the event loop keeps timing the other requests.
+
+Every shm file a request created is removed when it ends, whatever ends it
+(an error, a deadline, Ctrl-C): the arena closes in ``finally``, and a
+placement still running on its thread when the request is cancelled closes
+it again when it finishes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import os
+import resource
+import secrets
+import signal
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+import grpc
+
+from mmctl.bench import floors, schedule
+from mmctl.bench.workload import Prepared, WorkItem, prepare
+from mmctl.choices import PixelFormat, Transport
+from mmctl.client.channel import Target, open_aio_channel
+from mmctl.client.client import Client
+from mmctl.client.negotiate import pixel_dtype, transport
+from mmctl.client.options import SHM_MIN_BYTES
+from mmctl.client.placement import ShmPlacer
+from mmctl.client.run import GENERATE, shm_problem
+from mmctl.errors import CheckFailed, MmctlError, UsageError
+from mmctl.request.build import Sampling, new_request_id
+from mmctl.transport.shm import ShmArena, leftovers, namespace_id
+from mmctl.wire import proto
+
+#: Payloads at least this large are placed on a worker thread (smaller: inline, in the loop).
+THREAD_MIN_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One way of sending: a transport and a pixel dtype."""
+
+    transport: Transport
+    fmt: PixelFormat
+
+    @property
+    def name(self) -> str:
+        return f"{self.transport.value}/{self.fmt.value}"
+
+
+@dataclass
+class Record:
+    """One request's account (``--per-request`` writes one per line)."""
+
+    index: int
+    arm: str
+    target: str
+    item: str
+    concurrency: int
+    payload_bytes: int
+    request_bytes: int = 0
+    start_s: float = 0.0  # from the start of its run
+    queue_s: float = 0.0  # waiting for a concurrency slot
+    handoff_s: float = 0.0
+    build_s: float = 0.0
+    ttft_s: float | None = None
+    latency_s: float | None = None
+    itl_s: list[float] = field(default_factory=list)
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    finish_reason: str = ""
+    text: str = ""
+    error_code: str | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error_code is None
+
+    def as_dict(self) -> dict[str, Any]:
+        doc = dict(vars(self))
+        for key in ("start_s", "queue_s", "handoff_s", "build_s", "ttft_s", "latency_s"):
+            if doc[key] is not None:
+                doc[key] = round(doc[key], 6)
+        doc["itl_s"] = [round(x, 6) for x in self.itl_s]
+        return doc
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    targets: tuple[str, ...]
+    items: tuple[WorkItem, ...]
+    transports: tuple[Transport, ...] = (Transport.INLINE, Transport.SHM)
+    #: ``None``: what each worker expects (as ``send`` negotiates it).
+    pixel_dtypes: tuple[PixelFormat | None, ...] = (None,)
+    num_prompts: int = 100
+    max_concurrency: tuple[int, ...] = (1,)
+    request_rate: float = math.inf
+    burstiness: float = 1.0
+    warmup: int = 1
+    seed: int = 0
+    prompt: str | None = None
+    sampling: Sampling = field(default_factory=Sampling)
+    percentiles: tuple[float, ...] = (50.0, 90.0, 99.0)
+    floors: bool = True
+    floor_runs: int = 5
+    unique_hashes: bool = True
+    timeout: float | None = None
+    headers: tuple[str, ...] = ()
+    tls: bool | str | Path | None = None
+    model_dir: Path | None = None
+    bundle: Path | None = None
+
+    def __post_init__(self) -> None:
+        if not self.targets:
+            raise UsageError("--target: at least one worker")
+        if not self.items:
+            raise UsageError("one workload: --video, --dataset or --sizes")
+        if self.num_prompts < 1:
+            raise UsageError(f"--num-prompts must be at least 1, got {self.num_prompts}")
+        if any(c < 1 for c in self.max_concurrency) or not self.max_concurrency:
+            raise UsageError("--max-concurrency: positive whole numbers")
+        if not self.request_rate > 0:
+            raise UsageError(f"--request-rate must be positive or inf, got {self.request_rate}")
+        if not self.burstiness > 0:
+            raise UsageError(f"--burstiness must be positive, got {self.burstiness}")
+        if self.warmup < 0:
+            raise UsageError(f"--warmup must not be negative, got {self.warmup}")
+        if any(not 0 < p < 100 for p in self.percentiles):
+            raise UsageError("--percentiles: values between 0 and 100 (exclusive)")
+        if not self.transports:
+            raise UsageError("--transport: inline, shm or both")
+        if any(t not in (Transport.INLINE, Transport.SHM) for t in self.transports):
+            raise UsageError("--transport: each arm is inline or shm (auto picks one of them)")
+
+
+@dataclass
+class Level:
+    """The requests of one ``--max-concurrency`` value."""
+
+    concurrency: int
+    records: list[Record]
+    duration_s: float
+    cpu_s: float
+    cancelled: int = 0
+
+
+@dataclass
+class Resources:
+    fds_before: int
+    fds_after: int = 0
+    shm_files_before: int = 0
+    shm_files_after: int = 0
+    peak_rss_mb: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(vars(self))
+
+
+@dataclass
+class BenchResult:
+    config: BenchConfig
+    arms: list[Arm]
+    prepared: dict[tuple[int, PixelFormat], Prepared]
+    levels: list[Level]
+    floors: dict[str, dict[str, Any]]
+    resources: Resources
+    model: dict[str, Any]
+    interrupted: bool = False
+
+
+class Progress(Protocol):
+    """What the runner reports as it goes (the CLI draws it): a stage with its
+    total, or one more step of it; each request's record when it ends."""
+
+    def stage(self, text: str, total: int | None = None) -> None: ...
+
+    def done(self, record: Record) -> None: ...
+
+
+class _Quiet:
+    def stage(self, text: str, total: int | None = None) -> None:
+        pass
+
+    def done(self, record: Record) -> None:
+        pass
+
+
+# ---- preparing ----------------------------------------------------------------
+
+
+def _clients(cfg: BenchConfig) -> list[Client]:
+    return [
+        Client(
+            t,
+            headers=list(cfg.headers),
+            tls=cfg.tls,
+            timeout=cfg.timeout,
+            model_dir=cfg.model_dir,
+            bundle=cfg.bundle,
+        )
+        for t in cfg.targets
+    ]
+
+
+def _arms(cfg: BenchConfig, clients: Sequence[Client]) -> list[Arm]:
+    """Every transport × pixel dtype, each checked against every target."""
+    fmts: list[PixelFormat] = []
+    for client in clients:
+        facts = client.facts()
+        for wanted in cfg.pixel_dtypes:
+            decided = PixelFormat(pixel_dtype(facts, wanted.value if wanted else None).value)
+            if decided not in fmts:
+                fmts.append(decided)
+        if Transport.SHM in cfg.transports:
+            decision = transport("auto", facts, namespace_id(), shm_problem())
+            if decision.value != "shm":
+                raise CheckFailed(
+                    f"--transport shm: {client.target.address}: {decision.reason}",
+                    hint="shared memory works only with a worker on this host; use inline",
+                )
+    return [Arm(t, f) for f in fmts for t in cfg.transports]
+
+
+def _prepare_all(
+    cfg: BenchConfig, client: Client, fmts: Sequence[PixelFormat], progress: Progress
+) -> dict[tuple[int, PixelFormat], Prepared]:
+    session = client.session()
+    prepared = {}
+    progress.stage("preparing", len(cfg.items) * len(fmts))
+    for n, item in enumerate(cfg.items):
+        for fmt in fmts:
+            prepared[(n, fmt)] = prepare(item, session.model, fmt, cfg.prompt, cfg.sampling)
+            progress.stage("preparing")
+    return prepared
+
+
+# ---- one request ----------------------------------------------------------------
+
+
+def _fresh(prep: Prepared, unique: bool) -> Any:
+    plan = replace(prep.plan, request_id=new_request_id())
+    if unique:
+        plan.batches = [
+            replace(b, hashes=[h[:32] + secrets.token_hex(16) for h in b.hashes])
+            for b in plan.batches
+        ]
+    return plan
+
+
+def assemble(prep: Prepared, arm: Arm, arena: ShmArena, unique: bool) -> tuple[bytes, float, float]:
+    """(wire bytes, hand-off seconds, build seconds) of one request."""
+    plan = _fresh(prep, unique)
+    start = time.perf_counter()
+    placed = 0.0
+    if arm.transport is Transport.SHM:
+        placer = ShmPlacer(arena, SHM_MIN_BYTES, None, {"shm": 0})
+
+        def timed(key: str, array: Any, dtype: str) -> Any:
+            nonlocal placed
+            begin = time.perf_counter()
+            try:
+                return placer(key, array, dtype)
+            finally:
+                placed += time.perf_counter() - begin
+
+        encoded = plan.encode(timed)
+    else:
+        encoded = plan.encode()
+    total = time.perf_counter() - start
+    handoff = placed + encoded.copy_s
+    return encoded.data, handoff, total - handoff
+
+
+class _Sender:
+    """Requests of one run, on the targets' ``grpc.aio`` channels."""
+
+    def __init__(
+        self,
+        cfg: BenchConfig,
+        targets: Sequence[Target],
+        tokenizer: Any,
+        progress: Progress,
+    ) -> None:
+        self.cfg, self.targets, self.tokenizer, self.progress = cfg, targets, tokenizer, progress
+        self.channels = [open_aio_channel(t) for t in targets]
+        engine = proto.engine_pb2
+        self.calls: list[grpc.aio.UnaryStreamMultiCallable[bytes, Any]] = [
+            ch.unary_stream(
+                GENERATE,
+                request_serializer=None,
+                response_deserializer=engine.GenerateResponse.FromString,
+            )
+            for ch in self.channels
+        ]
+
+    async def close(self) -> None:
+        for channel in self.channels:
+            await channel.close()
+
+    async def one(self, rec: Record, prep: Prepared, arm: Arm, target: int) -> Record:
+        arena = ShmArena()
+        start = time.perf_counter()
+        work: asyncio.Future[tuple[bytes, float, float]] | None = None
+        try:
+            if prep.payload_bytes >= THREAD_MIN_BYTES:
+                work = asyncio.ensure_future(
+                    asyncio.to_thread(assemble, prep, arm, arena, self.cfg.unique_hashes)
+                )
+                data, rec.handoff_s, rec.build_s = await asyncio.shield(work)
+            else:
+                data, rec.handoff_s, rec.build_s = assemble(
+                    prep, arm, arena, self.cfg.unique_hashes
+                )
+            rec.request_bytes = len(data)
+            await self._generate(rec, data, target, start)
+        except asyncio.CancelledError:
+            if work is not None and not work.done():
+                work.add_done_callback(lambda _f: arena.close())
+            raise
+        except grpc.aio.AioRpcError as err:
+            rec.error_code, rec.error = err.code().name, err.details() or ""
+        except MmctlError as err:
+            rec.error_code, rec.error = type(err).__name__, err.message
+        finally:
+            arena.close()
+        self.progress.done(rec)
+        return rec
+
+    async def _generate(self, rec: Record, data: bytes, target: int, start: float) -> None:
+        call = self.calls[target](
+            data, timeout=self.cfg.timeout, metadata=self.targets[target].headers
+        )
+        tokens: list[int] = []
+        last: float | None = None
+        complete = None
+        try:
+            async for resp in call:
+                now = time.perf_counter()
+                if rec.ttft_s is None:
+                    rec.ttft_s = now - start
+                if resp.HasField("chunk"):
+                    if last is not None:
+                        rec.itl_s.append(now - last)
+                    last = now
+                    tokens.extend(resp.chunk.token_ids)
+                else:
+                    complete = resp.complete
+        finally:
+            call.cancel()
+        rec.latency_s = time.perf_counter() - start
+        if complete is None:
+            rec.error_code, rec.error = "NO_COMPLETION", "the stream ended without a completion"
+            return
+        if not tokens:
+            tokens = list(complete.output_ids)
+        rec.output_tokens = len(tokens)
+        rec.prompt_tokens = complete.prompt_tokens
+        rec.finish_reason = complete.finish_reason
+        rec.text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+        if complete.finish_reason == "abort":
+            rec.error_code, rec.error = "ABORTED", "the worker aborted the generation"
+
+
+# ---- a run ------------------------------------------------------------------
+
+
+async def _level(
+    sender: _Sender,
+    slots: Sequence[schedule.Slot],
+    gaps: Sequence[float],
+    concurrency: int,
+    arms: Sequence[Arm],
+    prepared: dict[tuple[int, PixelFormat], Prepared],
+    items: Sequence[WorkItem],
+    stop: asyncio.Event,
+) -> Level:
+    slot_free = asyncio.Semaphore(concurrency)
+    begin = time.perf_counter()
+    cpu = _cpu()
+    targets = len(sender.targets)
+
+    async def limited(slot: schedule.Slot) -> Record:
+        arrived = time.perf_counter()
+        arm = arms[slot.arm]
+        prep = prepared[(slot.item, arm.fmt)]
+        rec = Record(
+            index=slot.index,
+            arm=arm.name,
+            target=sender.targets[slot.index % targets].address,
+            item=items[slot.item].label,
+            concurrency=concurrency,
+            payload_bytes=prep.payload_bytes,
+        )
+        async with slot_free:
+            rec.start_s = time.perf_counter() - begin
+            rec.queue_s = time.perf_counter() - arrived
+            return await sender.one(rec, prep, arm, slot.index % targets)
+
+    tasks: list[asyncio.Task[Record]] = []
+    for slot, gap in zip(slots, gaps, strict=True):
+        if gap > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), gap)
+        if stop.is_set():
+            break
+        tasks.append(asyncio.create_task(limited(slot)))
+    stopping = asyncio.create_task(stop.wait())
+    if tasks:
+        await asyncio.wait([stopping, *tasks], return_when=asyncio.FIRST_COMPLETED)
+        pending = [t for t in tasks if not t.done()]
+        while pending and not stop.is_set():
+            await asyncio.wait([stopping, *pending], return_when=asyncio.FIRST_COMPLETED)
+            pending = [t for t in pending if not t.done()]
+    stopping.cancel()
+    for task in tasks:
+        if not task.done():
+            task.cancel()
+    outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+    records = [r for r in outcomes if isinstance(r, Record)]
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException) and not isinstance(outcome, asyncio.CancelledError):
+            raise outcome
+    return Level(
+        concurrency,
+        sorted(records, key=lambda r: r.index),
+        time.perf_counter() - begin,
+        _cpu() - cpu,
+        cancelled=len(tasks) - len(records) + (len(slots) - len(tasks)),
+    )
+
+
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def shm_files() -> int:
+    return sum(1 for _ in leftovers())
+
+
+def run(cfg: BenchConfig, progress: Progress | None = None) -> BenchResult:
+    """The whole bench: prepare, floors, warm-up, then one interleaved run per
+    concurrency. Ctrl-C (SIGINT) or SIGTERM stops it: in-flight requests are
+    cancelled, their shm files removed, and the result holds what finished
+    (``interrupted``)."""
+    progress = progress or _Quiet()
+    clients = _clients(cfg)
+    try:
+        arms = _arms(cfg, clients)
+        fmts = list(dict.fromkeys(a.fmt for a in arms))
+        prepared = _prepare_all(cfg, clients[0], fmts, progress)
+        session = clients[0].session()
+        measured_floors = _floors(cfg, prepared, progress)
+        return asyncio.run(
+            _run_async(cfg, clients, arms, prepared, measured_floors, session, progress)
+        )
+    finally:
+        for client in clients:
+            client.close()
+
+
+def _floors(
+    cfg: BenchConfig, prepared: dict[tuple[int, PixelFormat], Prepared], progress: Progress
+) -> dict[str, dict[str, Any]]:
+    if not cfg.floors:
+        return {}
+    sizes = sorted({p.payload_bytes for p in prepared.values()})
+    progress.stage("machine floors", len(sizes))
+    sink = floors.Sink()
+    try:
+        out = {}
+        for size in sizes:
+            out[str(size)] = floors.measure(size, cfg.floor_runs, sink)
+            progress.stage("machine floors")
+        return out
+    finally:
+        sink.close()
+
+
+async def _run_async(
+    cfg: BenchConfig,
+    clients: Sequence[Client],
+    arms: list[Arm],
+    prepared: dict[tuple[int, PixelFormat], Prepared],
+    measured_floors: dict[str, dict[str, Any]],
+    session: Any,
+    progress: Progress,
+) -> BenchResult:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for sig in previous:
+        loop.add_signal_handler(sig, stop.set)
+    sender = _Sender(cfg, [c.target for c in clients], session.model.tokenizer, progress)
+    items = list(cfg.items)
+    levels: list[Level] = []
+    resources: Resources | None = None
+    try:
+        if cfg.warmup:
+            warm = schedule.interleaved(cfg.warmup * len(arms), len(arms), len(items), cfg.seed)
+            progress.stage("warm-up", len(warm))
+            await _level(
+                sender, warm, [0.0] * len(warm), min(cfg.max_concurrency), arms, prepared,
+                items, stop,
+            )  # fmt: skip
+        resources = Resources(open_fds(), shm_files_before=shm_files())
+        slots = schedule.interleaved(cfg.num_prompts, len(arms), len(items), cfg.seed)
+        gaps = schedule.arrival_gaps(cfg.num_prompts, cfg.request_rate, cfg.burstiness, cfg.seed)
+        for concurrency in cfg.max_concurrency:
+            if stop.is_set():
+                break
+            progress.stage(f"max concurrency {concurrency}", len(slots))
+            levels.append(
+                await _level(sender, slots, gaps, concurrency, arms, prepared, items, stop)
+            )
+        # Counted with the channels still open, as "before" was: equal means nothing leaked.
+        resources = resources or Resources(open_fds(), shm_files_before=shm_files())
+        resources.fds_after = open_fds()
+        resources.shm_files_after = shm_files()
+    finally:
+        await sender.close()
+        for sig, handler in previous.items():
+            loop.remove_signal_handler(sig)
+            signal.signal(sig, handler)
+    resources.peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return BenchResult(
+        cfg, arms, prepared, levels, measured_floors, resources, session.model_doc,
+        interrupted=stop.is_set(),
+    )  # fmt: skip

@@ -1,0 +1,115 @@
+"""What a bench run sends: work items, prepared once per pixel dtype.
+
+A work item is one request's content — clips (``--video``), a dataset
+line (``--dataset``) or a synthetic video of a pixel-tensor size
+(``--sizes``). Each is decoded, preprocessed, tokenized and laid out once
+per pixel dtype before the run (that time is reported as ``preprocess``);
+every request then pays only for what a transport costs: placing the tensor
+(``handoff``), assembling the message (``build``), ``Generate``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mmctl.choices import DEFAULT_PROMPT, PixelFormat
+from mmctl.errors import UsageError
+from mmctl.media.probe import check_media
+from mmctl.models.model import Model
+from mmctl.request.build import RequestPlan, Sampling
+from mmctl.request.compose import compose, compose_items
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    label: str
+    media: tuple[Path, ...] = ()
+    nbytes: int | None = None  # synthetic: the pixel tensor's size
+    prompt: str | None = None
+    system: str | None = None
+    sampling: dict[str, Any] = field(default_factory=dict)
+
+
+def from_videos(paths: Sequence[Path]) -> list[WorkItem]:
+    return [WorkItem(p.name, media=(p,)) for p in paths]
+
+
+def from_sizes(sizes: Sequence[int]) -> list[WorkItem]:
+    return [WorkItem(_size_label(n), nbytes=n) for n in sizes]
+
+
+def from_dataset(path: Path) -> list[WorkItem]:
+    from mmctl.dataset import Items
+
+    items = []
+    with Items(path, data_urls=False) as lines:
+        for line in lines:
+            items.append(
+                WorkItem(line.id, tuple(line.media), None, line.prompt, line.system, line.sampling)
+            )
+    if not items:
+        raise UsageError(f"--dataset {path}: no items")
+    return items
+
+
+def _size_label(n: int) -> str:
+    for unit, scale in (("GB", 10**9), ("MB", 10**6), ("KB", 10**3)):
+        if n >= scale:
+            return f"{n / scale:g}{unit}"
+    return f"{n}B"
+
+
+@dataclass
+class Prepared:
+    """A work item ready to send in one pixel dtype."""
+
+    item: WorkItem
+    fmt: PixelFormat
+    plan: RequestPlan
+    payload_bytes: int
+    prepare_s: float
+
+
+def prepare(
+    item: WorkItem,
+    model: Model,
+    fmt: PixelFormat,
+    prompt: str | None,
+    sampling: Sampling,
+) -> Prepared:
+    """Decode, preprocess, tokenize and lay out ``item`` for ``fmt`` (checked like ``send``)."""
+    from dataclasses import replace
+
+    start = time.perf_counter()
+    text = item.prompt if item.prompt is not None else prompt
+    text = DEFAULT_PROMPT if text is None else text
+    if item.sampling:
+        sampling = replace(sampling, **_sampling_fields(item.sampling))
+    if item.nbytes is not None:
+        from mmctl.bench.synthetic import synthetic_item
+
+        synthetic = synthetic_item(item.nbytes, model.spec, model.params, fmt)
+        composed = compose_items([synthetic], text, model, sampling=sampling, system=item.system)
+    else:
+        kinds = [check_media(p) for p in item.media]
+        composed = compose(
+            list(item.media), text, model, pixel_format=fmt, sampling=sampling,
+            system=item.system, kinds=kinds,
+        )  # fmt: skip
+    if not composed.check.ok:
+        from mmctl.errors import CheckFailed
+
+        raise CheckFailed(f"{item.label}: mrope walk failed: {composed.check.reason}")
+    payload = sum(b.pixel_values.nbytes for b in composed.plan.batches)
+    return Prepared(item, fmt, composed.plan, payload, time.perf_counter() - start)
+
+
+def _sampling_fields(values: dict[str, Any]) -> dict[str, Any]:
+    out = dict(values)
+    if "stop" in out:
+        out["stop"] = tuple(out["stop"])
+    return out

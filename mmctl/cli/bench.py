@@ -1,0 +1,528 @@
+"""`mmctl bench`: load-test a vLLM gRPC worker (or several) with video, inline vs shm, side by side."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from mmctl.cli._options import (
+    BundleOpt,
+    CaCertOpt,
+    HeaderOpt,
+    JsonOpt,
+    MaxTokensOpt,
+    ModelDirOpt,
+    PixelDtypesOpt,
+    PromptOpt,
+    TlsOpt,
+    default_text,
+)
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from mmctl.bench.runner import BenchResult, Record
+
+HELP = """Load-test vLLM gRPC workers with video: TTFT, TPOT, ITL and E2E per arm.
+
+Flags are named as `vllm bench serve` names them. An arm is one transport
+and pixel dtype (--transport inline,shm × --pixel-dtype …); arms are
+interleaved request by request in a seeded order, and the report gives each
+arm's figures and the ratio of medians shm/inline with a 95% bootstrap
+interval. Work items are prepared (decoded, preprocessed, tokenized) once
+before the run; each request then pays for its hand-off, build and
+Generate. The machine's floors for the same bytes are measured in the same
+run: memcpy, a fresh /dev/shm file, a bare grpcio call.
+
+Workload, one of: --video FILE (repeatable), --dataset FILE.jsonl (OpenAI
+batch lines or {"id", "prompt", "media": [...]}), --sizes 1MB,16MB,100MB
+(synthetic Qwen-VL videos whose pixel tensor has that size).
+
+Examples:
+
+\b
+  mmctl bench --sizes 1MB,16MB,100MB --num-prompts 60
+  mmctl bench --video clip.mp4 --max-concurrency 1,4,16 --plot latency.png
+  mmctl bench --dataset eval.jsonl -t gpu1:50051,gpu2:50051 --transport inline
+  mmctl bench --sizes 4MB --request-rate 20 --burstiness 0.5 --json | jq .shm_over_inline
+  mmctl bench --video clip.mp4 --save-result run.json --per-request requests.jsonl
+
+Exit codes: 0 every request answered; 2 usage; 3 bad input (media,
+dataset); 4 some requests failed (the report names their gRPC codes); 5 a
+worker unreachable; 6 a check refused an arm (shm with a worker on another
+host, a pixel dtype the worker does not take); 130 interrupted (the partial
+report is printed, shm files removed).
+"""
+
+
+def _csv(value: str | None) -> list[str]:
+    return [v.strip() for v in (value or "").split(",") if v.strip()]
+
+
+def bench(
+    target: Annotated[
+        str | None,
+        typer.Option(
+            "--target",
+            "-t",
+            metavar="HOST:PORT[,HOST:PORT…]",
+            help="Workers, round-robin (per-target figures too)."
+            + default_text("$MMCTL_TARGET, else localhost:50051"),
+            show_default=False,
+        ),
+    ] = None,
+    video: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--video", metavar="FILE", help="A clip to send (repeatable).", show_default=False
+        ),
+    ] = None,
+    dataset: Annotated[
+        Path | None,
+        typer.Option(
+            "--dataset",
+            metavar="FILE.jsonl",
+            help="Work items, one JSON line each.",
+            show_default=False,
+        ),
+    ] = None,
+    sizes: Annotated[
+        str | None,
+        typer.Option(
+            "--sizes",
+            metavar="SIZE[,SIZE…]",
+            help="Synthetic videos of these pixel-tensor sizes (512KB, 16MB, 1GiB).",
+            show_default=False,
+        ),
+    ] = None,
+    transport: Annotated[
+        str,
+        typer.Option(
+            "--transport", metavar="inline,shm", help="Transports to compare (each an arm)."
+        ),
+    ] = "inline,shm",
+    pixel_dtype: PixelDtypesOpt = None,
+    num_prompts: Annotated[
+        int,
+        typer.Option(
+            "--num-prompts", metavar="N", help="Requests per concurrency level, all arms together."
+        ),
+    ] = 100,
+    max_concurrency: Annotated[
+        str,
+        typer.Option(
+            "--max-concurrency",
+            metavar="C[,C…]",
+            help="Requests in flight at most; a list runs each in turn.",
+        ),
+    ] = "1",
+    request_rate: Annotated[
+        str,
+        typer.Option(
+            "--request-rate",
+            metavar="R|inf",
+            help="Requests per second (Poisson arrivals; inf: all at once).",
+        ),
+    ] = "inf",
+    burstiness: Annotated[
+        float,
+        typer.Option(
+            "--burstiness",
+            metavar="B",
+            help="Gamma shape of the arrival gaps (1: Poisson; < 1 burstier).",
+        ),
+    ] = 1.0,
+    warmup: Annotated[
+        int,
+        typer.Option(
+            "--warmup",
+            "--num-warmups",
+            metavar="K",
+            help="Unmeasured requests per arm first (vLLM: --num-warmups).",
+        ),
+    ] = 1,
+    seed: Annotated[
+        int, typer.Option("--seed", metavar="S", help="Seed of the arm order and arrivals.")
+    ] = 0,
+    max_tokens: MaxTokensOpt = None,
+    ignore_eos: Annotated[
+        bool, typer.Option("--ignore-eos", help="Generate max-tokens tokens every time.")
+    ] = False,
+    prompt: PromptOpt = None,
+    percentiles: Annotated[
+        str,
+        typer.Option(
+            "--percentiles",
+            "--metric-percentiles",
+            metavar="P[,P…]",
+            help="Percentiles to report.",
+        ),
+    ] = "50,90,99",
+    save_result: Annotated[
+        Path | None,
+        typer.Option(
+            "--save-result",
+            metavar="FILE.json",
+            help="vllm bench serve's result document (one per concurrency: -concurrencyC before .json).",
+            show_default=False,
+        ),
+    ] = None,
+    per_request: Annotated[
+        Path | None,
+        typer.Option(
+            "--per-request",
+            metavar="FILE.jsonl",
+            help="One line per request: arm, target, timings, bytes, error.",
+            show_default=False,
+        ),
+    ] = None,
+    plot: Annotated[
+        Path | None,
+        typer.Option(
+            "--plot",
+            metavar="FILE.png",
+            help="Latency percentiles vs payload size and concurrency (needs mmctl[plot]).",
+            show_default=False,
+        ),
+    ] = None,
+    no_floors: Annotated[
+        bool, typer.Option("--no-floors", help="Skip the machine floors.")
+    ] = False,
+    reuse_hashes: Annotated[
+        bool,
+        typer.Option(
+            "--reuse-hashes",
+            help="Send each item's real content hash (a real worker's encoder cache then hits).",
+        ),
+    ] = False,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--timeout",
+            metavar="SECONDS",
+            help="Deadline of each Generate." + default_text("none"),
+            show_default=False,
+        ),
+    ] = None,
+    header: HeaderOpt = None,
+    tls: TlsOpt = False,
+    ca_cert: CaCertOpt = None,
+    model_dir: ModelDirOpt = None,
+    bundle: BundleOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    from mmctl import settings
+    from mmctl.bench import workload
+    from mmctl.bench.runner import BenchConfig, run
+    from mmctl.bench.synthetic import parse_size
+    from mmctl.choices import PixelFormat, Transport
+    from mmctl.cli._inputs import prompt_text
+    from mmctl.cli._output import Output
+    from mmctl.errors import UsageError
+    from mmctl.request.build import Sampling
+
+    output = Output(json_mode=json_out)
+    sources = [s for s in (video, dataset, sizes) if s]
+    if len(sources) != 1:
+        raise UsageError("give one workload: --video FILE…, --dataset FILE.jsonl or --sizes SIZE,…")
+    if video:
+        items = workload.from_videos(video)
+    elif dataset is not None:
+        items = workload.from_dataset(dataset)
+    else:
+        items = workload.from_sizes([parse_size(s) for s in _csv(sizes)])
+    if plot is not None:
+        from mmctl.bench.plot import require
+
+        require()
+    try:
+        transports = tuple(Transport(t) for t in _csv(transport))
+        fmts = tuple(PixelFormat(f) for f in _csv(pixel_dtype)) or (None,)
+    except ValueError as err:
+        raise UsageError(f"{err}") from None
+    try:
+        levels = tuple(int(c) for c in _csv(max_concurrency))
+        pct = tuple(float(p) for p in _csv(percentiles))
+        rate = float(request_rate)
+    except ValueError:
+        raise UsageError(
+            "--max-concurrency, --percentiles and --request-rate take numbers"
+        ) from None
+    cfg = BenchConfig(
+        targets=tuple(_csv(target)) or (settings.target(),),
+        items=tuple(items),
+        transports=transports,
+        pixel_dtypes=fmts,
+        num_prompts=num_prompts,
+        max_concurrency=levels,
+        request_rate=rate,
+        burstiness=burstiness,
+        warmup=warmup,
+        seed=seed,
+        prompt=prompt_text(prompt, None),
+        sampling=Sampling(max_tokens=max_tokens, ignore_eos=ignore_eos),
+        percentiles=pct,
+        floors=not no_floors,
+        unique_hashes=not reuse_hashes,
+        timeout=timeout,
+        headers=tuple(header or ()),
+        tls=ca_cert or tls,
+        model_dir=model_dir,
+        bundle=bundle,
+    )
+    live = _Live(output)
+    try:
+        result = run(cfg, live)
+    finally:
+        live.close()
+    _write_files(result, save_result, per_request, plot)
+    from mmctl.bench.report import bench_doc
+
+    doc = bench_doc(result)
+    output.result(doc, human=lambda console: render(console, result, doc))
+    _exit_status(result)
+
+
+def _write_files(
+    result: BenchResult, save: Path | None, per_request: Path | None, plot: Path | None
+) -> None:
+    from mmctl.bench.report import vllm_doc
+
+    if save is not None:
+        for level in result.levels:
+            path = save
+            if len(result.levels) > 1:
+                path = save.with_name(f"{save.stem}-concurrency{level.concurrency}{save.suffix}")
+            _write(path, json.dumps(vllm_doc(result, level), indent=1).encode())
+    if per_request is not None:
+        lines = [
+            json.dumps(r.as_dict(), separators=(",", ":"))
+            for level in result.levels
+            for r in level.records
+        ]
+        _write(per_request, "".join(line + "\n" for line in lines).encode())
+    if plot is not None:
+        from mmctl.bench.plot import write
+
+        write(result, plot)
+
+
+def _write(path: Path, data: bytes) -> None:
+    from mmctl.fileio import write_atomic
+
+    def write(f: Any) -> None:
+        f.write(data)
+
+    write_atomic(path, write)
+
+
+def _exit_status(result: BenchResult) -> None:
+    from collections import Counter
+
+    from mmctl.errors import Interrupted, WorkerRejected, WorkerUnavailable
+
+    if result.interrupted:
+        raise Interrupted("interrupted: the report above holds the requests that finished")
+    codes = Counter(r.error_code for lvl in result.levels for r in lvl.records if r.error_code)
+    if not codes:
+        return
+    total = sum(len(lvl.records) for lvl in result.levels)
+    what = ", ".join(f"{n} {code}" for code, n in codes.most_common())
+    message = f"{sum(codes.values())} of {total} requests failed ({what})"
+    if {"UNAVAILABLE", "DEADLINE_EXCEEDED"} & set(codes):
+        raise WorkerUnavailable(message)
+    raise WorkerRejected(message, hint="--per-request FILE.jsonl lists each error")
+
+
+class _Live:
+    """A progress bar on stderr (in a terminal, not with --json): stage, done/total, errors."""
+
+    def __init__(self, output: Any) -> None:
+        self.output = output
+        self.bar: Any = None
+        self.task: Any = None
+        self.label = ""
+        self.errors = 0
+        if not output.json_mode and output.err_console.is_terminal:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TaskProgressColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+
+            self.bar = Progress(
+                "{task.description}",
+                BarColumn(),
+                MofNCompleteColumn(),
+                TaskProgressColumn(),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                console=output.err_console,
+                transient=True,
+                redirect_stdout=False,
+                redirect_stderr=False,
+            )
+            self.bar.start()
+
+    def stage(self, text: str, total: int | None = None) -> None:
+        if self.bar is None:
+            return
+        if total is None:
+            self.bar.advance(self.task)
+            return
+        if self.task is not None:
+            self.bar.remove_task(self.task)
+        self.label, self.errors = text, 0
+        self.task = self.bar.add_task(text, total=total)
+
+    def done(self, record: Record) -> None:
+        if self.bar is None or self.task is None:
+            return
+        if not record.ok:
+            self.errors += 1
+            self.bar.update(self.task, description=f"{self.label} ({self.errors} errors)")
+        self.bar.advance(self.task)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+            self.bar = None
+
+
+# ---- the report for people ----
+
+
+def render(console: Console, result: BenchResult, doc: dict[str, Any]) -> None:
+    from rich import box
+    from rich.table import Table
+
+    cfg = result.config
+    console.print(
+        f"mmctl bench: {', '.join(cfg.targets)}; arms {', '.join(doc['arms'])}; "
+        f"{cfg.num_prompts} requests per level, interleaved (seed {cfg.seed}); "
+        f"request rate {cfg.request_rate:g}/s"
+    )
+    for prep in doc["prepared"]:
+        console.print(
+            f"  {prep['item']} ({prep['pixel_dtype']}): {prep['payload_bytes'] / 1e6:.2f} MB of "
+            f"pixels, {prep['prompt_tokens']} prompt tokens, prepared in {prep['preprocess_s']:.3f} s"
+        )
+    for n, run in enumerate(doc["runs"]):
+        arms = run["arms"]
+        table = Table(
+            title=f"max concurrency {run['max_concurrency']}: {run['completed']} requests in "
+            f"{run['duration']:.2f} s",
+            title_justify="left",
+            box=box.SIMPLE,
+        )
+        table.add_column("")
+        for name in arms:
+            table.add_column(name, justify="right")
+        table.add_column("all", justify="right")
+        columns = [*arms.values(), run]
+        for label, key, fmt in _rows(cfg.percentiles):
+            table.add_row(label, *(format(c[key], fmt) for c in columns))
+        table.add_row(
+            "Errors",
+            *(", ".join(f"{k} {v}" for k, v in c["errors"].items()) or "-" for c in columns),
+        )
+        console.print(table)
+        for fmt, ratio in run["shm_over_inline"].items():
+            for metric in ("e2el", "ttft"):
+                _ratio_line(console, f"shm/inline ({fmt}) median {metric.upper()}", ratio[metric])
+            if len(ratio["by_item"]) > 1:
+                for item, by in ratio["by_item"].items():
+                    _ratio_line(console, f"  {item}: E2EL", by["e2el"])
+        if n == 0 and run["floor_ratios"]:
+            _floor_table(console, result, run["floor_ratios"], run["max_concurrency"])
+        cpu = run["client_cpu_s_per_request"]
+        if cpu is not None:
+            console.print(f"client CPU: {cpu * 1000:.1f} ms per request")
+    res = doc["resources"]
+    console.print(
+        f"open fds {res['fds_before']} → {res['fds_after']}; mmctl files in /dev/shm "
+        f"{res['shm_files_before']} → {res['shm_files_after']}; peak RSS {res['peak_rss_mb']:.0f} MB"
+    )
+    if result.interrupted:
+        console.print("interrupted: the figures cover the requests that finished")
+
+
+def _rows(percentiles: tuple[float, ...]) -> list[tuple[str, str, str]]:
+    """vLLM's report rows (median stands for P50), then mmctl's per-request phases."""
+    rows = [
+        ("Successful requests", "completed", "d"),
+        ("Failed requests", "failed", "d"),
+        ("Request throughput (req/s)", "request_throughput", ".2f"),
+        ("Output token throughput (tok/s)", "output_throughput", ".1f"),
+    ]
+    for metric, label in (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2el", "E2EL")):
+        rows.append((f"Mean {label} (ms)", f"mean_{metric}_ms", ".2f"))
+        rows.append((f"Median {label} (ms)", f"median_{metric}_ms", ".2f"))
+        for p in percentiles:
+            if p != 50:
+                word = str(int(p)) if int(p) == p else str(p)
+                rows.append((f"P{word} {label} (ms)", f"p{word}_{metric}_ms", ".2f"))
+    top = max(percentiles)
+    word = str(int(top)) if int(top) == top else str(top)
+    for metric, label in (("handoff", "hand-off"), ("build", "build")):
+        rows.append((f"Median {label} (ms)", f"median_{metric}_ms", ".2f"))
+        rows.append((f"P{word} {label} (ms)", f"p{word}_{metric}_ms", ".2f"))
+    rows.append(("Payload MB/s (median)", "payload_mb_per_s", ".1f"))
+    return rows
+
+
+def _ratio_line(console: Console, label: str, r: dict[str, Any] | None) -> None:
+    if r:
+        console.print(
+            f"{label}: {r['ratio']:.3f} [95% CI {r['ci_low']:.3f}–{r['ci_high']:.3f}], "
+            f"n={r['n'][0]}+{r['n'][1]}"
+        )
+
+
+def _floor_table(
+    console: Console, result: BenchResult, ratios: dict[str, Any], concurrency: int
+) -> None:
+    from rich import box
+    from rich.table import Table
+
+    floors = Table(
+        title="the machine's floors for the same bytes (median ms)",
+        title_justify="left",
+        box=box.SIMPLE,
+    )
+    for name in ("MB", "memcpy", "new /dev/shm file", "bare grpcio call"):
+        floors.add_column(name, justify="right")
+    for floor in result.floors.values():
+        grpc_s = floor.get("grpc_unary_s")
+        floors.add_row(
+            f"{floor['bytes'] / 1e6:.2f}",
+            f"{floor['memcpy_s'] * 1000:.2f}",
+            f"{floor['fresh_shm_file_s'] * 1000:.2f}",
+            f"{grpc_s * 1000:.1f}" if grpc_s else "-",
+        )
+    console.print(floors)
+    table = Table(
+        title=f"each arm against them (medians; requests at concurrency {concurrency})",
+        title_justify="left",
+        box=box.SIMPLE,
+    )
+    for name in ("arm @ item", "hand-off ms", "× memcpy", "× new file", "E2E × grpc call"):
+        table.add_column(name, justify="left" if name == "arm @ item" else "right")
+    for key, row in ratios.items():
+        table.add_row(
+            key,
+            f"{row['handoff_s'] * 1000:.2f}",
+            f"{row['handoff_over_memcpy']:.2f}",
+            f"{row['handoff_over_fresh_shm_file']:.2f}",
+            f"{row['e2el_over_grpc_unary']:.2f}" if "e2el_over_grpc_unary" in row else "-",
+        )
+    console.print(table)
+
+
+bench.__doc__ = HELP

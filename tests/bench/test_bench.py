@@ -1,0 +1,198 @@
+"""`mmctl bench` against stub workers: the report, its files, interleaving, errors, resources, Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+VLLM_KEYS = {
+    "completed", "failed", "request_throughput", "output_throughput", "total_token_throughput",
+    "median_ttft_ms", "mean_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "median_itl_ms",
+    "median_e2el_ms", "p99_e2el_ms",
+}  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("MMCTL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("MMCTL_TARGET", raising=False)
+
+
+def _bench(cli, stub, *args):
+    return cli("bench", "--target", stub.running.address, *args)
+
+
+def test_sizes_inline_and_shm_interleaved(cli, stub, no_leaks):
+    res = _bench(cli, stub, "--sizes", "256KB,2MB", "--num-prompts", "16", "--json")
+    assert res.code == 0, res.err
+    doc = json.loads(res.out)
+    assert doc["arms"] == ["inline/bfloat16", "shm/bfloat16"]
+    (run,) = doc["runs"]
+    assert set(run) >= VLLM_KEYS and run["completed"] == 16 and run["failed"] == 0
+    for arm in run["arms"].values():
+        assert set(arm) >= VLLM_KEYS and arm["completed"] == 8
+        assert arm["median_handoff_ms"] >= 0 and arm["errors"] == {}
+    ratio = doc["shm_over_inline"]["bfloat16"]
+    assert ratio["e2el"]["ci_low"] <= ratio["e2el"]["ratio"] <= ratio["e2el"]["ci_high"]
+    assert set(ratio["by_item"]) == {"256KB", "2MB"}
+    sizes = sorted(int(k) for k in doc["floors"])
+    assert len(sizes) == 2 and all(doc["floors"][str(s)]["grpc_unary_s"] > 0 for s in sizes)
+    rows = run["floor_ratios"]
+    assert {"handoff_over_fresh_shm_file", "handoff_over_memcpy"} <= set(rows["shm/bfloat16 @ 2MB"])
+    assert "e2el_over_grpc_unary" in rows["inline/bfloat16 @ 2MB"]
+    res_doc = doc["resources"]
+    assert res_doc["fds_before"] == res_doc["fds_after"]
+    assert res_doc["shm_files_before"] == res_doc["shm_files_after"]
+    assert doc["interrupted"] is False
+
+
+def test_files_vllm_result_per_request_and_plot(cli, stub, tmp_path, no_leaks):
+    save, lines, plot = tmp_path / "run.json", tmp_path / "req.jsonl", tmp_path / "lat.png"
+    res = _bench(
+        cli, stub, "--sizes", "128KB,1MB", "--num-prompts", "8", "--max-concurrency", "1,3",
+        "--save-result", save, "--per-request", lines, "--plot", plot, "--no-floors",
+    )  # fmt: skip
+    assert res.code == 0, res.err
+    assert "shm/inline (bfloat16) median E2EL" in res.out and "Successful requests" in res.out
+    for concurrency in (1, 3):
+        saved = json.loads((tmp_path / f"run-concurrency{concurrency}.json").read_text())
+        assert set(saved) >= VLLM_KEYS and saved["max_concurrency"] == concurrency
+        assert saved["backend"] == "vllm-grpc" and saved["num_prompts"] == 8
+        for key in ("ttfts", "itls", "latencies", "input_lens", "output_lens", "generated_texts"):
+            assert len(saved[key]) == 8
+        assert all(text.startswith("red") for text in saved["generated_texts"])
+    records = [json.loads(line) for line in lines.read_text().splitlines()]
+    assert len(records) == 16
+    assert {r["arm"] for r in records} == {"inline/bfloat16", "shm/bfloat16"}
+    assert all(r["error"] is None and r["latency_s"] >= r["ttft_s"] > 0 for r in records)
+    assert {r["concurrency"] for r in records} == {1, 3}
+    first = [r["arm"] for r in records if r["concurrency"] == 1]
+    assert first != sorted(first)  # interleaved, not one block then the other
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_video_and_dataset_workloads(cli, stub, red_blue, tmp_path):
+    res = _bench(cli, stub, "--video", red_blue, "--num-prompts", "4", "--transport", "inline",
+                 "--no-floors", "--json")  # fmt: skip
+    assert res.code == 0, res.err
+    assert json.loads(res.out)["runs"][0]["completed"] == 4
+    data = tmp_path / "set.jsonl"
+    data.write_text(
+        json.dumps({"id": "short", "prompt": "Which colours?", "media": [str(red_blue)]})
+        + "\n"
+        + json.dumps(
+            {
+                "custom_id": "chat",
+                "body": {
+                    "messages": [
+                        {
+                            "role": "user",
+                            "content": [
+                                {"type": "video_url", "video_url": {"url": red_blue.as_uri()}},
+                                {"type": "text", "text": "Which colours?"},
+                            ],
+                        }
+                    ],
+                    "max_tokens": 2,
+                },
+            }
+        )
+        + "\n"
+    )
+    lines = tmp_path / "req.jsonl"
+    res = _bench(cli, stub, "--dataset", data, "--num-prompts", "4", "--no-floors",
+                 "--per-request", lines, "--json")  # fmt: skip
+    assert res.code == 0, res.err
+    records = [json.loads(line) for line in lines.read_text().splitlines()]
+    texts = {r["item"]: r["text"] for r in records}
+    assert texts == {"short": "red, blue", "chat": "red,"}  # max_tokens 2 from the line
+
+
+def test_one_workload(cli, stub, red_blue):
+    res = _bench(cli, stub, "--video", red_blue, "--sizes", "1MB")
+    assert res.code == 2 and "one workload" in res.err
+    assert _bench(cli, stub).code == 2
+
+
+def test_failed_requests_are_counted_by_code(cli, make_stub):
+    tight = make_stub(encoder_budget=16)  # every 1 MB item is over it
+    res = cli("bench", "-t", tight.running.address, "--sizes", "1MB", "--num-prompts", "4",
+              "--no-floors", "--json")  # fmt: skip
+    assert res.code == 4
+    doc = json.loads(res.out)
+    assert doc["runs"][0]["errors"] == {"INVALID_ARGUMENT": 4}
+    assert "4 of 4 requests failed (4 INVALID_ARGUMENT)" in res.err
+
+
+def test_arms_the_worker_cannot_take_are_refused(cli, make_stub, stub, monkeypatch):
+    wants_uint8 = make_stub(device_normalize=True)
+    res = cli("bench", "-t", wants_uint8.running.address, "--sizes", "1MB", "--pixel-dtype",
+              "float32")  # fmt: skip
+    assert res.code == 6 and "normalizes on the device" in res.err
+    monkeypatch.setattr("mmctl.bench.runner.namespace_id", lambda: "another-host:1")
+    res = _bench(cli, stub, "--sizes", "1MB")
+    assert res.code == 6 and "--transport shm" in res.err and "different /dev/shm" in res.err
+
+
+def test_a_thousand_requests_leave_nothing_behind(cli, stub, no_leaks):
+    res = _bench(cli, stub, "--sizes", "64KB", "--num-prompts", "1000", "--max-concurrency",
+                 "16", "--max-tokens", "1", "--no-floors", "--json")  # fmt: skip
+    assert res.code == 0, res.err
+    doc = json.loads(res.out)
+    assert doc["runs"][0]["completed"] == 1000
+    r = doc["resources"]
+    assert (r["fds_before"], r["shm_files_before"]) == (r["fds_after"], r["shm_files_after"])
+    assert r["peak_rss_mb"] > 0
+
+
+def test_ctrl_c_prints_the_partial_report_and_removes_every_file(tmp_path):
+    stub = subprocess.Popen(
+        [sys.executable, "-m", "mmctl", "stub-worker", "--port", "0", "--json", "--delay-ms",
+         "30"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        address = json.loads(stub.stdout.readline())["address"]
+        env = {**os.environ, "MMCTL_CACHE_DIR": str(tmp_path / "cache")}
+        bench = subprocess.Popen(
+            [sys.executable, "-m", "mmctl", "bench", "-t", address, "--sizes", "4MB",
+             "--num-prompts", "400", "--max-concurrency", "4", "--no-floors", "--json",
+             "--per-request", str(tmp_path / "req.jsonl")],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        )  # fmt: skip
+        # Interrupt once measured requests have been answered (2 warm-up first).
+        answered = 0
+        deadline = time.monotonic() + 120
+        while answered < 6 and time.monotonic() < deadline:
+            line = stub.stderr.readline()
+            answered += "Generate" in line and " ok " in line
+        assert bench.poll() is None
+        bench.send_signal(signal.SIGINT)
+        out, err = bench.communicate(timeout=30)
+        assert bench.returncode == 130, err
+        doc = json.loads(out)
+        assert doc["interrupted"] is True and 0 < doc["runs"][0]["completed"] < 400
+        assert "interrupted" in err
+        leftovers = [p for p in os.listdir("/dev/shm") if p.startswith(f"mmctl-{bench.pid}-")]
+        assert leftovers == []
+        assert len((tmp_path / "req.jsonl").read_text().splitlines()) == doc["runs"][0]["completed"]
+    finally:
+        stub.stderr.close()  # a full pipe must not block the stub's log writes
+        stub.terminate()
+        stub.wait(10)
+
+
+def test_what_a_person_sees(terminal, stub):
+    screen = terminal("bench", "-t", stub.running.address, "--sizes", "256KB",
+                      "--num-prompts", "6", "--no-floors")  # fmt: skip
+    assert screen.code == 0, screen.text
+    text = screen.text
+    assert "Median E2EL (ms)" in text and "shm/inline (bfloat16) median E2EL" in text
+    assert "preparing" not in text and "warm-up" not in text  # the progress bar is gone
+    assert "open fds" in text

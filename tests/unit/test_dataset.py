@@ -1,0 +1,94 @@
+"""Dataset lines: the OpenAI batch format and the short form; each bad line named."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+
+from mmctl.dataset import Items
+from mmctl.errors import InputError
+
+
+def _write(path, *docs):
+    path.write_text("\n".join(d if isinstance(d, str) else json.dumps(d) for d in docs) + "\n")
+    return path
+
+
+def test_both_formats(tmp_path):
+    (tmp_path / "clips").mkdir()
+    data = _write(
+        tmp_path / "set.jsonl",
+        {"id": "a", "prompt": "What happens?", "media": ["clips/x.mp4"], "max_tokens": 8},
+        "",
+        {
+            "custom_id": "b",
+            "method": "POST",
+            "url": "/v1/chat/completions",
+            "body": {
+                "model": "qwen",
+                "messages": [
+                    {"role": "system", "content": "Be brief."},
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "video_url", "video_url": {"url": "file:///abs/y.mp4"}},
+                            {"type": "image_url", "image_url": {"url": "z.png"}},
+                            {"type": "text", "text": "Compare them."},
+                        ],
+                    },
+                ],
+                "max_completion_tokens": 16,
+                "temperature": 0,
+                "stop": "END",
+            },
+        },
+    )
+    with Items(data) as items:
+        a, b = list(items)
+    assert (a.id, a.prompt, a.media, a.sampling) == (
+        "a", "What happens?", [tmp_path / "clips/x.mp4"], {"max_tokens": 8},
+    )  # fmt: skip
+    assert b.id == "b" and b.system == "Be brief." and b.prompt == "Compare them."
+    assert [str(p) for p in b.media] == ["/abs/y.mp4", str(tmp_path / "z.png")]
+    assert b.sampling == {"max_tokens": 16, "temperature": 0, "stop": ["END"]}
+
+
+def test_data_urls_become_files_removed_on_close(tmp_path):
+    url = "data:video/mp4;base64," + base64.b64encode(b"not really a video").decode()
+    data = _write(tmp_path / "d.jsonl", {"id": 1, "prompt": "", "media": [url]})
+    with Items(data) as items:
+        (item,) = list(items)
+        assert item.media[0].read_bytes() == b"not really a video"
+        assert item.media[0].suffix == ".mp4"
+    assert not item.media[0].exists()
+    with (
+        pytest.raises(InputError, match="data: URLs are not accepted"),
+        Items(data, data_urls=False) as items,
+    ):
+        list(items)
+
+
+@pytest.mark.parametrize(
+    ("line", "says"),
+    [
+        ("{not json", "d.jsonl:1: not JSON"),
+        ("[1, 2]", "one JSON object"),
+        ('{"media": "http://example.com/a.mp4"}', "remote media"),
+        ('{"media": "file://other-host/a.mp4"}', "must name this host"),
+        ('{"media": [1]}', "media must be a list of paths"),
+        ('{"custom_id": "x", "body": {"messages": [], "logprobs": true}}', "body.logprobs"),
+        ('{"custom_id": "x", "url": "/v1/embeddings", "body": {"messages": []}}', "/v1/embeddings"),
+        ('{"custom_id": "x", "body": {"messages": [{"role": "assistant", "content": "hi"}]}}',
+         "role 'assistant'"),
+        ('{"custom_id": "x", "body": {"messages": [{"role": "user", "content": [{"type": "input_audio"}]}]}}',
+         "input_audio"),
+        ('{"prompt": "x", "max_tokens": "8"}', "max_tokens has the wrong type"),
+        ('{"media": ["data:video/mp4,abc"]}', "must be base64"),
+    ],
+)  # fmt: skip
+def test_bad_lines_are_named(tmp_path, line, says):
+    data = _write(tmp_path / "d.jsonl", line)
+    with pytest.raises(InputError, match=says.replace("(", r"\(")), Items(data) as items:
+        list(items)
