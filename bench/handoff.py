@@ -12,7 +12,11 @@ For a pixel tensor of ``--mib`` MiB (bfloat16 rows of 1536):
   created before preprocessing, which writes the pixels into the mapping; the
   hand-off itself copies nothing (timed: create + map; the write is the
   preprocessing's own)
-* inline      — ``TensorData`` with the bytes inline, request serialized
+* inline msg  — ``TensorData`` with the bytes inline in the message, request
+  serialized (what mmctl did before the splice: two copies)
+* inline      — what mmctl does now (``RequestPlan.encode``): the message
+  without the tensor, the tensor's own buffer appended as a second
+  ``mm_inputs`` occurrence (``mmctl.wire.splice``): one copy
 
 Prints medians and each one's ratio to memcpy. Every shm file is removed.
 """
@@ -38,7 +42,7 @@ def main() -> int:
 
     from mmctl.request import tensors
     from mmctl.transport.shm import ShmArena
-    from mmctl.wire import proto
+    from mmctl.wire import proto, splice
 
     rows = args.mib * 2**20 // (1536 * 2)
     pixels = np.random.default_rng(0).integers(0, 2**16, (rows, 1536), dtype=np.uint16)
@@ -61,16 +65,25 @@ def main() -> int:
             segment = arena.create(pixels.nbytes)
             segment.array(pixels.dtype, pixels.shape)
 
-    def inline():
+    def inline_message():
         req = engine.GenerateRequest(request_id="bench")
         req.mm_inputs.pixel_values.CopyFrom(tensors.inline(pixels, "bfloat16"))
         req.SerializeToString()
+
+    def inline():
+        req = engine.GenerateRequest(request_id="bench")
+        req.mm_inputs.pixel_values.CopyFrom(
+            engine.TensorData(shape=list(pixels.shape), dtype="bfloat16")
+        )
+        payload = pixels.data.cast("B")
+        b"".join([req.SerializeToString(), splice.pixels_prefix(len(payload)), payload])
 
     contenders = {
         "memcpy": memcpy,
         "memcpy new": memcpy_new,
         "shm put": shm_put,
         "shm direct": shm_direct,
+        "inline msg": inline_message,
         "inline": inline,
     }
     times = {k: [] for k in contenders}

@@ -73,6 +73,12 @@ check "auto chose shm" "$(json_get "$work/send-auto.json" 'd["decisions"]["trans
 "$MMCTL" send --request "$work/req.pb" --target "$target" --shm --json >"$work/replay.json"
 check "replay" "$(json_get "$work/replay.json" 'd["answer"]')" "red, blue"
 
+"$MMCTL" bench --target "$target" --video "$work/red-blue.mp4" --num-prompts 8 --no-floors \
+  --save-result "$work/bench-result.json" --json >"$work/bench.json"
+check "bench: every request answered" "$(json_get "$work/bench.json" 'd["runs"][0]["completed"]')" "8"
+check "bench: both arms" "$(json_get "$work/bench.json" 'sorted(d["runs"][0]["arms"])')" "['inline/bfloat16', 'shm/bfloat16']"
+check "bench: vLLM's result fields" "$(json_get "$work/bench-result.json" '"median_ttft_ms" in d and "p99_e2el_ms" in d')" "True"
+
 set +e
 "$MMCTL" send "$work/red-blue.mp4" --target 127.0.0.1:1 --timeout 3 >/dev/null 2>"$work/down.err"
 code=$?

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -32,34 +31,45 @@ def write(result: BenchResult, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, (by_size, by_conc) = plt.subplots(1, 2, figsize=(12, 4.5))
-    # E2E latency by (arm, payload bytes) and by (arm, concurrency), every level pooled.
-    sizes: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
-    concs: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    # E2E latency (ms) by arm → payload bytes → concurrency.
+    data: dict[str, dict[int, dict[int, list[float]]]] = defaultdict(
+        lambda: defaultdict(lambda: defaultdict(list))
+    )
     for level in result.levels:
         for r in level.records:
             if r.ok and r.latency_s is not None:
-                sizes[r.arm][r.payload_bytes].append(r.latency_s * 1000)
-                concs[r.arm][level.concurrency].append(r.latency_s * 1000)
-    _lines(by_size, sizes, "payload (MB)", 1e-6)
-    _lines(by_conc, concs, "max concurrency", 1.0)
-    fig.suptitle("mmctl bench: end-to-end latency (p50 solid, p90 dashed, p99 dotted)")
+                data[r.arm][r.payload_bytes][level.concurrency].append(r.latency_s * 1000)
+    levels = [lvl.concurrency for lvl in result.levels]
+    styles = {50: "-", 90: "--", 99: ":"}
+    markers = "osD^v<>ph"
+    for n, (arm, sizes) in enumerate(sorted(data.items())):
+        colour = f"C{n}"
+        # Against payload size, at the lowest concurrency (no queueing).
+        low = min(levels)
+        xs = sorted(s for s in sizes if low in sizes[s])
+        for p in PERCENTILES:
+            ys = [float(np.percentile(sizes[x][low], p)) for x in xs]
+            by_size.plot([x / 1e6 for x in xs], ys, styles[p], color=colour, marker="o",
+                         label=arm if p == 50 else None)  # fmt: skip
+        # Against concurrency, one line per payload size.
+        for k, size in enumerate(sorted(sizes)):
+            cs = sorted(sizes[size])
+            for p in (50, 99):
+                ys = [float(np.percentile(sizes[size][c], p)) for c in cs]
+                label = f"{arm} {size / 1e6:.3g} MB" if p == 50 else None
+                by_conc.plot(cs, ys, styles[p], color=colour, marker=markers[k % len(markers)],
+                             label=label)  # fmt: skip
+    by_size.set_xlabel(f"payload (MB), max concurrency {min(levels)}")
+    by_conc.set_xlabel("max concurrency (p50 solid, p99 dotted)")
+    for ax in (by_size, by_conc):
+        ax.set_ylabel("E2E latency (ms)")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize="small")
+    if len({s for sizes in data.values() for s in sizes}) > 2:
+        by_size.set_xscale("log")
+    if len(set(levels)) > 2:
+        by_conc.set_xscale("log", base=2)
+    fig.suptitle("mmctl bench: end-to-end latency per arm (p50 solid, p90 dashed, p99 dotted)")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
-
-
-def _lines(ax: Any, data: dict[str, dict[int, list[float]]], xlabel: str, scale: float) -> None:
-    styles = {50: "-", 90: "--", 99: ":"}
-    for n, (arm, points) in enumerate(sorted(data.items())):
-        xs = sorted(points)
-        colour = f"C{n}"
-        for p in PERCENTILES:
-            ys = [float(np.percentile(points[x], p)) for x in xs]
-            label = arm if p == 50 else None
-            ax.plot([x * scale for x in xs], ys, styles[p], color=colour, marker="o", label=label)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel("E2E latency (ms)")
-    if len({x for points in data.values() for x in points}) > 2:
-        ax.set_xscale("log")
-    ax.grid(True, alpha=0.3)
-    ax.legend()

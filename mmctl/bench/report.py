@@ -12,6 +12,7 @@ reported alone.
 from __future__ import annotations
 
 import datetime
+import math
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Sequence
@@ -172,7 +173,7 @@ def bench_doc(result: BenchResult) -> dict[str, Any]:
         "targets": list(cfg.targets),
         "model": result.model,
         "num_prompts": cfg.num_prompts,
-        "request_rate": cfg.request_rate,
+        "request_rate": _rate(cfg.request_rate),
         "burstiness": cfg.burstiness,
         "max_concurrency": list(cfg.max_concurrency),
         "percentiles": list(cfg.percentiles),
@@ -203,7 +204,7 @@ def vllm_doc(result: BenchResult, level: Level) -> dict[str, Any]:
         "model_id": str(result.model.get("source", "")),
         "tokenizer_id": str(result.model.get("source", "")),
         "num_prompts": cfg.num_prompts,
-        "request_rate": cfg.request_rate if cfg.request_rate != float("inf") else "inf",
+        "request_rate": _rate(cfg.request_rate),
         "burstiness": cfg.burstiness,
         "max_concurrency": level.concurrency,
         "duration": level.duration_s,
@@ -237,3 +238,8 @@ def vllm_doc(result: BenchResult, level: Level) -> dict[str, Any]:
         ]}
     )  # fmt: skip
     return doc
+
+
+def _rate(rate: float) -> float | str:
+    # JSON has no infinity: "inf", as vLLM's argument reads.
+    return "inf" if math.isinf(rate) else rate

@@ -439,6 +439,8 @@ def render(console: Console, result: BenchResult, doc: dict[str, Any]) -> None:
             if len(ratio["by_item"]) > 1:
                 for item, by in ratio["by_item"].items():
                     _ratio_line(console, f"  {item}: E2EL", by["e2el"])
+        if "by_target" in run:
+            _target_table(console, run["by_target"], cfg.percentiles)
         if n == 0 and run["floor_ratios"]:
             _floor_table(console, result, run["floor_ratios"], run["max_concurrency"])
         cpu = run["client_cpu_s_per_request"]
@@ -475,6 +477,27 @@ def _rows(percentiles: tuple[float, ...]) -> list[tuple[str, str, str]]:
         rows.append((f"P{word} {label} (ms)", f"p{word}_{metric}_ms", ".2f"))
     rows.append(("Payload MB/s (median)", "payload_mb_per_s", ".1f"))
     return rows
+
+
+def _target_table(console: Console, by_target: dict[str, Any], pct: tuple[float, ...]) -> None:
+    from rich import box
+    from rich.table import Table
+
+    top = max(pct)
+    word = str(int(top)) if int(top) == top else str(top)
+    table = Table(title="per target", title_justify="left", box=box.SIMPLE)
+    for name in ("target", "requests", "failed", "median E2EL ms", f"P{word} E2EL ms", "errors"):
+        table.add_column(name, justify="left" if name in ("target", "errors") else "right")
+    for target, m in by_target.items():
+        table.add_row(
+            target,
+            str(m["completed"] + m["failed"]),
+            str(m["failed"]),
+            f"{m['median_e2el_ms']:.2f}",
+            f"{m[f'p{word}_e2el_ms']:.2f}",
+            ", ".join(f"{k} {v}" for k, v in m["errors"].items()) or "-",
+        )
+    console.print(table)
 
 
 def _ratio_line(console: Console, label: str, r: dict[str, Any] | None) -> None:

@@ -196,3 +196,19 @@ def test_what_a_person_sees(terminal, stub):
     assert "Median E2EL (ms)" in text and "shm/inline (bfloat16) median E2EL" in text
     assert "preparing" not in text and "warm-up" not in text  # the progress bar is gone
     assert "open fds" in text
+
+
+def test_several_targets_round_robin(cli, stub, make_stub):
+    other = make_stub()
+    targets = f"{stub.running.address},{other.running.address}"
+    res = cli("bench", "-t", targets, "--sizes", "256KB", "--num-prompts", "8", "--no-floors")
+    assert res.code == 0, res.err
+    assert "per target" in res.out and other.running.address in res.out
+    res = cli("bench", "-t", targets, "--sizes", "256KB", "--num-prompts", "8", "--no-floors",
+              "--json")  # fmt: skip
+    by_target = json.loads(res.out)["runs"][0]["by_target"]
+    assert {t: m["completed"] for t, m in by_target.items()} == {
+        stub.running.address: 4,
+        other.running.address: 4,
+    }
+    assert json.loads(res.out)["request_rate"] == "inf"  # JSON has no infinity
