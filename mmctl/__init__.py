@@ -8,8 +8,8 @@ so the command line starts fast)::
     with mmctl.Client("localhost:50051") as client:
         print(client.send("clip.mp4", prompt="Which colours appear, in order?").answer)
 
-``Client`` / ``AsyncClient`` talk to a worker; ``preprocess`` and
-``inspect_tokens`` need none. Errors are :class:`MmctlError` subclasses,
+``Client`` / ``AsyncClient`` talk to a worker; ``batch`` runs a dataset
+through several; ``preprocess`` and ``inspect_tokens`` need none. Errors are :class:`MmctlError` subclasses,
 each with the exit code the command line uses.
 """
 
@@ -29,6 +29,8 @@ _EXPORTS = {
     "SendResult": "mmctl.client.run",
     "Check": "mmctl.client.run",
     "Health": "mmctl.client.worker",
+    "batch": "mmctl.run_batch.api",
+    "BatchCounts": "mmctl.run_batch.api",
     "preprocess": "mmctl.offline",
     "inspect_tokens": "mmctl.offline",
     "TokenReport": "mmctl.offline",
@@ -51,6 +53,7 @@ _EXPORTS = {
 # Literal, so tools see it; tests/unit/test_api.py keeps it equal to _EXPORTS.
 __all__ = [
     "AsyncClient",
+    "BatchCounts",
     "Built",
     "Check",
     "CheckFailed",
@@ -73,6 +76,7 @@ __all__ = [
     "WorkerRejected",
     "WorkerUnavailable",
     "__version__",
+    "batch",
     "inspect_tokens",
     "preprocess",
 ]
@@ -96,6 +100,7 @@ if TYPE_CHECKING:
     from mmctl.models.base import VisionOverrides
     from mmctl.offline import TokenReport, inspect_tokens, preprocess
     from mmctl.request.build import Sampling
+    from mmctl.run_batch.api import BatchCounts, batch
 
 
 def __getattr__(name: str) -> Any:

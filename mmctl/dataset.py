@@ -8,9 +8,12 @@ One JSON object a line, either
 * ``{"id": …, "prompt": …, "media": ["clip.mp4", …], "max_tokens": …}``.
 
 Media are local files: a path (relative to the dataset's folder), a
-``file://`` URL on this host, or a ``data:`` URL (written to a temporary
-file the caller removes). A line that cannot map onto a gRPC request is an
-:class:`InputError` naming the line and the field.
+``file://`` URL on this host, a ``data:`` URL (written to a temporary file,
+removed on close), or — only when the caller allows it — an ``http(s)://``
+URL fetched with a size cap. A line that cannot map onto a gRPC request is an
+:class:`InputError` naming the line and the field; :meth:`Items.entries`
+yields it as an :class:`Entry` with that error, so a batch can write it as
+an error line and go on.
 """
 
 from __future__ import annotations
@@ -44,11 +47,25 @@ class Item:
     sampling: dict[str, Any] = field(default_factory=dict)
 
 
-class Items:
-    """The items of a dataset file; ``data:`` media live in a folder removed on close."""
+@dataclass
+class Entry:
+    """One line: its item, or why it cannot be one (``id`` as best the line says)."""
 
-    def __init__(self, path: Path, *, data_urls: bool = True) -> None:
-        self.path, self.data_urls = path, data_urls
+    number: int
+    id: str
+    item: Item | None = None
+    error: str | None = None
+
+
+class Items:
+    """The items of a dataset file; ``data:`` and fetched media live in a
+    folder removed on close. ``remote_cap``: the most bytes an ``http(s)://``
+    medium may have (``None``: remote media are refused)."""
+
+    def __init__(
+        self, path: Path, *, data_urls: bool = True, remote_cap: int | None = None
+    ) -> None:
+        self.path, self.data_urls, self.remote_cap = path, data_urls, remote_cap
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
 
     def __enter__(self) -> Items:
@@ -63,15 +80,33 @@ class Items:
             self._tmp = None
 
     def __iter__(self) -> Iterator[Item]:
+        """Every item; the first bad line raises its :class:`InputError`."""
+        for number, line in self._lines():
+            yield self.parse(line, number)
+
+    def entries(self) -> Iterator[Entry]:
+        """Every line as an :class:`Entry`, bad ones included (read lazily)."""
+        for number, line in self._lines():
+            try:
+                item = self.parse(line, number)
+            except InputError as err:
+                yield Entry(number, _line_id(line, number), error=err.message)
+            else:
+                yield Entry(number, item.id, item)
+
+    def count(self) -> int:
+        return sum(1 for _ in self._lines())
+
+    def _lines(self) -> Iterator[tuple[int, str]]:
         try:
-            lines = self.path.read_text(encoding="utf-8").splitlines()
+            with self.path.open(encoding="utf-8") as f:
+                for number, line in enumerate(f, 1):
+                    if line.strip():
+                        yield number, line
         except OSError as err:
             raise InputError(f"cannot read {self.path}: {err.strerror}") from None
         except UnicodeDecodeError:
             raise InputError(f"{self.path} is not UTF-8 text (one JSON object a line)") from None
-        for number, line in enumerate(lines, 1):
-            if line.strip():
-                yield self.parse(line, number)
 
     def parse(self, line: str, number: int) -> Item:
         where = f"{self.path.name}:{number}"
@@ -150,7 +185,11 @@ class Items:
     def _media(self, ref: str, where: str) -> Path:
         parsed = urlparse(ref)
         if parsed.scheme in ("http", "https"):
-            raise InputError(f"{where}: {ref}: remote media is not fetched; use a local file")
+            if self.remote_cap is None:
+                raise InputError(
+                    f"{where}: {ref}: remote media is not fetched without --allow-remote-media"
+                )
+            return self._fetch(ref, where)
         if parsed.scheme == "data":
             if not self.data_urls:
                 raise InputError(f"{where}: data: URLs are not accepted here; use a file")
@@ -172,13 +211,45 @@ class Items:
             raw = base64.b64decode(payload, validate=True)
         except (binascii.Error, ValueError):
             raise InputError(f"{where}: the data: URL is not valid base64") from None
-        mime = head[5:].split(";")[0]
-        suffix = mimetypes.guess_extension(mime) or ".bin"
+        return self._keep(raw, mimetypes.guess_extension(head[5:].split(";")[0]) or ".bin")
+
+    def _fetch(self, ref: str, where: str) -> Path:
+        import urllib.error
+        import urllib.request
+
+        assert self.remote_cap is not None
+        try:
+            with urllib.request.urlopen(ref, timeout=30) as response:
+                raw = response.read(self.remote_cap + 1)
+                kind = response.headers.get_content_type()
+        except (urllib.error.URLError, OSError, ValueError) as err:
+            reason = getattr(err, "reason", err)
+            raise InputError(f"{where}: cannot fetch {ref}: {reason}") from None
+        if len(raw) > self.remote_cap:
+            raise InputError(f"{where}: {ref} is over the {self.remote_cap:,}-byte cap")
+        suffix = Path(urlparse(ref).path).suffix or mimetypes.guess_extension(kind) or ".bin"
+        return self._keep(raw, suffix)
+
+    def _keep(self, raw: bytes, suffix: str) -> Path:
         if self._tmp is None:
-            self._tmp = tempfile.TemporaryDirectory(prefix="mmctl-data-")
-        path = Path(self._tmp.name) / f"{len(list(Path(self._tmp.name).iterdir()))}{suffix}"
+            self._tmp = tempfile.TemporaryDirectory(prefix="mmctl-media-")
+        folder = Path(self._tmp.name)
+        path = folder / f"{sum(1 for _ in folder.iterdir())}{suffix}"
         path.write_bytes(raw)
         return path
+
+
+def _line_id(line: str, number: int) -> str:
+    """The id a bad line names, if its JSON says one; else ``line-N``."""
+    try:
+        doc = json.loads(line)
+    except json.JSONDecodeError:
+        return f"line-{number}"
+    if isinstance(doc, dict):
+        for key in ("custom_id", "id"):
+            if isinstance(doc.get(key), str | int):
+                return str(doc[key])
+    return f"line-{number}"
 
 
 def _sampling(doc: dict[str, Any], where: str) -> dict[str, Any]:

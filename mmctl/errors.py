@@ -27,6 +27,10 @@ class ExitCode(IntEnum):
     UNAVAILABLE = 5
     #: A safety or layout check failed (mrope walk, worker capability).
     CHECK_FAILED = 6
+    #: A batch ran to its end and some items failed (their output lines say why).
+    SOME_FAILED = 7
+    #: A batch ran to its end and no item succeeded.
+    ALL_FAILED = 8
     #: Interrupted by SIGINT (Ctrl-C) or SIGTERM; nothing left behind.
     INTERRUPTED = 130
 
@@ -81,6 +85,18 @@ class Interrupted(MmctlError):
 
     exit_code = ExitCode.INTERRUPTED
 
-    def __init__(self, signal_name: str = "SIGINT") -> None:
-        super().__init__(f"interrupted by {signal_name}")
+    def __init__(self, signal_name: str = "SIGINT", detail: str | None = None) -> None:
+        super().__init__(f"interrupted by {signal_name}" + (f"; {detail}" if detail else ""))
         self.signal_name = signal_name
+
+
+class SomeFailed(MmctlError):
+    """A batch finished; some of its items failed."""
+
+    exit_code = ExitCode.SOME_FAILED
+
+
+class AllFailed(MmctlError):
+    """A batch finished; none of its items succeeded."""
+
+    exit_code = ExitCode.ALL_FAILED

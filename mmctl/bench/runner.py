@@ -43,6 +43,7 @@ from mmctl.client.placement import ShmPlacer
 from mmctl.client.run import GENERATE, shm_problem
 from mmctl.errors import CheckFailed, MmctlError, UsageError
 from mmctl.request.build import Sampling, new_request_id
+from mmctl.signals import stop_signals
 from mmctl.transport.shm import ShmArena, leftovers, namespace_id
 from mmctl.wire import proto
 
@@ -180,7 +181,12 @@ class BenchResult:
     floors: dict[str, dict[str, Any]]
     resources: Resources
     model: dict[str, Any]
-    interrupted: bool = False
+    #: The signal that stopped the run early (SIGINT, SIGTERM), if one did.
+    interrupted_by: str | None = None
+
+    @property
+    def interrupted(self) -> bool:
+        return self.interrupted_by is not None
 
 
 class Progress(Protocol):
@@ -496,6 +502,37 @@ def _floors(
         sink.close()
 
 
+async def _measure(
+    cfg: BenchConfig,
+    sender: _Sender,
+    arms: list[Arm],
+    prepared: dict[tuple[int, PixelFormat], Prepared],
+    progress: Progress,
+    stop: asyncio.Event,
+) -> tuple[list[Level], Resources]:
+    """Warm-up, then one interleaved run per concurrency; fds and shm files around them."""
+    items = list(cfg.items)
+    levels: list[Level] = []
+    if cfg.warmup:
+        warm = schedule.interleaved(cfg.warmup * len(arms), len(arms), len(items), cfg.seed)
+        progress.stage("warm-up", len(warm))
+        await _level(
+            sender, warm, [0.0] * len(warm), min(cfg.max_concurrency), arms, prepared, items, stop
+        )
+    resources = Resources(open_fds(), shm_files_before=shm_files())
+    slots = schedule.interleaved(cfg.num_prompts, len(arms), len(items), cfg.seed)
+    gaps = schedule.arrival_gaps(cfg.num_prompts, cfg.request_rate, cfg.burstiness, cfg.seed)
+    for concurrency in cfg.max_concurrency:
+        if stop.is_set():
+            break
+        progress.stage(f"max concurrency {concurrency}", len(slots))
+        levels.append(await _level(sender, slots, gaps, concurrency, arms, prepared, items, stop))
+    # Counted with the channels still open, as "before" was: equal means nothing leaked.
+    resources.fds_after = open_fds()
+    resources.shm_files_after = shm_files()
+    return levels, resources
+
+
 async def _run_async(
     cfg: BenchConfig,
     clients: Sequence[Client],
@@ -507,42 +544,20 @@ async def _run_async(
 ) -> BenchResult:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
-    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    for sig in previous:
-        loop.add_signal_handler(sig, stop.set)
+    stopped_by: list[str] = []
+
+    def on_signal(sig: signal.Signals) -> None:
+        stopped_by.append(sig.name)
+        stop.set()
+
     sender = _Sender(cfg, [c.target for c in clients], session.model.tokenizer, progress)
-    items = list(cfg.items)
-    levels: list[Level] = []
-    resources: Resources | None = None
     try:
-        if cfg.warmup:
-            warm = schedule.interleaved(cfg.warmup * len(arms), len(arms), len(items), cfg.seed)
-            progress.stage("warm-up", len(warm))
-            await _level(
-                sender, warm, [0.0] * len(warm), min(cfg.max_concurrency), arms, prepared,
-                items, stop,
-            )  # fmt: skip
-        resources = Resources(open_fds(), shm_files_before=shm_files())
-        slots = schedule.interleaved(cfg.num_prompts, len(arms), len(items), cfg.seed)
-        gaps = schedule.arrival_gaps(cfg.num_prompts, cfg.request_rate, cfg.burstiness, cfg.seed)
-        for concurrency in cfg.max_concurrency:
-            if stop.is_set():
-                break
-            progress.stage(f"max concurrency {concurrency}", len(slots))
-            levels.append(
-                await _level(sender, slots, gaps, concurrency, arms, prepared, items, stop)
-            )
-        # Counted with the channels still open, as "before" was: equal means nothing leaked.
-        resources = resources or Resources(open_fds(), shm_files_before=shm_files())
-        resources.fds_after = open_fds()
-        resources.shm_files_after = shm_files()
+        with stop_signals(loop, on_signal):
+            levels, resources = await _measure(cfg, sender, arms, prepared, progress, stop)
     finally:
         await sender.close()
-        for sig, handler in previous.items():
-            loop.remove_signal_handler(sig)
-            signal.signal(sig, handler)
     resources.peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return BenchResult(
         cfg, arms, prepared, levels, measured_floors, resources, session.model_doc,
-        interrupted=stop.is_set(),
+        interrupted_by=stopped_by[0] if stopped_by else None,
     )  # fmt: skip

@@ -75,6 +75,7 @@ def root(
 def _register() -> None:
     # Command modules import only typer at module level (see the docstring).
     from mmctl.cli import (
+        batch,
         bench,
         build,
         demo,
@@ -92,6 +93,7 @@ def _register() -> None:
     app.command(name="send")(send.send)
     app.command(name="demo")(demo.demo)
     app.command(name="bench")(bench.bench)
+    app.command(name="batch")(batch.batch)
     app.command(name="health")(health.health)
     app.command(name="info")(health.info)
     app.add_typer(shm.shm_app)

@@ -324,8 +324,10 @@ def _exit_status(result: BenchResult) -> None:
 
     from mmctl.errors import Interrupted, WorkerRejected, WorkerUnavailable
 
-    if result.interrupted:
-        raise Interrupted("interrupted: the report above holds the requests that finished")
+    if result.interrupted_by:
+        raise Interrupted(
+            result.interrupted_by, "the report above holds the requests that finished"
+        )
     codes = Counter(r.error_code for lvl in result.levels for r in lvl.records if r.error_code)
     if not codes:
         return

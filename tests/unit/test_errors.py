@@ -20,6 +20,8 @@ def test_exit_codes_are_the_documented_ones():
         "REJECTED": 4,
         "UNAVAILABLE": 5,
         "CHECK_FAILED": 6,
+        "SOME_FAILED": 7,
+        "ALL_FAILED": 8,
         "INTERRUPTED": 130,
     }
 

@@ -1,0 +1,213 @@
+"""The local engine: preprocessing in a process pool, sending on ``grpc.aio``, one process.
+
+Decoding is CPU-bound and parts of it hold the GIL, so media are
+preprocessed in ``--workers`` processes; the prompt (tokens, layout, checks:
+milliseconds) is composed here, so those processes never load a tokenizer.
+They are spawned, not forked — a forked copy of a process that has used
+gRPC crashes or hangs — as soon as the batch starts (:func:`start_pool`),
+so their start-up (importing PyAV and numpy) overlaps this process's own
+set-up: probing the workers, their model files, the tokenizer. The event loop reads the
+input lazily, hands items to the pool and prepared requests to the
+:class:`~mmctl.run_batch.fleet.Fleet` (at most ``--max-concurrency`` in
+flight), and appends each output line as it finishes. At most ``workers +
+max_concurrency`` items exist at once — memory is bounded by that many
+items, not by the dataset.
+
+Ctrl-C (or SIGTERM) stops reading the input and lets the items in flight
+finish and be written; a second one cancels them (their shm files are
+removed). The pool processes ignore SIGINT: the terminal sends it to them
+too, and only this process decides.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import signal
+from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from typing import Any
+
+from mmctl.dataset import Entry
+from mmctl.errors import MmctlError
+from mmctl.models.model import Model
+from mmctl.run_batch import output
+from mmctl.run_batch.fleet import Fleet, Member
+from mmctl.run_batch.output import OutputFile
+from mmctl.run_batch.work import Failure, Preparer, Settings, preprocess_in_process, warm
+from mmctl.signals import stop_signals
+
+
+@dataclass
+class Tally:
+    """What a run did, item by item."""
+
+    succeeded: int = 0
+    failed: int = 0
+    skipped: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+    interrupted_by: str | None = None
+
+    def count(self, doc: dict[str, Any]) -> bool:
+        if doc["error"] is None:
+            self.succeeded += 1
+            return True
+        self.failed += 1
+        code = str(doc["error"]["code"])
+        self.errors[code] = self.errors.get(code, 0) + 1
+        return False
+
+
+def write_entry_error(out: OutputFile, entry: Entry, tally: Tally, seen: set[str]) -> bool:
+    """Write the error line of an entry that cannot be sent; ``False`` when it can."""
+    if entry.error is not None:
+        doc = output.error_line(entry.id, "invalid_line", entry.error)
+    elif entry.id in seen:
+        doc = output.error_line(
+            entry.id, "duplicate_id", f"line {entry.number}: the id {entry.id!r} came before"
+        )
+    else:
+        seen.add(entry.id)
+        return False
+    out.write(doc)
+    tally.count(doc)
+    return True
+
+
+def _quiet_worker() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def start_pool(workers: int) -> ProcessPoolExecutor:
+    """``workers`` spawned processes, starting now (each gets a warm-up task)."""
+    pool = ProcessPoolExecutor(
+        workers, mp_context=multiprocessing.get_context("spawn"), initializer=_quiet_worker
+    )
+    for _ in range(workers):
+        pool.submit(warm)
+    return pool
+
+
+async def run(
+    pool: ProcessPoolExecutor,
+    settings: Settings,
+    model: Model,
+    entries: Iterable[Entry],
+    out: OutputFile,
+    members: list[Member],
+    model_name: str,
+    *,
+    workers: int,
+    max_concurrency: int,
+    timeout: float | None,
+    on_done: Callable[[bool], None],
+) -> Tally:
+    fleet = Fleet(members, model.tokenizer, model_name, timeout)
+    preparer = Preparer(settings, model)
+    job = _Job(pool, preparer, fleet, out, on_done, workers + max_concurrency, max_concurrency)
+    try:
+        with stop_signals(asyncio.get_running_loop(), job.on_signal):
+            await job.feed(entries)
+    finally:
+        await job.cancel()
+        await fleet.close()
+    return job.tally
+
+
+class _Job:
+    """The items of one local run: at most ``slots`` at once, ``sending`` of them sending."""
+
+    def __init__(
+        self,
+        pool: ProcessPoolExecutor,
+        preparer: Preparer,
+        fleet: Fleet,
+        out: OutputFile,
+        on_done: Callable[[bool], None],
+        slots: int,
+        sending: int,
+    ) -> None:
+        self.pool, self.preparer, self.fleet = pool, preparer, fleet
+        self.out, self.on_done = out, on_done
+        self.slots = asyncio.Semaphore(slots)
+        self.sending = asyncio.Semaphore(sending)
+        self.tally = Tally()
+        self.stop = asyncio.Event()
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.seen: set[str] = set()
+        self.broken = False
+
+    def on_signal(self, sig: signal.Signals) -> None:
+        if self.stop.is_set():  # the second: cancel what is in flight
+            for task in self.tasks:
+                task.cancel()
+        if self.tally.interrupted_by is None:
+            self.tally.interrupted_by = sig.name
+        self.stop.set()
+
+    async def feed(self, entries: Iterable[Entry]) -> None:
+        """Hand the entries out until they end or a stop; then wait for those in flight."""
+        for entry in entries:
+            if self.stop.is_set():
+                break
+            if entry.id in self.out.done:
+                self.tally.skipped += 1
+                self.on_done(True)
+                continue
+            if write_entry_error(self.out, entry, self.tally, self.seen):
+                self.on_done(False)
+                continue
+            await self.slots.acquire()
+            if self.stop.is_set():
+                self.slots.release()
+                break
+            task = asyncio.create_task(self.one(entry))
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+        while self.tasks:
+            done, _ = await asyncio.wait(list(self.tasks))
+            for task in done:  # a bug in mmctl, not an item's failure: stop
+                if not task.cancelled() and task.exception() is not None:
+                    raise task.exception()  # type: ignore[misc]
+        if self.broken:
+            raise MmctlError(
+                "a preprocessing process died (out of memory?); the finished items are in "
+                "the output",
+                hint="--resume continues; fewer --workers use less memory",
+            )
+
+    async def one(self, entry: Entry) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            assert entry.item is not None
+            try:
+                done = await loop.run_in_executor(
+                    self.pool,
+                    preprocess_in_process,
+                    self.preparer.settings,
+                    entry.item,
+                    entry.number,
+                )
+            except BrokenProcessPool:
+                self.broken = True  # no item can be prepared any more: stop, keep what is done
+                self.stop.set()
+                return
+            prepared = done if isinstance(done, Failure) else self.preparer.compose(done)
+            if isinstance(prepared, Failure):
+                doc = output.error_line(
+                    prepared.id, prepared.code, prepared.message, prepared.status
+                )
+            else:
+                async with self.sending:
+                    doc = await self.fleet.send(prepared)
+            self.out.write(doc)
+            self.on_done(self.tally.count(doc))
+        finally:
+            self.slots.release()
+
+    async def cancel(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*list(self.tasks), return_exceptions=True)

@@ -1,0 +1,232 @@
+"""One dataset item → a prepared request, wherever it runs (a pool process, a Ray task).
+
+:class:`Settings` is everything a preparing process needs, picklable: the
+model files (a source folder, or their bytes when the folder may not exist
+where the task runs — another Ray node), the pixel dtype the workers
+expect, their item limits and encoder budget, and the request defaults. A
+:class:`Preparer` loads the model once per process and turns
+:class:`~mmctl.dataset.Item` s into :class:`Prepared` requests, or
+:class:`Failure` s that name why — never an exception, so one bad item never
+stops a batch.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+from mmctl.choices import DEFAULT_PROMPT, PixelFormat
+from mmctl.dataset import Item
+from mmctl.errors import MmctlError
+from mmctl.models.model import Model
+from mmctl.models.source import ModelSource
+from mmctl.request.build import MediaItem, RequestPlan, Sampling
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class Settings:
+    source: ModelSource
+    family: str | None
+    pixel_format: PixelFormat
+    item_limits: dict[str, int] = field(default_factory=dict)
+    encoder_budget: int = 0
+    prompt: str | None = None
+    sampling: Sampling = field(default_factory=Sampling)
+    #: The model files' bytes by name, for processes where ``source`` is not on disk.
+    files: dict[str, bytes] | None = None
+
+    def shippable(self) -> Settings:
+        """The same settings carrying the model files themselves (for other hosts)."""
+        return replace(self, files={n: p.read_bytes() for n, p in self.source.files().items()})
+
+
+@dataclass
+class Prepared:
+    """A request ready to send (picklable: numpy arrays in a plan)."""
+
+    id: str
+    number: int
+    plan: RequestPlan
+    kinds: list[str]
+    payload_bytes: int
+    preprocess_s: float
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Failure:
+    """An item that cannot be sent, and why (an OpenAI batch error)."""
+
+    id: str
+    number: int
+    code: str
+    message: str
+    status: int = 400
+
+
+@dataclass
+class Preprocessed:
+    """An item's media preprocessed and hashed (what a pool process returns)."""
+
+    item: Item
+    number: int
+    media: list[MediaItem]
+    preprocess_s: float
+
+
+class Preparer:
+    """Prepares items in two steps: :meth:`preprocess` (decode, resize,
+    patchify, hash — CPU work that needs only the model's vision settings) and
+    :meth:`compose` (the prompt: chat text, tokens, layout, checks — needs the
+    tokenizer, milliseconds). A pool process runs the first, the batch's own
+    process the second, so pool processes never load a tokenizer.
+    ``__call__`` runs both (a Ray actor). Failures come back as
+    :class:`Failure`, never as exceptions."""
+
+    def __init__(self, settings: Settings, model: Model | None = None) -> None:
+        from mmctl.models.model import load_model
+
+        self.settings = settings
+        self.model: Model = model or load_model(source=self._source(), family=settings.family)
+
+    def _source(self) -> ModelSource:
+        """The model files: their folder, or a copy of the shipped bytes where it is absent."""
+        settings = self.settings
+        source = settings.source
+        if settings.files is not None and not all(f.is_dir() for f in source.folders):
+            self._tmp = tempfile.TemporaryDirectory(prefix="mmctl-model-")
+            folder = Path(self._tmp.name)
+            for name, data in settings.files.items():
+                (folder / name).write_bytes(data)
+            source = ModelSource(source.label, (folder,))
+        return source
+
+    def __call__(self, item: Item, number: int) -> Prepared | Failure:
+        done = self.preprocess(item, number)
+        return done if isinstance(done, Failure) else self.compose(done)
+
+    def preprocess(self, item: Item, number: int) -> Preprocessed | Failure:
+        return _guarded(item, number, lambda: self._preprocess(item, number))
+
+    def compose(self, done: Preprocessed) -> Prepared | Failure:
+        return _guarded(done.item, done.number, lambda: self._compose(done))
+
+    def _preprocess(self, item: Item, number: int) -> Preprocessed:
+        from mmctl.media.probe import check_media
+        from mmctl.preprocessing.pipeline import preprocess
+        from mmctl.request.hashing import item_hash
+        from mmctl.request.limits import check_item_limits
+
+        start = time.perf_counter()
+        s, model = self.settings, self.model
+        if not item.media:
+            raise _NoMedia("the line names no media (mmctl batch sends video and images)")
+        # The worker's item limit, before anything is decoded.
+        check_item_limits([_kind_of(p) for p in item.media], s.item_limits, "the worker")
+        kinds = [check_media(p) for p in item.media]
+        media = []
+        for path, kind in zip(item.media, kinds, strict=True):
+            pre = preprocess(path, model.spec, model.params, s.pixel_format, kind=kind)
+            media.append(MediaItem(str(path), pre, item_hash(pre, path)))
+        return Preprocessed(item, number, media, time.perf_counter() - start)
+
+    def _compose(self, done: Preprocessed) -> Prepared:
+        from mmctl.request.compose import compose_items
+        from mmctl.request.limits import check_encoder_budget
+
+        start = time.perf_counter()
+        s, item = self.settings, done.item
+        check_encoder_budget(
+            [(f"{it.kind.value} {n + 1}", it.pre.num_tokens) for n, it in enumerate(done.media)],
+            s.encoder_budget,
+            "the worker",
+        )
+        sampling = s.sampling
+        if item.sampling:
+            values = dict(item.sampling)
+            if "stop" in values:
+                values["stop"] = tuple(values["stop"])
+            sampling = replace(sampling, **values)
+        composed = compose_items(
+            done.media,
+            item.prompt or s.prompt or DEFAULT_PROMPT,
+            self.model,
+            system=item.system,
+            sampling=sampling,
+        )
+        if not composed.check.ok:
+            raise _LayoutFailed(f"mrope walk failed: {composed.check.reason}")
+        return Prepared(
+            id=item.id,
+            number=done.number,
+            plan=composed.plan,
+            kinds=[it.kind.value for it in done.media],
+            payload_bytes=sum(b.pixel_values.nbytes for b in composed.plan.batches),
+            preprocess_s=done.preprocess_s + time.perf_counter() - start,
+            warnings=composed.warnings,
+        )
+
+
+def _guarded(item: Item, number: int, step: Callable[[], _T]) -> _T | Failure:
+    try:
+        return step()
+    except MmctlError as err:
+        return Failure(item.id, number, _code(err), err.message)
+    except Exception as err:  # one broken item must not stop the batch
+        return Failure(item.id, number, "internal_error", f"{type(err).__name__}: {err}", 500)
+
+
+class _NoMedia(MmctlError):
+    pass
+
+
+class _LayoutFailed(MmctlError):
+    pass
+
+
+def _kind_of(path: Path) -> str:
+    from mmctl.media.probe import media_kind
+
+    try:
+        return media_kind(path).value
+    except (MmctlError, OSError):
+        return "unknown"  # check_media says why, next
+
+
+def _code(err: MmctlError) -> str:
+    from mmctl.errors import InputError, UsageError
+
+    if isinstance(err, _NoMedia):
+        return "no_media"
+    if isinstance(err, InputError | UsageError):
+        return "invalid_input"
+    return "check_failed"
+
+
+# ---- a pool process's preparer ------------------------------------------------
+
+#: This process's preparer, for the settings it was made with (a per-process
+#: cache that says so: a pool process loads the model files once).
+_PREPARER: Preparer | None = None
+
+
+def warm() -> int:
+    """A pool process's first task: import what preprocessing needs, now."""
+    import av  # noqa: F401
+
+    import mmctl.preprocessing.pipeline  # noqa: F401
+
+    return 0
+
+
+def preprocess_in_process(settings: Settings, item: Item, number: int) -> Any:
+    global _PREPARER
+    if _PREPARER is None or _PREPARER.settings != settings:
+        _PREPARER = Preparer(settings)
+    return _PREPARER.preprocess(item, number)
