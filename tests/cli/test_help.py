@@ -34,7 +34,7 @@ TYPE_NAMES = re.compile(r"<(bool|int|float|str|path|list\[[^>]*\]|Path|text)>", 
 def test_every_command_is_listed():
     names = {" ".join(path[1:]) for path, _ in COMMANDS}
     assert {"send", "demo", "preprocess", "inspect-tokens", "build", "stub-worker"} <= names
-    assert {"health", "info", "shm", "shm gc", "bench"} <= names
+    assert {"health", "info", "shm", "shm gc", "bench", "batch"} <= names
 
 
 @pytest.mark.parametrize(("path", "command"), COMMANDS, ids=IDS)
@@ -88,7 +88,7 @@ def test_one_pixel_dtype_option_everywhere():
                 values[path[-1]] = param.metavar
             assert "--pixel-format" not in param.opts
             assert "--limit-mm" not in param.opts
-    assert set(values) == {"preprocess", "build", "send", "bench"}
+    assert set(values) == {"preprocess", "build", "send", "bench", "batch"}
     lists = values.pop("bench")  # a list there: each value is an arm
     assert len(set(values.values())) == 1 and lists == values["send"] + "[,…]"
 
