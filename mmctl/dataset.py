@@ -44,6 +44,7 @@ class Item:
     prompt: str
     media: list[Path]
     system: str | None = None
+    #: ``Sampling`` fields, checked for type (``stop`` a tuple): ``replace(sampling, **this)``.
     sampling: dict[str, Any] = field(default_factory=dict)
 
 
@@ -258,9 +259,11 @@ def _sampling(doc: dict[str, Any], where: str) -> dict[str, Any]:
         values.setdefault("max_tokens", values.pop("max_completion_tokens"))
     if isinstance(values.get("stop"), str):
         values["stop"] = [values["stop"]]
+    if isinstance(values.get("stop"), list):
+        values["stop"] = tuple(values["stop"])  # as Sampling holds it
     for key, value in values.items():
         if key == "stop":
-            ok = isinstance(value, list) and all(isinstance(s, str) for s in value)
+            ok = isinstance(value, tuple) and all(isinstance(s, str) for s in value)
         else:
             ok = isinstance(value, int | float) and not isinstance(value, bool)
         if not ok:

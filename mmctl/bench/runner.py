@@ -39,16 +39,13 @@ from mmctl.client.channel import Target, open_aio_channel
 from mmctl.client.client import Client
 from mmctl.client.negotiate import pixel_dtype, transport
 from mmctl.client.options import SHM_MIN_BYTES
-from mmctl.client.placement import ShmPlacer
+from mmctl.client.placement import THREAD_MIN_BYTES, ShmPlacer
 from mmctl.client.run import GENERATE, shm_problem
 from mmctl.errors import CheckFailed, MmctlError, UsageError
 from mmctl.request.build import Sampling, new_request_id
 from mmctl.signals import stop_signals
 from mmctl.transport.shm import ShmArena, leftovers, namespace_id
 from mmctl.wire import proto
-
-#: Payloads at least this large are placed on a worker thread (smaller: inline, in the loop).
-THREAD_MIN_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -82,13 +82,11 @@ def prepare(
     sampling: Sampling,
 ) -> Prepared:
     """Decode, preprocess, tokenize and lay out ``item`` for ``fmt`` (checked like ``send``)."""
-    from dataclasses import replace
-
     start = time.perf_counter()
     text = item.prompt if item.prompt is not None else prompt
     text = DEFAULT_PROMPT if text is None else text
     if item.sampling:
-        sampling = replace(sampling, **_sampling_fields(item.sampling))
+        sampling = replace(sampling, **item.sampling)
     if item.nbytes is not None:
         from mmctl.bench.synthetic import synthetic_item
 
@@ -106,10 +104,3 @@ def prepare(
         raise CheckFailed(f"{item.label}: mrope walk failed: {composed.check.reason}")
     payload = sum(b.pixel_values.nbytes for b in composed.plan.batches)
     return Prepared(item, fmt, composed.plan, payload, time.perf_counter() - start)
-
-
-def _sampling_fields(values: dict[str, Any]) -> dict[str, Any]:
-    out = dict(values)
-    if "stop" in out:
-        out["stop"] = tuple(out["stop"])
-    return out

@@ -22,6 +22,10 @@ from mmctl.request import tensors
 from mmctl.transport.shm import Segment, ShmArena, ShmUnavailable
 from mmctl.wire import proto
 
+#: An event loop hands tensors at least this large to a thread to place and
+#: encode (``mmctl bench``, ``mmctl batch``), so it keeps serving the others.
+THREAD_MIN_BYTES = 1 << 20
+
 
 def shm_or_none(make: Callable[[], Segment], fallback: bool, problems: list[str]) -> Segment | None:
     """``make()``'s segment; ``None`` — the reason added to ``problems`` — when

@@ -27,7 +27,7 @@ import grpc
 
 from mmctl.client.channel import Target, open_aio_channel, open_channel
 from mmctl.client.options import SHM_MIN_BYTES
-from mmctl.client.placement import ShmPlacer
+from mmctl.client.placement import THREAD_MIN_BYTES, ShmPlacer
 from mmctl.client.run import GENERATE
 from mmctl.request.build import new_request_id
 from mmctl.run_batch import output
@@ -45,8 +45,6 @@ GONE = {
 PROBE_EVERY_S = 1.0
 #: How long an item waits for some member to be up before it fails.
 WAIT_FOR_MEMBER_S = 60.0
-#: Large hand-offs are encoded on a thread (the loop keeps serving the others).
-THREAD_MIN_BYTES = 1 << 20
 
 
 @dataclass
@@ -277,7 +275,7 @@ class Fleet:
                 index = next(self._turn) % n
                 if self.members[index].up and index not in exclude:
                     return index
-            if all(i in exclude for i in range(n)) and len(exclude) == n:
+            if len(exclude) >= n:
                 return None
             left = deadline - time.monotonic()
             if left <= 0:

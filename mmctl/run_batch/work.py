@@ -147,12 +147,7 @@ class Preparer:
             s.encoder_budget,
             "the worker",
         )
-        sampling = s.sampling
-        if item.sampling:
-            values = dict(item.sampling)
-            if "stop" in values:
-                values["stop"] = tuple(values["stop"])
-            sampling = replace(sampling, **values)
+        sampling = replace(s.sampling, **item.sampling) if item.sampling else s.sampling
         composed = compose_items(
             done.media,
             item.prompt or s.prompt or DEFAULT_PROMPT,

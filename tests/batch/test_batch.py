@@ -210,3 +210,15 @@ def test_the_ray_engine_without_ray_says_how_to_install_it(cli, stub, mixed, tmp
         "Error: --engine ray needs Ray Data",
         "Hint: pip install 'mmctl[ray]'",
     ]
+
+
+def test_what_a_person_sees(terminal, stub, red_blue, tmp_path):
+    data = tmp_path / "in.jsonl"
+    data.write_text(
+        "".join(json.dumps({"id": f"n{i}", "media": [str(red_blue)]}) + "\n" for i in range(4))
+    )
+    screen = terminal("batch", data, "-o", tmp_path / "out.jsonl", "-t", stub.running.address,
+                      "--workers", "1")  # fmt: skip
+    assert screen.code == 0, screen.text
+    assert screen.text.splitlines()[-1].startswith("4 items: 4 answered, 0 failed")
+    assert "items (" not in screen.text  # the progress bar cleared itself

@@ -52,7 +52,7 @@ def test_both_formats(tmp_path):
     )  # fmt: skip
     assert b.id == "b" and b.system == "Be brief." and b.prompt == "Compare them."
     assert [str(p) for p in b.media] == ["/abs/y.mp4", str(tmp_path / "z.png")]
-    assert b.sampling == {"max_tokens": 16, "temperature": 0, "stop": ["END"]}
+    assert b.sampling == {"max_tokens": 16, "temperature": 0, "stop": ("END",)}
 
 
 def test_data_urls_become_files_removed_on_close(tmp_path):
