@@ -222,3 +222,30 @@ def test_what_a_person_sees(terminal, stub, red_blue, tmp_path):
     assert screen.code == 0, screen.text
     assert screen.text.splitlines()[-1].startswith("4 items: 4 answered, 0 failed")
     assert "items (" not in screen.text  # the progress bar cleared itself
+
+
+def test_ctrl_c_finishes_the_items_in_flight_and_keeps_them(make_stub, red_blue, tmp_path):
+    slow = make_stub(delay_ms=40)
+    data = tmp_path / "in.jsonl"
+    data.write_text(
+        "".join(json.dumps({"id": f"n{i}", "media": [str(red_blue)]}) + "\n" for i in range(30))
+    )
+    out = tmp_path / "out.jsonl"
+    env = {**os.environ, "MMCTL_CACHE_DIR": str(tmp_path / "cache")}
+    run = subprocess.Popen(
+        [sys.executable, "-m", "mmctl", "batch", str(data), "-o", str(out), "-t",
+         slow.running.address, "--workers", "1", "--max-concurrency", "2", "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and (not out.exists() or len(_lines(out)) < 3):
+        time.sleep(0.05)
+    run.send_signal(signal.SIGINT)
+    stdout, stderr = run.communicate(timeout=60)
+    assert run.returncode == 130, stderr
+    counts = json.loads(stdout)
+    lines = _lines(out)
+    assert counts["interrupted_by"] == "SIGINT" and counts["succeeded"] == len(lines) < 30
+    assert all(d["error"] is None for d in lines)  # in-flight items finished, not cut
+    assert "--resume" in stderr
+    assert not [p for p in os.listdir("/dev/shm") if p.startswith(f"mmctl-{run.pid}-")]
