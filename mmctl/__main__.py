@@ -1,5 +1,3 @@
-import sys
+from mmctl._entry import run
 
-from mmctl.cli.app import main
-
-sys.exit(main())
+run()

@@ -31,6 +31,8 @@ class ExitCode(IntEnum):
     SOME_FAILED = 7
     #: A batch ran to its end and no item succeeded.
     ALL_FAILED = 8
+    #: The worker ended the generation early: aborted, or no completion came.
+    INCOMPLETE = 9
     #: Interrupted by SIGINT (Ctrl-C) or SIGTERM; nothing left behind.
     INTERRUPTED = 130
 
@@ -80,14 +82,29 @@ class CheckFailed(MmctlError):
     exit_code = ExitCode.CHECK_FAILED
 
 
-class Interrupted(MmctlError):
-    """Raised from the SIGINT/SIGTERM handler so cleanup code runs normally."""
+class Interrupted(BaseException):
+    """Raised from the SIGINT/SIGTERM handler so cleanup code runs normally.
+
+    A ``BaseException``, like ``KeyboardInterrupt``: no ``except Exception``
+    on the way (a tokenizer's loader, a decoder's fallback) can swallow it and
+    turn Ctrl-C into another error's exit code. Not a ``KeyboardInterrupt``
+    itself: typer turns those into a silent exit 130, and the line saying
+    what stopped the command would be lost.
+    """
 
     exit_code = ExitCode.INTERRUPTED
+    hint: str | None = None
 
     def __init__(self, signal_name: str = "SIGINT", detail: str | None = None) -> None:
-        super().__init__(f"interrupted by {signal_name}" + (f"; {detail}" if detail else ""))
+        self.message = f"interrupted by {signal_name}" + (f"; {detail}" if detail else "")
+        super().__init__(self.message)
         self.signal_name = signal_name
+
+
+class GenerationIncomplete(MmctlError):
+    """The answer is partial: the worker aborted it or the stream stopped early."""
+
+    exit_code = ExitCode.INCOMPLETE
 
 
 class SomeFailed(MmctlError):

@@ -138,13 +138,18 @@ def main(argv: list[str] | None = None) -> int:
         else:
             render_error(sys.stderr, _usage_message(err), _usage_hint(err))
         return int(ExitCode.USAGE) if getattr(err, "exit_code", 2) == 2 else err.exit_code
-    except MmctlError as err:
+    except (MmctlError, Interrupted) as err:
         from mmctl.cli._output import render_error
 
         if debug:
             traceback.print_exc()
         render_error(sys.stderr, err.message, err.hint)
         return int(err.exit_code)
+    except KeyboardInterrupt:  # before our handler was installed, or raised by a library
+        from mmctl.cli._output import render_error
+
+        render_error(sys.stderr, "interrupted by SIGINT", None)
+        return int(ExitCode.INTERRUPTED)
     except Exception as err:  # the boundary: anything else is a bug
         from mmctl.cli._output import render_error
 

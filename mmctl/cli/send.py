@@ -65,7 +65,9 @@ Examples:
 Exit codes: 0 answered; 2 usage; 3 bad input (or /dev/shm unusable with
 --shm, or a truncated video with --strict); 4 the worker refused the
 request; 5 worker unreachable, deadline passed, or it died; 6 a safety check
-refused to send; 130 interrupted (shm files removed).
+refused to send; 9 the answer is partial (the worker aborted the generation,
+finish_reason abort, or its stream stopped early; --json still prints what
+came); 130 interrupted (shm files removed).
 """
 
 
@@ -267,6 +269,14 @@ def send(
         result.as_dict(),
         human=lambda console: render_result(console, result, answer_shown=streaming),
     )
+    if result.finish_reason == "abort":
+        from mmctl.errors import GenerationIncomplete
+
+        raise GenerationIncomplete(
+            f"the worker aborted the generation after {result.completion_tokens} tokens "
+            "(finish_reason abort): the answer above is partial",
+            hint="was the worker shutting down, or was the request aborted?",
+        )
 
 
 send.__doc__ = HELP

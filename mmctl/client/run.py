@@ -33,7 +33,7 @@ from mmctl.client.placement import (
     move_inline_to_shm,
 )
 from mmctl.client.session import Session
-from mmctl.errors import CheckFailed, WorkerUnavailable
+from mmctl.errors import CheckFailed, GenerationIncomplete
 from mmctl.media.probe import MediaKind, media_type
 from mmctl.request.build import new_request_id
 from mmctl.request.compose import Composed, check_layout, compose
@@ -322,16 +322,37 @@ def _record_walk(run: Run, result: Any, skip: bool) -> None:
 
 
 def _check_modality_support(session: Session, run: Run, skip: bool) -> None:
-    caps = session.facts.caps
+    """A worker without ``MultimodalInputs.modality`` reads video as an image.
+    Reflection shows the field; without reflection, the 0.4.28 capability
+    fields in ``GetServerInfo`` (which came after ``modality``) prove a new
+    enough worker; without either, video is refused unless ``--skip-checks``."""
+    facts = session.facts
+    caps = facts.caps
     if MediaKind.VIDEO not in run.kinds:
         run.checks.append(Check("modality_field", False, reason="no video in the request"))
         return
     if not caps.reflection:
-        reason = f"worker offers no reflection ({caps.error})"
+        if facts.knows_capabilities:
+            run.checks.append(
+                Check(
+                    "modality_field",
+                    True,
+                    True,
+                    detail={"by": "GetServerInfo capability fields (newer than `modality`)"},
+                )
+            )
+            return
+        reason = f"worker offers no reflection ({caps.error}) and no capability fields"
         run.checks.append(Check("modality_field", False, reason=reason))
+        if not skip:
+            raise CheckFailed(
+                f"cannot tell whether the worker knows video: {reason}; an older worker "
+                "would treat the video as an image",
+                hint="check -H/--tls reach the worker's reflection, or --skip-checks",
+            )
         return
     ok = bool(caps.modality)
-    run.checks.append(Check("modality_field", True, ok))
+    run.checks.append(Check("modality_field", True, ok, detail={"by": "reflection"}))
     if not ok and not skip:
         raise CheckFailed(
             "the worker's MultimodalInputs has no `modality` field (reflection): it predates video "
@@ -506,7 +527,10 @@ def finish(
     if answer.first:
         run.timeline.lap("ttft_s")
     if answer.complete is None:
-        raise WorkerUnavailable(f"Generate {req.request_id}: the stream ended without a completion")
+        raise GenerationIncomplete(
+            f"Generate {req.request_id}: the stream ended without a completion "
+            f"after {len(answer.tokens)} tokens"
+        )
     text = answer.tokenizer.decode(answer.tokens, skip_special_tokens=True)
     if hooks.on_text is not None:
         answer.show(text)

@@ -8,6 +8,7 @@ every batch as an image, which for video is silent garbage.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -50,8 +51,11 @@ class Capabilities:
         }
 
 
-def capabilities(channel: grpc.Channel, timeout: float = 5.0) -> Capabilities:
-    """Ask the server's reflection (v1alpha) for its services and message fields."""
+def capabilities(
+    channel: grpc.Channel, timeout: float = 5.0, metadata: Sequence[tuple[str, str]] = ()
+) -> Capabilities:
+    """Ask the server's reflection (v1alpha) for its services and message fields
+    (with the same metadata as every other call: an auth interceptor sees it)."""
     from google.protobuf import descriptor_pb2
     from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
@@ -63,7 +67,9 @@ def capabilities(channel: grpc.Channel, timeout: float = 5.0) -> Capabilities:
         ),
     ]
     try:
-        responses = list(stub.ServerReflectionInfo(iter(requests), timeout=timeout))
+        responses = list(
+            stub.ServerReflectionInfo(iter(requests), timeout=timeout, metadata=list(metadata))
+        )
     except grpc.RpcError as err:
         return Capabilities(False, error=f"{err.code().name}: {err.details()}")
     services: tuple[str, ...] = ()
@@ -139,7 +145,7 @@ def probe(
         model = stub.GetModelInfo(engine.GetModelInfoRequest(), timeout=timeout, metadata=meta)
     except grpc.RpcError as err:
         raise as_error(err, target, "GetModelInfo") from None
-    caps = capabilities(channel, timeout) if with_caps else Capabilities(False)
+    caps = capabilities(channel, timeout, meta) if with_caps else Capabilities(False)
     return WorkerFacts(server, model, caps)
 
 

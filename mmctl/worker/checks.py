@@ -178,6 +178,10 @@ def decode(
     return out
 
 
+#: numpy's limit on array dimensions (64 since numpy 2).
+MAX_DIMS = 64
+
+
 def _tensor(
     payload: bytes | memoryview, td: TensorData, key: str, label: str, policy: Policy
 ) -> np.ndarray:
@@ -186,6 +190,8 @@ def _tensor(
         raise Rejected(
             f"{label}.{key}: unsupported proto tensor dtype {td.dtype!r} (accepted: {accepted})"
         )
+    if len(td.shape) > MAX_DIMS:  # numpy cannot hold it; a refusal, not a crash
+        raise Rejected(f"{label}.{key}: {len(td.shape)} dimensions, at most {MAX_DIMS}")
     try:
         return from_bytes(payload, td.shape, td.dtype)
     except InputError as err:

@@ -60,6 +60,11 @@ def resolve(url: str, kind: MediaKind, workdir: Path, allowed_dir: Path | None, 
             raise Rejected(
                 f"media_refs[{n}]: file:// URLs need the worker started with --allowed-local-media-path"
             )
+        if parsed.netloc not in ("", "localhost"):
+            raise Rejected(
+                f"media_refs[{n}]: file://{parsed.netloc}/…: a file:// URL names this host "
+                "(file:///path or file://localhost/path)"
+            )
         path = Path(unquote(parsed.path))
         real = Path(os.path.realpath(path))
         root = Path(os.path.realpath(allowed_dir))

@@ -142,15 +142,18 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
                 grpc.StatusCode.INTERNAL, f"stub worker error: {type(err).__name__}: {err}"
             )
         aborted = self.requests.start(request_id)
+        # A cancelled or deadlined call ends the wait between tokens at once.
+        context.add_callback(aborted.set)
         try:
             delay = cfg.delay_ms / 1000
             if request.stream:
                 for n, token in enumerate(done.tokens):
                     if (delay and aborted.wait(delay)) or aborted.is_set():
+                        if not context.is_active():  # the client is gone: log why, send nothing
+                            self._log(request_id, incoming, _gone(context, n), started)
+                            return
                         self._log(request_id, incoming, f"aborted after {n} tokens", started)
                         yield self._complete(engine, [], "abort", prompt_len, n, None)
-                        return
-                    if not context.is_active():
                         return
                     yield engine.GenerateResponse(
                         chunk=engine.GenerateStreamChunk(
@@ -163,6 +166,9 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
                 )
             else:
                 if delay * len(done.tokens) and aborted.wait(delay * len(done.tokens)):
+                    if not context.is_active():
+                        self._log(request_id, incoming, _gone(context, 0), started)
+                        return
                     self._log(request_id, incoming, "aborted", started)
                     yield self._complete(engine, [], "abort", prompt_len, 0, None)
                     return
@@ -331,6 +337,14 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
             )
 
 
+def _gone(context: grpc.ServicerContext, tokens: int) -> str:
+    """Why a call ended before its answer did (every Generate leaves a log line)."""
+    left = context.time_remaining()
+    if left is not None and left <= 0:
+        return f"DEADLINE_EXCEEDED after {tokens} tokens"
+    return f"CANCELLED by the client after {tokens} tokens"
+
+
 def _describe(mm: pb.MultimodalInputs, taken: bool = False) -> str:
     common = proto.common_pb2
     known = {v: k for k, v in common.Modality.items()}
@@ -451,10 +465,12 @@ def start(
     port: int = 0,
     workers: int = 16,
     tls: tuple[bytes, bytes] | None = None,
+    interceptors: Sequence[grpc.ServerInterceptor] = (),
 ) -> Running:
     """Bind and start; ``port=0`` picks a free port (see ``Running.port``).
 
-    ``tls``: (private key PEM, certificate chain PEM) to serve over TLS. A
+    ``tls``: (private key PEM, certificate chain PEM) to serve over TLS.
+    ``interceptors``: server interceptors (tests put an auth check there). A
     port another process listens on is refused: no ``SO_REUSEPORT`` sharing,
     where two servers would split one port's connections between them.
     """
@@ -465,6 +481,7 @@ def start(
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=workers),
         options=[*UNLIMITED, ("grpc.so_reuseport", 0)],
+        interceptors=list(interceptors),
     )
     servicer = StubServicer(cfg)
     _add_engine(servicer, server)

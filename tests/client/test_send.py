@@ -348,3 +348,146 @@ def test_replay_in_auto_falls_back_when_shm_is_full(
     assert r.code == 0, r.err
     doc = r.json()
     assert doc["answer"] == "red, blue" and doc["decisions"]["transport"]["value"] == "inline"
+
+
+# ---- the modality check behind interceptors (issue: reliability, item 3) ----
+
+REFLECTION = "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"
+
+
+class _Deny:
+    """A server interceptor refusing some calls with ``code`` (a handler of the same kind)."""
+
+    def __init__(self, refuse, code, message):
+        self.refuse, self.code, self.message = refuse, code, message
+
+    def intercept_service(self, continuation, details):
+        import grpc
+
+        handler = continuation(details)
+        if handler is None or not self.refuse(details):
+            return handler
+
+        def abort(request, context):
+            context.abort(self.code, self.message)
+
+        kind = (handler.request_streaming, handler.response_streaming)
+        make = {
+            (False, False): grpc.unary_unary_rpc_method_handler,
+            (False, True): grpc.unary_stream_rpc_method_handler,
+            (True, False): grpc.stream_unary_rpc_method_handler,
+            (True, True): grpc.stream_stream_rpc_method_handler,
+        }[kind]
+        return make(abort)
+
+
+@pytest.fixture
+def guarded_stub(builtin_model):
+    """A stub worker behind one interceptor; closed after the test."""
+    import io
+
+    from mmctl.worker import checks
+    from mmctl.worker.server import StubConfig, start
+
+    made = []
+
+    def make(interceptor, **policy):
+        cfg = StubConfig(model=builtin_model, policy=checks.Policy(**policy), log=io.StringIO())
+        running = start(cfg, port=0, interceptors=[interceptor])
+        made.append(running)
+        return running.address
+
+    yield make
+    for running in made:
+        running.stop(grace=0)
+
+
+def test_headers_reach_reflection_so_the_modality_check_runs(cli, guarded_stub, red_blue):
+    import grpc
+
+    def unauthenticated(details):
+        return ("authorization", "Bearer s3cret") not in tuple(details.invocation_metadata)
+
+    address = guarded_stub(_Deny(unauthenticated, grpc.StatusCode.UNAUTHENTICATED, "no token"))
+    res = cli("send", red_blue, "-t", address, "-H", "authorization: Bearer s3cret", "--json")
+    assert res.code == 0, res.err
+    check = next(c for c in json.loads(res.out)["checks"] if c["name"] == "modality_field")
+    assert check == {"name": "modality_field", "ran": True, "ok": True, "by": "reflection"}
+
+
+@pytest.mark.parametrize(
+    ("legacy", "skip", "code"), [(False, False, 0), (True, False, 6), (True, True, 4)]
+)
+def test_without_reflection_video_needs_proof_of_a_new_worker(
+    cli, guarded_stub, red_blue, legacy, skip, code
+):
+    import grpc
+
+    address = guarded_stub(
+        _Deny(lambda d: d.method == REFLECTION, grpc.StatusCode.UNIMPLEMENTED, "no reflection"),
+        legacy_proto=legacy,
+    )
+    res = cli("send", red_blue, "-t", address, "--json", *(["--skip-checks"] if skip else []))
+    assert res.code == code, res.err
+    if code == 6:
+        assert "cannot tell whether the worker knows video" in res.err
+    elif code == 4:  # --skip-checks sent it; the old worker read the video as an image
+        assert "image pad token" in res.err
+    else:  # the 0.4.28 capability fields prove a worker newer than `modality`
+        check = next(c for c in json.loads(res.out)["checks"] if c["name"] == "modality_field")
+        assert check["ran"] is True and check["ok"] is True and "capability" in check["by"]
+
+
+def test_sigint_at_ten_points_of_a_send_always_exits_130_or_0(stub, red_blue, tmp_path):
+    """Ctrl-C anywhere — imports, connecting, the bundle, the tokenizer load,
+    decoding, generating — is 130 (or 0 once the answer is out), never
+    another error's code, never a traceback, never a file left in /dev/shm."""
+    env = {**os.environ, "MMCTL_CACHE_DIR": str(tmp_path / "cache")}
+    argv = [sys.executable, "-m", "mmctl", "send", str(red_blue), "-t", stub.running.address,
+            "--shm", "--json"]  # fmt: skip
+    runs = []
+    for _ in range(2):  # the first fills the bundle cache; the second is the run to spread over
+        start = time.perf_counter()
+        subprocess.run(argv, env=env, capture_output=True, check=True, timeout=60)
+        runs.append(time.perf_counter() - start)
+    whole = runs[-1]
+    codes = []
+    for n in range(1, 11):
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        time.sleep(whole * n / 11)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        codes.append(proc.returncode)
+        if proc.returncode == -signal.SIGINT:
+            # Python's own teardown, after main() returned, restores the default
+            # handler: the shell reports 130 all the same, and the answer is out.
+            assert json.loads(out)["answer"] == "red, blue", (n, err.decode())
+            continue
+        assert proc.returncode in (0, 130), (n, err.decode())
+        assert b"Traceback" not in err
+        if proc.returncode == 130:
+            assert err.decode().startswith("Error: interrupted by SIGINT"), err.decode()
+        assert not [p for p in os.listdir(shm_dir()) if p.startswith(f"mmctl-{proc.pid}-")]
+    assert codes.count(130) >= 3, codes  # the early points land before the answer
+
+
+def test_an_aborted_generation_exits_9_with_the_partial_answer(cli, make_stub, red_blue):
+    """A worker shutting down aborts what it generates (finish_reason abort):
+    that is not an answer, so it is not exit 0."""
+    import threading
+
+    slow = make_stub(answer="echo", delay_ms=50)  # an answer of many tokens, slowly
+
+    def abort_soon() -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not len(slow.running.servicer.requests):
+            time.sleep(0.01)
+        time.sleep(0.3)
+        slow.running.servicer.requests.abort_all()
+
+    threading.Thread(target=abort_soon).start()
+    res = cli("send", red_blue, "-t", slow.running.address, "--json")
+    assert res.code == 9, res.err
+    doc = json.loads(res.out)
+    assert doc["finish_reason"] == "abort" and doc["completion_tokens"] > 0
+    assert "the worker aborted the generation" in res.err

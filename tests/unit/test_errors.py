@@ -1,3 +1,5 @@
+import pytest
+
 from mmctl.errors import (
     CheckFailed,
     ExitCode,
@@ -22,6 +24,7 @@ def test_exit_codes_are_the_documented_ones():
         "CHECK_FAILED": 6,
         "SOME_FAILED": 7,
         "ALL_FAILED": 8,
+        "INCOMPLETE": 9,
         "INTERRUPTED": 130,
     }
 
@@ -34,6 +37,16 @@ def test_each_error_kind_has_its_exit_code():
     assert WorkerUnavailable("x").exit_code is ExitCode.UNAVAILABLE
     assert CheckFailed("x").exit_code is ExitCode.CHECK_FAILED
     assert Interrupted("SIGTERM").exit_code is ExitCode.INTERRUPTED
+
+
+def test_no_except_exception_swallows_an_interruption():
+    try:
+        try:
+            raise Interrupted("SIGINT")
+        except Exception:  # what a loader's fallback does
+            pytest.fail("swallowed")
+    except Interrupted as err:
+        assert err.message == "interrupted by SIGINT" and not isinstance(err, Exception)
 
 
 def test_error_carries_message_and_hint():

@@ -446,3 +446,59 @@ def test_a_qwen25_worker_checks_its_own_field_table(red_blue, tmp_path, monkeypa
             qwen3.send(red_blue, "Which colours?", transport="inline", skip_checks=True)
     finally:
         running.stop(grace=0.5)
+
+
+# ---- details (issue: reliability, item 7) ----
+
+
+def test_a_tensor_of_too_many_dimensions_is_invalid_argument(stub, video_request):
+    req, _ = video_request()
+    td = req.mm_inputs.model_specific_tensors["video_grid_thw"]
+    td.shape[:] = [1] * 65
+    td.inline = b"\0" * 8
+    td.dtype = "int64"
+    with pytest.raises(grpc.RpcError) as err:
+        stub.generate(req)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "65 dimensions, at most 64" in err.value.details()
+
+
+def test_a_file_url_naming_another_host_is_refused(make_stub, red_blue, builtin_model, tmp_path):
+    engine, common = proto.engine_pb2, proto.common_pb2
+    (tmp_path / "clip.mp4").write_bytes(red_blue.read_bytes())
+    guarded = make_stub(allowed_local_media_path=tmp_path)
+    text = "<|im_start|>user\n<|vision_start|><|video_pad|><|vision_end|>?<|im_end|>\n"
+    for host, ok in (("other-host", False), ("localhost", True), ("", True)):
+        url = f"file://{host}{tmp_path / 'clip.mp4'}"
+        req = engine.GenerateRequest(
+            tokenized=engine.TokenizedInput(input_ids=builtin_model.tokenizer.encode(text)),
+            media_refs=engine.MediaRefs(items=[engine.MediaRef(modality=common.VIDEO, url=url)]),
+        )
+        if ok:
+            _, done = guarded.generate(req)
+            assert done.finish_reason in ("stop", "length")
+            continue
+        with pytest.raises(grpc.RpcError) as err:
+            guarded.generate(req)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "file://other-host/" in err.value.details()
+
+
+@pytest.mark.parametrize("how", ["cancel", "deadline"])
+def test_cancelled_and_deadlined_generates_leave_a_log_line(make_stub, video_request, how):
+    slow = make_stub(delay_ms=200)
+    req, _ = video_request()
+    req.request_id = f"to-{how}"
+    if how == "deadline":
+        with pytest.raises(grpc.RpcError):
+            slow.generate(req, timeout=0.5)
+    else:
+        call = slow.engine.Generate(req)
+        next(call)  # the first token arrived: the request is in flight
+        call.cancel()
+    want = "DEADLINE_EXCEEDED" if how == "deadline" else "CANCELLED by the client"
+    deadline = time.time() + 5
+    while time.time() < deadline and want not in slow.log.getvalue():
+        time.sleep(0.02)
+    line = next(x for x in slow.log.getvalue().splitlines() if f"Generate to-{how}" in x)
+    assert want in line, slow.log.getvalue()
