@@ -115,13 +115,7 @@ def run(
     started = time.perf_counter()
     ours = not ray.is_initialized()
     if ours:
-        ray.init(
-            address=address,
-            num_cpus=workers if address is None else None,
-            include_dashboard=False,
-            log_to_driver=False,
-            logging_level=logging.ERROR,
-        )
+        _start(ray, address, workers)
     try:
         with warnings.catch_warnings():  # Ray's deprecation notices are not the user's
             warnings.simplefilter("ignore")
@@ -145,6 +139,26 @@ def run(
     finally:
         if ours:
             ray.shutdown()
+
+
+def _start(ray: Any, address: str | None, workers: int) -> None:
+    """``ray.init``, tried twice: on a loaded machine a local instance's GCS
+    can miss Ray's own start-up deadline once (seen in CI: "Timed out waiting
+    for file …/gcs_server_port_…")."""
+    for attempt in (1, 2):
+        try:
+            ray.init(
+                address=address,
+                num_cpus=workers if address is None else None,
+                include_dashboard=False,
+                log_to_driver=False,
+                logging_level=logging.ERROR,
+            )
+            return
+        except RuntimeError:
+            ray.shutdown()
+            if attempt == 2 or address is not None:
+                raise
 
 
 def _pipeline(
