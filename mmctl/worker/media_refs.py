@@ -25,6 +25,7 @@ from mmctl.preprocessing.pipeline import preprocess
 from mmctl.prompt.layout import LayoutItem, expand
 from mmctl.request.build import MediaItem, make_batches
 from mmctl.request.hashing import item_hash
+from mmctl.request.limits import check_item_limits
 from mmctl.worker.checks import Rejected
 
 if TYPE_CHECKING:
@@ -77,22 +78,35 @@ def resolve(url: str, kind: MediaKind, workdir: Path, allowed_dir: Path | None, 
 
 
 def process(
-    req: GenerateRequest, model: Model, device_normalize: bool, allowed_dir: Path | None
+    req: GenerateRequest,
+    model: Model,
+    device_normalize: bool,
+    allowed_dir: Path | None,
+    item_limits: dict[str, int] | None = None,
 ) -> tuple[Layout, list[Batch]]:
-    """(expanded input ids, batches) for a media_refs request."""
+    """(expanded input ids, batches) for a media_refs request. The item limits
+    are checked from the refs' modalities before anything is decoded: a
+    request over them costs nothing."""
     from mmctl.wire import proto
 
     common = proto.common_pb2
     fmt = PixelFormat.UINT8 if device_normalize else PixelFormat.FLOAT32
+    kinds = []
+    for n, ref in enumerate(req.media_refs.items):
+        if ref.modality == common.VIDEO:
+            kinds.append(MediaKind.VIDEO)
+        elif ref.modality in (common.IMAGE, common.MODALITY_UNSPECIFIED):
+            kinds.append(MediaKind.IMAGE)
+        else:
+            raise Rejected(f"media_refs[{n}].modality {ref.modality} is not supported")
+    if item_limits:
+        try:
+            check_item_limits([k.value for k in kinds], item_limits, "this worker")
+        except MmctlError as err:
+            raise Rejected(f"media_refs: {err.message}") from None
     items: list[MediaItem] = []
     with tempfile.TemporaryDirectory(prefix="mmctl-stub-") as tmp:
-        for n, ref in enumerate(req.media_refs.items):
-            if ref.modality == common.VIDEO:
-                kind = MediaKind.VIDEO
-            elif ref.modality in (common.IMAGE, common.MODALITY_UNSPECIFIED):
-                kind = MediaKind.IMAGE
-            else:
-                raise Rejected(f"media_refs[{n}].modality {ref.modality} is not supported")
+        for n, (ref, kind) in enumerate(zip(req.media_refs.items, kinds, strict=True)):
             path = resolve(ref.url, kind, Path(tmp), allowed_dir, n)
             try:
                 pre = preprocess(path, model.spec, model.params, fmt, kind=kind)

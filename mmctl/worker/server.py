@@ -207,7 +207,11 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
                     "preprocessed multimodal inputs"
                 )
             layout, built = media_refs.process(
-                request, cfg.model, policy.device_normalize, cfg.allowed_local_media_path
+                request,
+                cfg.model,
+                policy.device_normalize,
+                cfg.allowed_local_media_path,
+                policy.item_limits,
             )
             batches = [_received(n, b, cfg.model.spec) for n, b in enumerate(built)]
             del request.tokenized.input_ids[:]

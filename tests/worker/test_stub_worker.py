@@ -502,3 +502,22 @@ def test_cancelled_and_deadlined_generates_leave_a_log_line(make_stub, video_req
         time.sleep(0.02)
     line = next(x for x in slow.log.getvalue().splitlines() if f"Generate to-{how}" in x)
     assert want in line, slow.log.getvalue()
+
+
+def test_media_refs_over_the_item_limit_are_refused_before_decoding(make_stub, builtin_model):
+    """Three undecodable video refs to a worker that takes two: the refusal
+    names the limit, so nothing was decoded first (issue: reliability, item 5)."""
+    engine, common = proto.engine_pb2, proto.common_pb2
+    limited = make_stub(item_limits={"video": 2})
+    junk = "data:video/mp4;base64," + base64.b64encode(b"not a video").decode()
+    text = "<|im_start|>user\n" + "<|vision_start|><|video_pad|><|vision_end|>" * 3 + "<|im_end|>\n"
+    req = engine.GenerateRequest(
+        tokenized=engine.TokenizedInput(input_ids=builtin_model.tokenizer.encode(text)),
+        media_refs=engine.MediaRefs(
+            items=[engine.MediaRef(modality=common.VIDEO, url=junk) for _ in range(3)]
+        ),
+    )
+    with pytest.raises(grpc.RpcError) as err:
+        limited.generate(req)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "3 video item(s) in one request, this worker allows 2" in err.value.details()
