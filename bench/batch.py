@@ -41,19 +41,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _stub import stub_worker
+
 PROMPT = "Which colours appear, in order?"
 SIZES = ((96, 128), (180, 320), (240, 426), (360, 640))
-
-
-def _stub() -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mmctl", "stub-worker", "--port", "0", "--json"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    assert proc.stdout is not None
-    return proc, json.loads(proc.stdout.readline())["address"]
 
 
 def _clips(folder: Path, count: int) -> list[Path]:
@@ -124,7 +115,7 @@ def main() -> int:
     os.environ.update(env)
     clips = _clips(work, args.clips)
     data = _dataset(work / "in.jsonl", clips, args.clips)
-    stub, address = _stub()
+    stub, address = stub_worker()
     times: dict[str, list[float]] = {"loop": [], "local": []}
     loop_cores: list[float] = []
     startup: list[float] = []

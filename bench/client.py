@@ -27,7 +27,6 @@ import asyncio
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,18 +34,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _stub import stub_worker
+
 PROMPT = "Which colours appear, in order?"
-
-
-def _stub() -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mmctl", "stub-worker", "--port", "0", "--json"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    ready = json.loads(proc.stdout.readline())
-    return proc, ready["address"]
 
 
 def main() -> int:
@@ -70,7 +60,7 @@ def main() -> int:
     os.environ["MMCTL_CACHE_DIR"] = str(work / "cache")
     half = args.seconds / 2
     clip = synth.color_clip(work / "clip.mp4", (("red", half), ("blue", half)))
-    stub, address = _stub()
+    stub, address = stub_worker()
     try:
         model = load_model()
         prebuilt = compose([clip], PROMPT, model, pixel_format=PixelFormat.BFLOAT16)

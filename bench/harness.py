@@ -23,23 +23,13 @@ import argparse
 import asyncio
 import json
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-
-def _stub() -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mmctl", "stub-worker", "--port", "0", "--json"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    assert proc.stdout is not None
-    return proc, json.loads(proc.stdout.readline())["address"]
+from _stub import stub_worker
 
 
 def main() -> int:
@@ -55,15 +45,14 @@ def main() -> int:
     from mmctl.bench.runner import BenchConfig, run
     from mmctl.bench.workload import from_sizes, prepare
     from mmctl.choices import PixelFormat, Transport
-    from mmctl.client.run import GENERATE
+    from mmctl.client.channel import generate_method
     from mmctl.models.model import load_model
     from mmctl.request.build import Sampling
-    from mmctl.wire import proto
     from mmctl.wire.proto import UNLIMITED
 
     size = 64_000
     sampling = Sampling(max_tokens=1)
-    stub, address = _stub()
+    stub, address = stub_worker()
     try:
         model = load_model()
         item = from_sizes([size])[0]
@@ -71,11 +60,7 @@ def main() -> int:
 
         async def minimal() -> float:
             channel = grpc.aio.insecure_channel(address, options=UNLIMITED)
-            call = channel.unary_stream(
-                GENERATE,
-                request_serializer=None,
-                response_deserializer=proto.engine_pb2.GenerateResponse.FromString,
-            )
+            call = generate_method(channel)
             left = args.requests
 
             async def worker() -> None:

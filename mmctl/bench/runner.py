@@ -35,17 +35,16 @@ import grpc
 from mmctl.bench import floors, schedule
 from mmctl.bench.workload import Prepared, WorkItem, prepare
 from mmctl.choices import PixelFormat, Transport
-from mmctl.client.channel import Target, open_aio_channel
+from mmctl.client.channel import Target, generate_method, open_aio_channel
 from mmctl.client.client import Client
 from mmctl.client.negotiate import pixel_dtype, transport
 from mmctl.client.options import SHM_MIN_BYTES
 from mmctl.client.placement import THREAD_MIN_BYTES, ShmPlacer
-from mmctl.client.run import GENERATE, shm_problem
+from mmctl.client.run import shm_problem
 from mmctl.errors import CheckFailed, MmctlError, UsageError
 from mmctl.request.build import Sampling, new_request_id
 from mmctl.signals import stop_signals
 from mmctl.transport.shm import ShmArena, leftovers, namespace_id
-from mmctl.wire import proto
 
 
 @dataclass(frozen=True)
@@ -301,15 +300,7 @@ class _Sender:
     ) -> None:
         self.cfg, self.targets, self.tokenizer, self.progress = cfg, targets, tokenizer, progress
         self.channels = [open_aio_channel(t) for t in targets]
-        engine = proto.engine_pb2
-        self.calls: list[grpc.aio.UnaryStreamMultiCallable[bytes, Any]] = [
-            ch.unary_stream(
-                GENERATE,
-                request_serializer=None,
-                response_deserializer=engine.GenerateResponse.FromString,
-            )
-            for ch in self.channels
-        ]
+        self.calls = [generate_method(ch) for ch in self.channels]
 
     async def close(self) -> None:
         for channel in self.channels:

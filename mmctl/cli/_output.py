@@ -118,13 +118,43 @@ class Output:
             self.end_progress()
 
     def _start_bar(self) -> tuple[Progress, TaskID]:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+        bar = self._new_bar()
+        task = bar.add_task("frames", total=None)
+        bar.start()
+        return bar, task
 
-        bar = Progress(
+    def progress(self) -> Progress | None:
+        """A started progress bar on stderr for long work (description, bar,
+        done/total, elapsed, time left) — ``None`` with ``--json`` or without a
+        terminal. Like the frames bar it ends at the first stdout write (or
+        :meth:`end_progress`), and notes print above it. Add its tasks."""
+        if self.json_mode or not self.err_console.is_terminal:
+            return None
+        bar = self._new_bar(eta=True)
+        with self._bar_lock:
+            self._bar = bar
+        bar.start()
+        return bar
+
+    def _new_bar(self, eta: bool = False) -> Progress:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        columns: list[Any] = [
             "[progress.description]{task.description}",
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
+        ]
+        if eta:
+            columns.append(TimeRemainingColumn())
+        return Progress(
+            *columns,
             console=self.err_console,
             transient=True,
             # Our stdout writes go past rich, after end_progress(); a
@@ -132,9 +162,6 @@ class Output:
             redirect_stdout=False,
             redirect_stderr=False,
         )
-        task = bar.add_task("frames", total=None)
-        bar.start()
-        return bar, task
 
     def end_progress(self) -> None:
         """Stop and clear the progress bar, if one runs (idempotent)."""

@@ -186,7 +186,7 @@ def _render(console: Any, doc: dict[str, Any]) -> None:
 
 
 class _Bar:
-    """Items done of the total, with rate and ETA (stderr, in a terminal, not --json)."""
+    """Items done of the total, with rate and time left (a bar in a terminal, else nothing)."""
 
     def __init__(self, output: Any) -> None:
         self.output = output
@@ -196,30 +196,10 @@ class _Bar:
         self.began = 0.0
 
     def start(self, total: int) -> None:
-        if self.output.json_mode or not self.output.err_console.is_terminal:
-            return
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
-        self.bar = Progress(
-            "{task.description}",
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            console=self.output.err_console,
-            transient=True,
-            redirect_stdout=False,
-            redirect_stderr=False,
-        )
-        self.task = self.bar.add_task("items", total=total)
-        self.bar.start()
-        self.began = time.monotonic()
+        self.bar = self.output.progress()
+        if self.bar is not None:
+            self.task = self.bar.add_task("items", total=total)
+            self.began = time.monotonic()
 
     def done(self, ok: bool) -> None:
         if self.bar is None:
@@ -232,9 +212,7 @@ class _Bar:
         self.bar.advance(self.task)
 
     def close(self) -> None:
-        if self.bar is not None:
-            self.bar.stop()
-            self.bar = None
+        self.output.end_progress()
 
 
 batch.__doc__ = HELP

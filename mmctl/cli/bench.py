@@ -340,37 +340,14 @@ def _exit_status(result: BenchResult) -> None:
 
 
 class _Live:
-    """A progress bar on stderr (in a terminal, not with --json): stage, done/total, errors."""
+    """The run's progress (a bar in a terminal, nothing otherwise): stage, done/total, errors."""
 
     def __init__(self, output: Any) -> None:
         self.output = output
-        self.bar: Any = None
+        self.bar = output.progress()
         self.task: Any = None
         self.label = ""
         self.errors = 0
-        if not output.json_mode and output.err_console.is_terminal:
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TaskProgressColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
-
-            self.bar = Progress(
-                "{task.description}",
-                BarColumn(),
-                MofNCompleteColumn(),
-                TaskProgressColumn(),
-                TimeElapsedColumn(),
-                TimeRemainingColumn(),
-                console=output.err_console,
-                transient=True,
-                redirect_stdout=False,
-                redirect_stderr=False,
-            )
-            self.bar.start()
 
     def stage(self, text: str, total: int | None = None) -> None:
         if self.bar is None:
@@ -392,9 +369,7 @@ class _Live:
         self.bar.advance(self.task)
 
     def close(self) -> None:
-        if self.bar is not None:
-            self.bar.stop()
-            self.bar = None
+        self.output.end_progress()
 
 
 # ---- the report for people ----

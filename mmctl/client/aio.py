@@ -19,14 +19,13 @@ from typing import Any
 
 import grpc
 
-from mmctl.client.channel import Target, as_error, open_aio_channel
+from mmctl.client.channel import Target, as_error, generate_method, open_aio_channel
 from mmctl.client.client import Built, Client, Media
 from mmctl.client.options import Hooks, Inputs, SendOptions, media_inputs, refuse, request_inputs
-from mmctl.client.run import GENERATE, Answer, SendResult, finish, prepare
+from mmctl.client.run import Answer, SendResult, finish, prepare
 from mmctl.client.worker import Health
 from mmctl.models.base import VisionOverrides
 from mmctl.timing import Timeline
-from mmctl.wire import proto
 
 
 class AsyncClient:
@@ -126,12 +125,7 @@ class AsyncClient:
         timeline.lap("inputs_s")
         session = await asyncio.to_thread(self.sync.session, timeline)
         ready = await _prepared(session, opts, inputs, hooks, timeline)
-        engine = proto.engine_pb2
-        call: grpc.aio.UnaryStreamCall[bytes, Any] = self._aio().unary_stream(
-            GENERATE,
-            request_serializer=None,
-            response_deserializer=engine.GenerateResponse.FromString,
-        )(
+        call = generate_method(self._aio())(
             ready.data,
             timeout=opts.timeout or self.sync.timeout,
             metadata=self.target.headers,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, overload
 
 import grpc
 
@@ -63,6 +64,28 @@ def open_aio_channel(target: Target) -> grpc.aio.Channel:
     if not target.tls:
         return grpc.aio.insecure_channel(target.address, options=UNLIMITED)
     return grpc.aio.secure_channel(target.address, _credentials(target), options=UNLIMITED)
+
+
+#: ``VllmEngine.Generate``. Requests go as bytes: serialized once, by
+#: ``RequestPlan.encode`` (a spliced tensor is never copied into a message).
+GENERATE = "/vllm.grpc.engine.VllmEngine/Generate"
+
+
+@overload
+def generate_method(
+    channel: grpc.aio.Channel,
+) -> grpc.aio.UnaryStreamMultiCallable[bytes, Any]: ...
+@overload
+def generate_method(channel: grpc.Channel) -> grpc.UnaryStreamMultiCallable[bytes, Any]: ...
+def generate_method(channel: Any) -> Any:
+    """``Generate`` on a blocking or a ``grpc.aio`` channel: bytes in, responses out."""
+    from mmctl.wire import proto
+
+    return channel.unary_stream(
+        GENERATE,
+        request_serializer=None,
+        response_deserializer=proto.engine_pb2.GenerateResponse.FromString,
+    )
 
 
 def _credentials(target: Target) -> grpc.ChannelCredentials:

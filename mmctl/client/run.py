@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mmctl.choices import DEFAULT_PROMPT, MediaRef, PixelFormat, Processing, Transport
-from mmctl.client.channel import as_error
+from mmctl.client.channel import as_error, generate_method
 from mmctl.client.negotiate import Decision, pixel_dtype, processing_schemes, transport
 from mmctl.client.options import Hooks, Inputs, SendOptions, refuse
 from mmctl.client.placement import (
@@ -41,8 +41,6 @@ from mmctl.request.limits import check_encoder_budget, check_item_limits, parse_
 from mmctl.timing import Timeline
 from mmctl.transport.shm import ShmArena, ShmUnavailable, namespace_id, shm_dir, sweep_dead
 from mmctl.wire import proto
-
-GENERATE = "/vllm.grpc.engine.VllmEngine/Generate"
 
 
 @dataclass(frozen=True)
@@ -497,10 +495,7 @@ def generate(session: Session, ready: Ready, hooks: Hooks, timeout: float | None
     """``Generate`` on the session's blocking channel; then :func:`finish`."""
     import grpc
 
-    engine = proto.engine_pb2
-    call_fn: grpc.UnaryStreamMultiCallable[bytes, Any] = session.channel.unary_stream(
-        GENERATE, request_serializer=None, response_deserializer=engine.GenerateResponse.FromString
-    )
+    call_fn = generate_method(session.channel)
     answer = Answer(session, ready, hooks)
     try:
         call = call_fn(ready.data, timeout=timeout, metadata=session.target.headers)

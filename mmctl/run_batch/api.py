@@ -64,10 +64,6 @@ class Fleetwide:
     model: Any  # mmctl.models.model.Model, loaded once here
     model_name: str
 
-    @property
-    def tokenizer(self) -> Any:
-        return self.model.tokenizer
-
 
 def _setup(
     targets: Sequence[str],

@@ -25,10 +25,9 @@ from typing import Any
 
 import grpc
 
-from mmctl.client.channel import Target, open_aio_channel, open_channel
+from mmctl.client.channel import Target, generate_method, open_aio_channel, open_channel
 from mmctl.client.options import SHM_MIN_BYTES
 from mmctl.client.placement import THREAD_MIN_BYTES, ShmPlacer
-from mmctl.client.run import GENERATE
 from mmctl.request.build import new_request_id
 from mmctl.run_batch import output
 from mmctl.run_batch.work import Prepared
@@ -181,15 +180,8 @@ class Fleet:
         self.members = list(members)
         self.tokenizer, self.model_name, self.timeout = tokenizer, model_name, timeout
         self.channels = [open_aio_channel(m.target) for m in self.members]
+        self.calls = [generate_method(ch) for ch in self.channels]
         engine = proto.engine_pb2
-        self.calls: list[grpc.aio.UnaryStreamMultiCallable[bytes, Any]] = [
-            ch.unary_stream(
-                GENERATE,
-                request_serializer=None,
-                response_deserializer=engine.GenerateResponse.FromString,
-            )
-            for ch in self.channels
-        ]
         self.health = [
             ch.unary_unary(
                 "/vllm.grpc.engine.VllmEngine/HealthCheck",
@@ -314,15 +306,7 @@ class BlockingFleet:
         self.members = list(members)
         self.tokenizer, self.model_name, self.timeout = tokenizer, model_name, timeout
         self.channels = [open_channel(m.target) for m in self.members]
-        engine = proto.engine_pb2
-        self.calls: list[grpc.UnaryStreamMultiCallable[bytes, Any]] = [
-            ch.unary_stream(
-                GENERATE,
-                request_serializer=None,
-                response_deserializer=engine.GenerateResponse.FromString,
-            )
-            for ch in self.channels
-        ]
+        self.calls = [generate_method(ch) for ch in self.channels]
         self._turn = itertools.count()
 
     def close(self) -> None:
