@@ -314,6 +314,18 @@ TargetOpt = Annotated[
         show_default=False,
     ),
 ]
+#: Several workers (`bench`, `batch`): the items go round-robin.
+TargetsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--target",
+        "-t",
+        metavar="HOST:PORT[,HOST:PORT…]",
+        help="The workers' gRPC addresses, comma-separated; requests go round-robin."
+        + default_text("$MMCTL_TARGET, else localhost:50051"),
+        show_default=False,
+    ),
+]
 TlsOpt = Annotated[
     bool, typer.Option("--tls", help="Connect with TLS (the system's roots unless --ca-cert).")
 ]

@@ -18,6 +18,7 @@ from mmctl.cli._options import (
     NegotiatedPixelDtypeOpt,
     PromptOpt,
     SendTimeoutOpt,
+    TargetsOpt,
     TlsOpt,
     default_text,
 )
@@ -65,16 +66,7 @@ def batch(
         Path,
         typer.Option("--output", "-o", metavar="OUT.jsonl", help="Where the output lines go."),
     ],
-    target: Annotated[
-        str | None,
-        typer.Option(
-            "--target",
-            "-t",
-            metavar="HOST:PORT[,HOST:PORT…]",
-            help="Workers, round-robin." + default_text("$MMCTL_TARGET, else localhost:50051"),
-            show_default=False,
-        ),
-    ] = None,
+    target: TargetsOpt = None,
     engine: Annotated[
         str, typer.Option("--engine", metavar="[local|ray]", help="Where items are processed.")
     ] = "local",

@@ -17,6 +17,7 @@ from mmctl.cli._options import (
     ModelDirOpt,
     PixelDtypesOpt,
     PromptOpt,
+    TargetsOpt,
     TlsOpt,
     default_text,
 )
@@ -63,17 +64,7 @@ def _csv(value: str | None) -> list[str]:
 
 
 def bench(
-    target: Annotated[
-        str | None,
-        typer.Option(
-            "--target",
-            "-t",
-            metavar="HOST:PORT[,HOST:PORT…]",
-            help="Workers, round-robin (per-target figures too)."
-            + default_text("$MMCTL_TARGET, else localhost:50051"),
-            show_default=False,
-        ),
-    ] = None,
+    target: TargetsOpt = None,
     video: Annotated[
         list[Path] | None,
         typer.Option(
