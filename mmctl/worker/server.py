@@ -142,14 +142,19 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
                 grpc.StatusCode.INTERNAL, f"stub worker error: {type(err).__name__}: {err}"
             )
         aborted = self.requests.start(request_id)
-        # A cancelled or deadlined call ends the wait between tokens at once.
-        context.add_callback(aborted.set)
+        gone = threading.Event()  # the call ended on the client's side (cancel, deadline)
+
+        def on_end() -> None:  # a cancelled or deadlined call ends the wait at once
+            gone.set()
+            aborted.set()
+
+        context.add_callback(on_end)
         try:
             delay = cfg.delay_ms / 1000
             if request.stream:
                 for n, token in enumerate(done.tokens):
                     if (delay and aborted.wait(delay)) or aborted.is_set():
-                        if not context.is_active():  # the client is gone: log why, send nothing
+                        if gone.is_set() or not context.is_active():  # log why, send nothing
                             self._log(request_id, incoming, _gone(context, n), started)
                             return
                         self._log(request_id, incoming, f"aborted after {n} tokens", started)
@@ -166,7 +171,7 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
                 )
             else:
                 if delay * len(done.tokens) and aborted.wait(delay * len(done.tokens)):
-                    if not context.is_active():
+                    if gone.is_set() or not context.is_active():
                         self._log(request_id, incoming, _gone(context, 0), started)
                         return
                     self._log(request_id, incoming, "aborted", started)
@@ -341,10 +346,15 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
             )
 
 
+#: A call that ends this close to its deadline ended by it (the end and the
+#: clock are read at slightly different moments).
+DEADLINE_SLACK_S = 0.05
+
+
 def _gone(context: grpc.ServicerContext, tokens: int) -> str:
     """Why a call ended before its answer did (every Generate leaves a log line)."""
     left = context.time_remaining()
-    if left is not None and left <= 0:
+    if left is not None and left <= DEADLINE_SLACK_S:
         return f"DEADLINE_EXCEEDED after {tokens} tokens"
     return f"CANCELLED by the client after {tokens} tokens"
 
