@@ -16,7 +16,8 @@ SHM_HELP = """Shared-memory housekeeping: mmctl's files in /dev/shm.
 `mmctl send --shm` writes one file per tensor (mmctl-<pid>-<seq>-<random>);
 the worker removes each file it reads and mmctl removes the rest on every
 way out. A killed process can still leave files behind: `mmctl shm gc`
-removes those (send also sweeps them before it writes new ones).
+removes those (send also sweeps them before it writes new ones). A file is
+"in use" while its process holds its lock, whatever PID namespace it runs in.
 
 Examples:
 

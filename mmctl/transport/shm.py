@@ -9,16 +9,23 @@ name checks, ``O_NOFOLLOW``, regular files only, exact ``nbytes`` at
 Producer rules: one file per tensor, created with ``O_CREAT|O_EXCL`` and mode
 0600, named ``mmctl-<pid>-<seq>-<random>``, preallocated (so a full
 ``/dev/shm`` fails at creation, not with SIGBUS while writing) and written
-once through a shared mapping. Every file the worker did not consume is
-removed when the arena closes, whatever the reason (RPC error, deadline,
-Ctrl-C); files of dead mmctl processes are swept by :func:`sweep_dead` and
-``mmctl shm gc``.
+once. Every file the worker did not consume is removed when the arena
+closes, whatever the reason (RPC error, deadline, Ctrl-C).
+
+Ownership (ARCHITECTURE §4): the producer holds a shared ``flock`` on each
+file from its creation until the arena closes, i.e. for as long as a worker
+may read it. A file is a leftover only if an exclusive lock on it can be
+taken — never because its name's PID is "not running here": PIDs mean
+nothing across PID namespaces (containers sharing ``/dev/shm``), locks live
+on the inode and hold across them. :func:`sweep_dead` and ``mmctl shm gc``
+remove only what they could lock.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import mmap
 import os
 import re
@@ -125,11 +132,16 @@ class Segment:
             return np.empty(shape, dtype=dtype)
         return np.ndarray(shape, dtype=dtype, buffer=self._map)
 
-    def close(self) -> None:
+    def unmap(self) -> None:
+        """Drop the mapping; the file stays open and locked (it is still ours)."""
         if self._map is not None:
             with contextlib.suppress(BufferError):  # a view still exists; freed with it
                 self._map.close()
             self._map = None
+
+    def close(self) -> None:
+        """Drop the mapping and the descriptor, and with it the ownership lock."""
+        self.unmap()
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
@@ -153,13 +165,7 @@ class ShmArena:
         """A new file of ``nbytes`` (preallocated); ``mapped``: with a writable mapping."""
         if not self.folder.is_dir():
             raise ShmUnavailable(f"{self.folder} does not exist; shared memory is unavailable here")
-        self._seq += 1
-        name = f"{PREFIX}{os.getpid()}-{self._seq}-{secrets.token_hex(4)}"
-        path = self.folder / name
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        except OSError as err:
-            raise ShmUnavailable(f"cannot create {path}: {err.strerror}") from None
+        name, path, fd = self._create_owned()
         segment = Segment(name, path, nbytes, fd, None)
         self.segments.append(segment)  # tracked before anything else can fail
         try:
@@ -176,6 +182,31 @@ class ShmArena:
                 f"cannot allocate {nbytes} bytes in {self.folder}: {reason}"
             ) from None
         return segment
+
+    def _create_owned(self) -> tuple[str, Path, int]:
+        """A new empty file, already locked as ours.
+
+        Between ``open`` and ``flock`` a sweeper may lock the new file and
+        remove it; then our shared lock fails or lands on an unlinked inode
+        (``st_nlink == 0``), and we try a fresh name.
+        """
+        for _ in range(8):
+            self._seq += 1
+            name = f"{PREFIX}{os.getpid()}-{self._seq}-{secrets.token_hex(4)}"
+            path = self.folder / name
+            flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            try:
+                fd = os.open(path, flags, 0o600)
+            except OSError as err:
+                raise ShmUnavailable(f"cannot create {path}: {err.strerror}") from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                if os.fstat(fd).st_nlink > 0:
+                    return name, path, fd
+            except BlockingIOError:
+                pass
+            os.close(fd)
+        raise ShmUnavailable(f"cannot create a file in {self.folder}: removed while created")
 
     def put(self, array: np.ndarray) -> Segment:
         """A segment holding ``array``'s bytes: one copy, by ``pwrite``.
@@ -194,7 +225,6 @@ class ShmArena:
         except OSError as err:
             self._remove(segment)
             raise ShmUnavailable(f"cannot write {segment.path}: {err.strerror}") from None
-        segment.close()
         return segment
 
     def discard(self, segment: Segment) -> None:
@@ -217,12 +247,15 @@ class ShmArena:
 
     @staticmethod
     def _remove(segment: Segment) -> bool:
-        segment.close()
+        # Unlink while still holding the lock: a sweeper never sees the
+        # file unlocked before it is gone.
         try:
             segment.path.unlink()
             return True
         except FileNotFoundError:
             return False
+        finally:
+            segment.close()
 
 
 # ---- housekeeping ----------------------------------------------------------
@@ -231,24 +264,41 @@ class ShmArena:
 @dataclass(frozen=True)
 class Leftover:
     name: str
-    pid: int
-    alive: bool
+    pid: int  # the producer's PID in *its* namespace: shown, never trusted
+    alive: bool  # a live process holds the file's ownership lock
     nbytes: int
     mtime: float
 
 
-def _alive(pid: int) -> bool:
+@contextlib.contextmanager
+def _claimed(path: Path) -> Iterator[bool]:
+    """Whether no live mmctl process owns ``path``; if so, held exclusively
+    for the duration (so its owner cannot appear in between).
+
+    A file we cannot even open (another user's, a FIFO, gone) is never ours
+    to judge: it counts as owned.
+    """
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        yield False
+        return
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            yield False
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
 
 
 def leftovers(folder: Path | None = None) -> Iterator[Leftover]:
-    """mmctl's files in ``/dev/shm``, with whether their producer still runs."""
+    """mmctl's files in ``/dev/shm``, with whether a live process still owns them."""
     folder = folder or shm_dir()
     try:
         entries = list(os.scandir(folder))
@@ -262,20 +312,25 @@ def leftovers(folder: Path | None = None) -> Iterator[Leftover]:
             info = entry.stat(follow_symlinks=False)
         except OSError:
             continue
-        pid = int(match.group(1))
-        yield Leftover(entry.name, pid, _alive(pid), info.st_size, info.st_mtime)
+        with _claimed(folder / entry.name) as free:
+            alive = not free
+        yield Leftover(entry.name, int(match.group(1)), alive, info.st_size, info.st_mtime)
 
 
 def sweep_dead(folder: Path | None = None) -> list[str]:
-    """Remove files left by mmctl processes that no longer exist."""
+    """Remove mmctl files no live process owns (whatever PID namespace it runs in)."""
     folder = folder or shm_dir()
     removed = []
     for item in leftovers(folder):
         if item.alive:
             continue
-        try:
-            (folder / item.name).unlink()
-            removed.append(item.name)
-        except OSError:
-            pass
+        path = folder / item.name
+        with _claimed(path) as free:
+            if not free:  # claimed since it was listed
+                continue
+            try:
+                path.unlink()
+                removed.append(item.name)
+            except OSError:
+                pass
     return removed

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
 from mmctl.transport.shm import ShmArena, shm_dir
@@ -153,19 +154,21 @@ def test_health_and_info(cli, stub, make_stub):
     assert down.code == 5
 
 
-def test_shm_gc_removes_files_of_dead_processes(cli, tmp_path, monkeypatch):
+def test_shm_gc_removes_only_files_no_live_process_owns(cli, tmp_path, monkeypatch):
     monkeypatch.setenv("MMCTL_SHM_DIR", str(tmp_path))
-    dead = subprocess.run(
-        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
-    )
-    pid = int(dead.stdout)
-    (tmp_path / f"mmctl-{pid}-1-abcd1234").write_bytes(b"x" * 10)
-    (tmp_path / f"mmctl-{os.getpid()}-1-abcd1234").write_bytes(b"y")
-    listed = cli("shm", "gc", "--dry-run", "--json").json()
-    assert len(listed["files"]) == 2 and listed["removed"] == []
-    done = cli("shm", "gc", "--json").json()
-    assert done["removed"] == [f"mmctl-{pid}-1-abcd1234"]
-    assert (tmp_path / f"mmctl-{os.getpid()}-1-abcd1234").exists()  # alive: kept
+    # A file nobody holds, named after our own (live) PID: a PID proves nothing.
+    (tmp_path / f"mmctl-{os.getpid()}-1-abcd1234").write_bytes(b"x" * 10)
+    with ShmArena(tmp_path) as arena:
+        live = arena.put(np.zeros(4, np.uint8))  # ours, locked while the arena is open
+        listed = cli("shm", "gc", "--dry-run", "--json").json()
+        assert {f["name"]: f["alive"] for f in listed["files"]} == {
+            f"mmctl-{os.getpid()}-1-abcd1234": False,
+            live.name: True,
+        }
+        assert listed["removed"] == []
+        done = cli("shm", "gc", "--json").json()
+        assert done["removed"] == [f"mmctl-{os.getpid()}-1-abcd1234"]
+        assert live.path.exists()  # in use: kept
 
 
 def test_shm_unavailable_fails_clearly_and_auto_falls_back(
