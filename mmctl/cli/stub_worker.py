@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -95,6 +96,15 @@ def stub_worker(
             show_default=False,
         ),
     ] = None,
+    shm_allowed_uid: Annotated[
+        list[int] | None,
+        typer.Option(
+            "--shm-allowed-uid",
+            metavar="UID",
+            help="Read /dev/shm files owned by this uid (repeatable)." + default_text("own uid"),
+            show_default=False,
+        ),
+    ] = None,
     tls_cert: Annotated[
         Path | None,
         typer.Option(
@@ -136,6 +146,7 @@ def stub_worker(
         legacy_proto=legacy_proto,
         item_limits=limits or {},
         encoder_budget=mm_encoder_budget,
+        shm_owners=frozenset(shm_allowed_uid or [os.getuid()]),
     )
     cfg = StubConfig(
         model=model,

@@ -3,8 +3,9 @@
 One module for both ends so they cannot drift: ``mmctl send`` writes
 segments with :class:`ShmArena`, the stub worker reads them with
 :func:`read_handle`, which mirrors the real servicer (``smg_grpc_servicer.mm_shm``):
-name checks, ``O_NOFOLLOW``, regular files only, exact ``nbytes`` at
-``offset``, and unlink right after a successful open.
+name checks, ``O_NOFOLLOW``, exact ``nbytes`` at ``offset``, unlink after
+reading — and is stricter where the real one is unsafe (regular files of
+allowed owners only, never blocks on a FIFO, unlinks only what it read).
 
 Producer rules: one file per tensor, created with ``O_CREAT|O_EXCL`` and mode
 0600, named ``mmctl-<pid>-<seq>-<random>``, preallocated (so a full
@@ -69,38 +70,47 @@ def validated_name(name: str) -> str:
     return name
 
 
-def read_handle(name: str, offset: int, nbytes: int, *, unlink: bool = True) -> bytes:
-    """``nbytes`` at ``offset`` of ``/dev/shm/<name>``; the file is unlinked once opened."""
+def read_handle(
+    name: str, offset: int, nbytes: int, *, owners: frozenset[int] | None = None
+) -> bytes:
+    """``nbytes`` at ``offset`` of ``/dev/shm/<name>``, unlinked once read.
+
+    Two rules on top of the real reader's (SECURITY.md says why the real
+    worker lacks them): with ``owners``, only files owned by one of those uids
+    are read — the stub may run as a more privileged user than its clients —
+    and a file is unlinked only after a successful read, so a request cannot
+    delete what it could not read.
+    """
     clean = validated_name(name)
     path = shm_dir() / clean
-    fd = None
-    opened = False
     try:
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        except OSError as err:
-            if err.errno == errno.ELOOP:
-                raise ShmReadError(f"TensorData.shm is a symlink: {name!r}") from None
-            raise ShmReadError(f"TensorData.shm {name!r}: {err.strerror}") from None
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise ShmReadError(f"TensorData.shm is a symlink: {name!r}") from None
+        raise ShmReadError(f"TensorData.shm {name!r}: {err.strerror}") from None
+    try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise ShmReadError(f"TensorData.shm is not a regular file: {name!r}")
-        opened = True
+        if owners is not None and info.st_uid not in owners:
+            raise ShmReadError(
+                f"TensorData.shm {name!r} is owned by uid {info.st_uid}; this worker reads "
+                f"only files of uid {', '.join(map(str, sorted(owners)))}"
+            )
         # Never allocate more than the file holds: a client asking for a
         # terabyte must get the short-read error, not exhaust our memory.
         available = max(0, info.st_size - int(offset))
         raw = os.pread(fd, min(int(nbytes), available), int(offset)) if available else b""
     finally:
-        if fd is not None:
-            os.close(fd)
-        if opened and unlink:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
+        os.close(fd)
     if len(raw) != int(nbytes):
         raise ShmReadError(
             f"TensorData.shm byte length mismatch for name={name!r}: "
             f"expected {int(nbytes)}, got {len(raw)}"
         )
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
     return raw
 
 

@@ -13,6 +13,7 @@ read and unlinked) first, then the batch structure, then the prompt.
 from __future__ import annotations
 
 import itertools
+import os
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -54,6 +55,8 @@ class Policy:
     legacy_proto: bool = False
     item_limits: dict[str, int] = field(default_factory=lambda: {"image": 8, "video": 2})
     encoder_budget: int = 65536  # feature tokens one item may carry
+    #: uids whose /dev/shm files this worker reads (default: its own).
+    shm_owners: frozenset[int] = field(default_factory=lambda: frozenset({os.getuid()}))
 
     @property
     def dtypes(self) -> frozenset[str]:
@@ -112,7 +115,7 @@ def _kind(modality: int, legacy: bool, label: str) -> MediaKind:
 
 
 def _payload(
-    td: TensorData, key: str, label: str, taken: memoryview | None = None
+    td: TensorData, key: str, label: str, policy: Policy, taken: memoryview | None = None
 ) -> tuple[bytes | memoryview, str]:
     where = td.WhichOneof("payload")
     if where is None and taken is not None:  # parsed apart (mmctl.wire.splice)
@@ -121,7 +124,10 @@ def _payload(
         return td.inline, "inline"
     if where == "shm":
         try:
-            return read_handle(td.shm.name, td.shm.offset, td.shm.nbytes), "shm"
+            return (
+                read_handle(td.shm.name, td.shm.offset, td.shm.nbytes, owners=policy.shm_owners),
+                "shm",
+            )
         except ShmReadError as err:
             raise Rejected(f"{label}.{key}: {err}") from None
     if where == "remote":
@@ -150,7 +156,7 @@ def decode(
             # each shm file it reaches, and a stub must not leave them behind.
             try:
                 taken = pixels if n == 0 and key == "pixel_values" else None
-                payload, transport = _payload(td, key, label, taken)
+                payload, transport = _payload(td, key, label, policy, taken)
                 name = worker_key(key, kind)
                 tensors[name] = _tensor(payload, td, key, label, policy)
                 dtypes[name], transports[name] = td.dtype, transport

@@ -274,10 +274,9 @@ def test_malformed_requests_are_invalid_argument(
             stub.generate(req)
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, err.value.details()
         assert message in err.value.details()
-        if mutate == "short":
-            assert not made[0].exists()  # read (short) and unlinked, like the real worker
-        if mutate in ("symlink", "fifo"):
-            assert made[0].exists() or made[0].is_symlink()  # refused without unlinking
+        # Refused without unlinking: the stub deletes only what it read
+        # (the real worker unlinks a short file too; SECURITY.md).
+        assert all(path.exists() or path.is_symlink() for path in made)
     finally:
         for path in made:
             if path.exists() or path.is_symlink():
@@ -398,7 +397,31 @@ def test_a_terabyte_shm_claim_is_a_short_read_not_an_allocation(stub, video_requ
     with pytest.raises(grpc.RpcError) as err:
         stub.generate(req)
     assert "expected 1099511627776, got 64" in err.value.details()
-    assert not (shm_dir() / name).exists()
+    (shm_dir() / name).unlink()  # not read, so not the stub's to remove
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a file to another uid")
+def test_the_stub_reads_only_its_own_uids_shm_files(make_stub, video_request, no_leaks):
+    """A stub running as root must not serve another user's 0600 file to
+    whoever names it, nor delete it (issue: reliability, item 2)."""
+    req, _ = video_request()
+    payload = req.mm_inputs.pixel_values.inline
+    name = _shm_file(f"mmctl-test-{os.getpid()}-nobody", payload)
+    path = shm_dir() / name
+    os.chown(path, 65534, 65534)
+    path.chmod(0o600)
+    try:
+        _with_shm_pixels(req, name)
+        with pytest.raises(grpc.RpcError) as err:
+            make_stub().generate(req)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "owned by uid 65534; this worker reads only files of uid 0" in err.value.details()
+        assert path.exists()  # not read, not removed
+        allowing = make_stub(shm_owners=frozenset({0, 65534}))
+        _, done = allowing.generate(req)
+        assert done.finish_reason == "stop" and not path.exists()  # read, then removed
+    finally:
+        path.unlink(missing_ok=True)
 
 
 def _stub_process(*args):
