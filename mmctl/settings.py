@@ -8,6 +8,8 @@ the environment as it is now.
 ``MMCTL_CACHE_DIR``     bundle cache (default ``$XDG_CACHE_HOME/mmctl``, else ``~/.cache/mmctl``)
 ``MMCTL_SHM_DIR``       the shared-memory folder (default ``/dev/shm``; for tests)
 ``MMCTL_DEBUG``         tracebacks for errors (any value but empty or ``0``)
+``MMCTL_KEEPALIVE_S``   seconds of silence before a keepalive ping (default 330; see
+                        ``client.channel.channel_options``)
 ======================  ==================================================
 """
 
@@ -20,8 +22,10 @@ TARGET = "MMCTL_TARGET"
 CACHE_DIR = "MMCTL_CACHE_DIR"
 SHM_DIR = "MMCTL_SHM_DIR"
 DEBUG = "MMCTL_DEBUG"
+KEEPALIVE_S = "MMCTL_KEEPALIVE_S"
 
 DEFAULT_TARGET = "localhost:50051"
+DEFAULT_KEEPALIVE_S = 330.0
 
 
 def target() -> str:
@@ -41,3 +45,19 @@ def shm_dir() -> Path:
 
 def debug() -> bool:
     return os.environ.get(DEBUG, "") not in ("", "0")
+
+
+def keepalive_s() -> float:
+    """``MMCTL_KEEPALIVE_S``: at least 1 s; a bad value is a usage error."""
+    raw = os.environ.get(KEEPALIVE_S, "")
+    if not raw:
+        return DEFAULT_KEEPALIVE_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0.0
+    if not value >= 1:
+        from mmctl.errors import UsageError
+
+        raise UsageError(f"{KEEPALIVE_S} must be a number of seconds, at least 1; got {raw!r}")
+    return value

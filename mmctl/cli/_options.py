@@ -361,5 +361,8 @@ def timeout_opt(default: str) -> object:
 
 SendTimeoutOpt = Annotated[
     float | None,
-    timeout_opt("none for Generate; probing calls give up after 10 s"),
+    timeout_opt(
+        "none for Generate (a frozen worker is caught by keepalive pings after "
+        "$MMCTL_KEEPALIVE_S, 330 s, of silence); probing calls give up after 10 s"
+    ),
 ]

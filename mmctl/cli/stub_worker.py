@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from mmctl.cli._options import BundleOpt, FamilyOpt, JsonOpt, ModelDirOpt, default_text
+from mmctl.worker.limits import MAX_CONCURRENT_REQUESTS, MAX_MESSAGE_MB
 
 HELP = """Serve vllm.grpc.engine.VllmEngine (plus grpc.health.v1 and reflection) without a GPU.
 
@@ -96,6 +97,24 @@ def stub_worker(
             show_default=False,
         ),
     ] = None,
+    max_message_mb: Annotated[
+        int,
+        typer.Option(
+            "--max-message-mb",
+            metavar="MB",
+            help="Largest request accepted, in MiB (larger: RESOURCE_EXHAUSTED). The default "
+            "holds a 30 s 720p clip's float32 pixels inline 3 times over.",
+        ),
+    ] = MAX_MESSAGE_MB,
+    max_concurrent_requests: Annotated[
+        int,
+        typer.Option(
+            "--max-concurrent-requests",
+            metavar="N",
+            help="Generates run at once; more get RESOURCE_EXHAUSTED (memory is bounded by "
+            "N × --max-message-mb).",
+        ),
+    ] = MAX_CONCURRENT_REQUESTS,
     shm_allowed_uid: Annotated[
         list[int] | None,
         typer.Option(
@@ -154,6 +173,8 @@ def stub_worker(
         answer=answer.value,
         delay_ms=delay_ms,
         allowed_local_media_path=allowed_local_media_path,
+        max_message_mb=max_message_mb,
+        max_concurrent_requests=max_concurrent_requests,
     )
     tls = None
     if (tls_cert is None) != (tls_key is None):
@@ -187,7 +208,7 @@ def stub_worker(
                 + ")"
             ),
         )
-        running.server.wait_for_termination()
+        running.wait()
     except Interrupted as stop:
         output.note(f"[stub] {stop.signal_name}: shutting down")
     finally:

@@ -52,18 +52,50 @@ def resolve_target(
     return Target(address, tls, ca_cert, tuple(pairs))
 
 
+#: Most seconds to wait for a keepalive ping's answer (gRPC's own default).
+KEEPALIVE_TIMEOUT_S = 20.0
+
+
+def channel_options() -> list[tuple[str, int]]:
+    """No message-size limits (like the worker's), and keepalive pings.
+
+    A frozen or vanished worker sends nothing, so without pings a Generate
+    with no deadline waits forever. mmctl pings after ``MMCTL_KEEPALIVE_S``
+    seconds of silence (default 330) and gives the worker
+    ``min(20, keepalive)`` s to answer: a frozen worker fails the call
+    within ~6 minutes (exit 5). Not sooner by default: a gRPC server's
+    default policy refuses pings closer than 5 minutes apart and, after two
+    such strikes, closes the connection with GOAWAY ``too_many_pings`` —
+    which would kill healthy long generations. Workers that allow faster
+    pings (the stub allows 1 s) can be watched closer with a lower value.
+    """
+    keepalive = settings.keepalive_s()
+    answer_ms = int(min(KEEPALIVE_TIMEOUT_S, keepalive) * 1000)
+    return [
+        *UNLIMITED,
+        ("grpc.keepalive_time_ms", int(keepalive * 1000)),
+        ("grpc.keepalive_timeout_ms", answer_ms),
+        # grpcio 1.85 times keepalive pings out by this one (default 60 s), not the above.
+        ("grpc.http2.ping_timeout_ms", answer_ms),
+        ("grpc.keepalive_permit_without_calls", 0),
+        # Keep pinging through a long silent generation (the default stops after two).
+        ("grpc.http2.max_pings_without_data", 0),
+    ]
+
+
 def open_channel(target: Target) -> grpc.Channel:
-    """A blocking channel to the worker (no message-size limits, like the worker's)."""
+    """A blocking channel to the worker (:func:`channel_options`)."""
     if not target.tls:
-        return grpc.insecure_channel(target.address, options=UNLIMITED)
-    return grpc.secure_channel(target.address, _credentials(target), options=UNLIMITED)
+        return grpc.insecure_channel(target.address, options=channel_options())
+    return grpc.secure_channel(target.address, _credentials(target), options=channel_options())
 
 
 def open_aio_channel(target: Target) -> grpc.aio.Channel:
     """The same on ``grpc.aio``, for many requests in flight from one event loop."""
+    options = channel_options()
     if not target.tls:
-        return grpc.aio.insecure_channel(target.address, options=UNLIMITED)
-    return grpc.aio.secure_channel(target.address, _credentials(target), options=UNLIMITED)
+        return grpc.aio.insecure_channel(target.address, options=options)
+    return grpc.aio.secure_channel(target.address, _credentials(target), options=options)
 
 
 #: ``VllmEngine.Generate``. Requests go as bytes: serialized once, by

@@ -1,15 +1,25 @@
 """The stub worker's gRPC server: ``vllm.grpc.engine.VllmEngine`` + health + reflection.
 
-A synchronous ``grpc.server`` on a thread pool: every RPC is short except
-streaming ``Generate``, which waits ``--delay-ms`` between tokens on an event
-that ``Abort`` sets. No message-size limits, like the real worker. Everything
-a client sends goes through :mod:`mmctl.worker.checks`; a refusal is
-``INVALID_ARGUMENT`` with its sentence, anything unexpected ``INTERNAL`` —
-the server itself never goes down for a request.
+A ``grpc.aio`` server on an event loop of its own thread (RELIABILITY.md):
+a client that stalls mid-message or a slow generation holds no thread, so
+nothing a client does can starve ``HealthCheck`` or ``grpc.health.v1``.
+CPU work (decoding tensors, reading shm, media refs, the answer) runs on a
+small thread pool; at most ``max_concurrent_requests`` Generates are admitted
+(the rest get ``RESOURCE_EXHAUSTED``) and no message may exceed
+``max_message_mb``, so memory is bounded by their product. Streaming
+``Generate`` waits ``--delay-ms`` between tokens on an event that ``Abort``
+sets. Everything a client sends goes through :mod:`mmctl.worker.checks`; a
+refusal is ``INVALID_ARGUMENT`` with its sentence, anything unexpected
+``INTERNAL`` — the server itself never goes down for a request.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import ctypes
+import ctypes.util
+import os
 import sys
 import threading
 import time
@@ -27,14 +37,14 @@ from mmctl.request.tensors import wire_name
 from mmctl.request.view import batches
 from mmctl.transport.shm import namespace_id
 from mmctl.wire import proto
-from mmctl.wire.proto import UNLIMITED
 from mmctl.wire.splice import take_pixels
 from mmctl.worker import answers, checks, media_refs
 from mmctl.worker.descriptors import LEGACY_EMPTY_SERVER_INFO, reflection_pool
 from mmctl.worker.generate import finish
+from mmctl.worker.limits import MAX_CONCURRENT_REQUESTS, MAX_MESSAGE_MB, TRIM_BYTES
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator, Sequence
+    from collections.abc import AsyncIterator, Iterable, Sequence
     from types import ModuleType
 
     from mmctl.models.base import ModelSpec
@@ -54,43 +64,50 @@ class StubConfig:
     delay_ms: int = 0
     allowed_local_media_path: Path | None = None
     log: TextIO = field(default_factory=lambda: sys.stderr)
+    max_message_mb: int = MAX_MESSAGE_MB
+    max_concurrent_requests: int = MAX_CONCURRENT_REQUESTS
+    #: Threads for the CPU work of requests (decode, checks, media refs).
+    work_threads: int = field(default_factory=lambda: min(8, max(2, os.cpu_count() or 2)))
 
 
 class _Requests:
-    """In-flight requests, by id, with the event Abort sets."""
+    """In-flight requests, by id, with the event Abort sets (used on the loop only)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._events: dict[str, threading.Event] = {}
+        self._events: dict[str, asyncio.Event] = {}
         self.last_receive = 0.0
+        self.admitted = 0  # Generates past admission, for --max-concurrent-requests
 
-    def start(self, request_id: str) -> threading.Event:
-        event = threading.Event()
-        with self._lock:
-            self._events[request_id] = event
-            self.last_receive = time.time()
+    def start(self, request_id: str) -> asyncio.Event:
+        event = asyncio.Event()
+        self._events[request_id] = event
+        self.last_receive = time.time()
         return event
 
     def end(self, request_id: str) -> None:
-        with self._lock:
-            self._events.pop(request_id, None)
+        self._events.pop(request_id, None)
 
     def abort_all(self) -> None:
-        with self._lock:
-            events = list(self._events.values())
-        for event in events:
+        for event in self._events.values():
             event.set()
 
     def abort(self, ids: Iterable[str]) -> int:
-        with self._lock:
-            found = [self._events[i] for i in ids if i in self._events]
+        found = [self._events[i] for i in ids if i in self._events]
         for event in found:
             event.set()
         return len(found)
 
     def __len__(self) -> int:
-        with self._lock:
-            return len(self._events)
+        return len(self._events)
+
+
+def _trim_malloc() -> None:
+    """Give freed heap pages back to the system (glibc keeps them otherwise)."""
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return
+    with contextlib.suppress(OSError, AttributeError):  # AttributeError: not glibc
+        ctypes.CDLL(name).malloc_trim(0)
 
 
 class StubServicer(proto.engine_grpc.VllmEngineServicer):
@@ -99,70 +116,72 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
     def __init__(self, cfg: StubConfig) -> None:
         self.cfg = cfg
         self.requests = _Requests()
+        self.work = futures.ThreadPoolExecutor(cfg.work_threads, thread_name_prefix="stub-work")
         self.started = time.time()
         self._bundle: tuple[bytes, str] | None = None
-        self._bundle_lock = threading.Lock()
         self._seq = 0
 
     # ---- Generate -------------------------------------------------------
 
-    def Generate(
-        self, incoming: Incoming | pb.GenerateRequest, context: grpc.ServicerContext
-    ) -> Iterator[pb.GenerateResponse]:
+    async def Generate(
+        self, incoming: Incoming | pb.GenerateRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.GenerateResponse]:
         cfg = self.cfg
-        engine = proto.engine_pb2
         started = time.perf_counter()
         if not isinstance(incoming, Incoming):
             incoming = Incoming(incoming)
-        request = incoming.request
-        request_id = request.request_id or self._next_id()
-        try:
-            batches, prompt_len = self._admit(request, incoming.pixels)
-            if cfg.answer == "echo":
-                text = answers.echo_answer(request, batches)
-            else:
-                text = answers.colours_answer(batches, cfg.model.params)
-            tok = cfg.model.tokenizer
-            sp = request.sampling_params
-            done = finish(
-                tok.encode(text),
-                eos_ids=cfg.model.eos_token_ids,
-                max_tokens=sp.max_tokens if sp.HasField("max_tokens") else None,
-                stop_token_ids=list(sp.stop_token_ids),
-                stop=list(sp.stop),
-                ignore_eos=sp.ignore_eos,
-                decode=lambda t: tok.decode(t, skip_special_tokens=True),
+        request_id = incoming.request.request_id or self._next_id()
+        if self.requests.admitted >= cfg.max_concurrent_requests:
+            message = (
+                f"this worker runs at most {cfg.max_concurrent_requests} requests at once "
+                "(--max-concurrent-requests); retry later"
             )
+            self._log(request_id, incoming, f"RESOURCE_EXHAUSTED: {message}", started)
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, message)
+        self.requests.admitted += 1
+        try:
+            async for response in self._generate(incoming, request_id, context, started):
+                yield response
+        finally:
+            self.requests.admitted -= 1
+
+    async def _generate(
+        self,
+        incoming: Incoming,
+        request_id: str,
+        context: grpc.aio.ServicerContext,
+        started: float,
+    ) -> AsyncIterator[pb.GenerateResponse]:
+        engine, request = proto.engine_pb2, incoming.request
+        loop = asyncio.get_running_loop()
+        refusal: tuple[grpc.StatusCode, str] | None = None
+        try:
+            done, text, prompt_len = await loop.run_in_executor(self.work, self._answer, incoming)
         except checks.Rejected as err:
-            self._log(request_id, incoming, f"INVALID_ARGUMENT: {err}", started)
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
+            refusal = (grpc.StatusCode.INVALID_ARGUMENT, str(err))
+        except asyncio.CancelledError:
+            self._log(request_id, incoming, _gone(context, 0), started)
+            raise
         except Exception as err:  # never let a request take the server down
-            self._log(request_id, incoming, f"INTERNAL: {type(err).__name__}: {err}", started)
-            context.abort(
-                grpc.StatusCode.INTERNAL, f"stub worker error: {type(err).__name__}: {err}"
-            )
+            refusal = (grpc.StatusCode.INTERNAL, f"stub worker error: {type(err).__name__}: {err}")
+        if refusal is not None:
+            code, message = refusal
+            self._log(request_id, incoming, f"{code.name}: {message}", started)
+            await context.abort(code, message)
         aborted = self.requests.start(request_id)
-        gone = threading.Event()  # the call ended on the client's side (cancel, deadline)
-
-        def on_end() -> None:  # a cancelled or deadlined call ends the wait at once
-            gone.set()
-            aborted.set()
-
-        context.add_callback(on_end)
+        delay = self.cfg.delay_ms / 1000
+        sent = 0
         try:
-            delay = cfg.delay_ms / 1000
             if request.stream:
-                for n, token in enumerate(done.tokens):
-                    if (delay and aborted.wait(delay)) or aborted.is_set():
-                        if gone.is_set() or not context.is_active():  # log why, send nothing
-                            self._log(request_id, incoming, _gone(context, n), started)
-                            return
-                        self._log(request_id, incoming, f"aborted after {n} tokens", started)
-                        yield self._complete(engine, [], "abort", prompt_len, n, None)
+                for token in done.tokens:
+                    if await _aborted_within(aborted, delay):
+                        self._log(request_id, incoming, f"aborted after {sent} tokens", started)
+                        yield self._complete(engine, [], "abort", prompt_len, sent, None)
                         return
+                    sent += 1
                     yield engine.GenerateResponse(
                         chunk=engine.GenerateStreamChunk(
-                            token_ids=[token], prompt_tokens=prompt_len, completion_tokens=n + 1
+                            token_ids=[token], prompt_tokens=prompt_len, completion_tokens=sent
                         )
                     )
                 last = done.tokens[-1:]
@@ -170,10 +189,7 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
                     engine, last, done.finish_reason, prompt_len, len(done.tokens), done
                 )
             else:
-                if delay * len(done.tokens) and aborted.wait(delay * len(done.tokens)):
-                    if gone.is_set() or not context.is_active():
-                        self._log(request_id, incoming, _gone(context, 0), started)
-                        return
+                if await _aborted_within(aborted, delay * len(done.tokens)):
                     self._log(request_id, incoming, "aborted", started)
                     yield self._complete(engine, [], "abort", prompt_len, 0, None)
                     return
@@ -186,8 +202,37 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
                 f"ok {text!r} ({len(done.tokens)} tokens, {done.finish_reason})",
                 started,
             )
+        except asyncio.CancelledError:  # the client cancelled, or its deadline passed
+            self._log(request_id, incoming, _gone(context, sent), started)
+            raise
         finally:
             self.requests.end(request_id)
+
+    def _answer(self, incoming: Incoming) -> tuple[Finished, str, int]:
+        """The CPU part of a Generate (on the work pool): admit, answer, finish."""
+        cfg, request = self.cfg, incoming.request
+        try:
+            batches, prompt_len = self._admit(request, incoming.pixels)
+            if cfg.answer == "echo":
+                text = answers.echo_answer(request, batches)
+            else:
+                text = answers.colours_answer(batches, cfg.model.params)
+            del batches
+            tok = cfg.model.tokenizer
+            sp = request.sampling_params
+            done = finish(
+                tok.encode(text),
+                eos_ids=cfg.model.eos_token_ids,
+                max_tokens=sp.max_tokens if sp.HasField("max_tokens") else None,
+                stop_token_ids=list(sp.stop_token_ids),
+                stop=list(sp.stop),
+                ignore_eos=sp.ignore_eos,
+                decode=lambda t: tok.decode(t, skip_special_tokens=True),
+            )
+            return done, text, prompt_len
+        finally:
+            if incoming.nbytes >= TRIM_BYTES:
+                _trim_malloc()
 
     def _admit(
         self, request: pb.GenerateRequest, pixels: memoryview | None = None
@@ -270,19 +315,21 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
         self.cfg.log.write(f"[stub] {line}\n")
         self.cfg.log.flush()
 
-    def HealthCheck(
-        self, request: pb.HealthCheckRequest, context: grpc.ServicerContext
+    async def HealthCheck(
+        self, request: pb.HealthCheckRequest, context: grpc.aio.ServicerContext
     ) -> pb.HealthCheckResponse:
         self._note("HealthCheck: healthy")
         return proto.engine_pb2.HealthCheckResponse(healthy=True, message="stub worker ready")
 
-    def Abort(self, request: pb.AbortRequest, context: grpc.ServicerContext) -> pb.AbortResponse:
+    async def Abort(
+        self, request: pb.AbortRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AbortResponse:
         found = self.requests.abort(list(request.request_ids))
         self._note(f"Abort {list(request.request_ids)}: {found} in flight")
         return proto.engine_pb2.AbortResponse()
 
-    def GetModelInfo(
-        self, request: pb.GetModelInfoRequest, context: grpc.ServicerContext
+    async def GetModelInfo(
+        self, request: pb.GetModelInfoRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetModelInfoResponse:
         self._note("GetModelInfo")
         model = self.cfg.model
@@ -304,8 +351,8 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
             max_req_input_len=int(config.get("max_position_embeddings", 0) or 0),
         )
 
-    def GetServerInfo(
-        self, request: pb.GetServerInfoRequest, context: grpc.ServicerContext
+    async def GetServerInfo(
+        self, request: pb.GetServerInfoRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetServerInfoResponse:
         self._note("GetServerInfo")
         policy = self.cfg.policy
@@ -332,10 +379,14 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
                 info.ClearField(name)
         return info
 
-    def GetTokenizer(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
-        with self._bundle_lock:
-            if self._bundle is None:
-                self._bundle = build_bundle(self.cfg.model.source)
+    async def GetTokenizer(
+        self, request: Any, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[Any]:
+        if self._bundle is None:
+            bundle = await asyncio.get_running_loop().run_in_executor(
+                self.work, build_bundle, self.cfg.model.source
+            )
+            self._bundle = self._bundle or bundle
         data, sha = self._bundle
         self._note(f"GetTokenizer: {len(data):,} bytes, sha256 {sha[:12]}…")
         common = proto.common_pb2
@@ -351,7 +402,18 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
 DEADLINE_SLACK_S = 0.05
 
 
-def _gone(context: grpc.ServicerContext, tokens: int) -> str:
+async def _aborted_within(event: asyncio.Event, seconds: float) -> bool:
+    """Whether ``event`` is set now or within ``seconds``."""
+    if event.is_set() or seconds <= 0:
+        return event.is_set()
+    try:
+        await asyncio.wait_for(event.wait(), seconds)
+    except TimeoutError:
+        return False
+    return True
+
+
+def _gone(context: grpc.aio.ServicerContext, tokens: int) -> str:
     """Why a call ended before its answer did (every Generate leaves a log line)."""
     left = context.time_remaining()
     if left is not None and left <= DEADLINE_SLACK_S:
@@ -399,11 +461,12 @@ class Incoming:
 
     request: pb.GenerateRequest
     pixels: memoryview | None = None
+    nbytes: int = 0  # the message's size on the wire
 
     @classmethod
     def parse(cls, data: bytes) -> Incoming:
         rest, pixels = take_pixels(data)
-        return cls(proto.engine_pb2.GenerateRequest.FromString(rest), pixels)
+        return cls(proto.engine_pb2.GenerateRequest.FromString(rest), pixels, len(data))
 
 
 class _Handlers:
@@ -421,7 +484,7 @@ class _Handlers:
         self.table = dict(table)
 
 
-def _add_engine(servicer: StubServicer, server: grpc.Server) -> None:
+def _add_engine(servicer: StubServicer, server: grpc.aio.Server) -> None:
     """The generated ``VllmEngine`` handlers, ``Generate`` parsed by :meth:`Incoming.parse`."""
     handlers = _Handlers()
     proto.engine_grpc.add_VllmEngineServicer_to_server(servicer, handlers)
@@ -435,20 +498,46 @@ def _add_engine(servicer: StubServicer, server: grpc.Server) -> None:
     server.add_registered_method_handlers(proto.SERVICE_NAME, handlers.table)
 
 
-@dataclass
 class Running:
-    server: grpc.Server
-    port: int
-    servicer: StubServicer
+    """A started stub: its ``grpc.aio`` server runs on an event loop in its own thread."""
+
+    def __init__(
+        self,
+        server: grpc.aio.Server,
+        port: int,
+        servicer: StubServicer,
+        loop: asyncio.AbstractEventLoop,
+        thread: threading.Thread,
+    ) -> None:
+        self.server, self.port, self.servicer = server, port, servicer
+        self._loop, self._thread = loop, thread
+        self._stopped = threading.Event()
 
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    def wait(self) -> None:
+        """Block until the server stops (short waits, so signals still arrive)."""
+        while not self._stopped.wait(0.5):
+            pass
+
     def stop(self, grace: float = 1.0) -> None:
-        # In-flight generations end now (finish_reason "abort"), not after their delays.
-        self.servicer.requests.abort_all()
-        self.server.stop(grace).wait()
+        if self._stopped.is_set():
+            return
+
+        async def shut() -> None:
+            # In-flight generations end now (finish_reason "abort"), not after their delays.
+            self.servicer.requests.abort_all()
+            await self.server.stop(grace)
+
+        try:
+            asyncio.run_coroutine_threadsafe(shut(), self._loop).result(grace + 10)
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+            self.servicer.work.shutdown(wait=False, cancel_futures=True)
+            self._stopped.set()
 
 
 def check_bindable(host: str, port: int) -> None:
@@ -473,33 +562,78 @@ def check_bindable(host: str, port: int) -> None:
             raise UsageError(f"cannot listen on {host}:{port}: {err.strerror}") from None
 
 
+def server_options(cfg: StubConfig) -> list[tuple[str, int]]:
+    """The message-size bound, and a ping policy under which clients can
+    detect a frozen worker quickly (tests use 1 s keepalives; gRPC's default
+    server policy allows one ping per 5 minutes)."""
+    limit = cfg.max_message_mb * 1024 * 1024
+    return [
+        ("grpc.max_receive_message_length", limit),
+        ("grpc.max_send_message_length", limit),
+        ("grpc.so_reuseport", 0),
+        ("grpc.http2.min_ping_interval_without_data_ms", 1000),
+        ("grpc.http2.max_ping_strikes", 0),
+        ("grpc.keepalive_permit_without_calls", 1),
+    ]
+
+
 def start(
     cfg: StubConfig,
     host: str = "127.0.0.1",
     port: int = 0,
-    workers: int = 16,
     tls: tuple[bytes, bytes] | None = None,
-    interceptors: Sequence[grpc.ServerInterceptor] = (),
+    interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
 ) -> Running:
     """Bind and start; ``port=0`` picks a free port (see ``Running.port``).
 
     ``tls``: (private key PEM, certificate chain PEM) to serve over TLS.
-    ``interceptors``: server interceptors (tests put an auth check there). A
-    port another process listens on is refused: no ``SO_REUSEPORT`` sharing,
-    where two servers would split one port's connections between them.
+    ``interceptors``: ``grpc.aio`` server interceptors (tests put an auth
+    check there). A port another process listens on is refused: no
+    ``SO_REUSEPORT`` sharing, where two servers would split one port's
+    connections between them.
     """
+    check_bindable(host, port)
+    if not 1 <= cfg.max_message_mb <= 2047:
+        raise UsageError(f"--max-message-mb must be 1-2047, got {cfg.max_message_mb}")
+    if cfg.max_concurrent_requests < 1:
+        raise UsageError(
+            f"--max-concurrent-requests must be at least 1, got {cfg.max_concurrent_requests}"
+        )
+    loop = asyncio.new_event_loop()
+    ready: futures.Future[tuple[grpc.aio.Server, int, StubServicer]] = futures.Future()
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+        try:
+            ready.set_result(loop.run_until_complete(_serve(cfg, host, port, tls, interceptors)))
+        except BaseException as err:  # handed to the starting thread
+            ready.set_exception(err)
+            loop.close()
+            return
+        loop.run_forever()
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
+
+    thread = threading.Thread(target=run, name="stub-worker", daemon=True)
+    thread.start()
+    server, bound, servicer = ready.result()
+    return Running(server, bound, servicer, loop, thread)
+
+
+async def _serve(
+    cfg: StubConfig,
+    host: str,
+    port: int,
+    tls: tuple[bytes, bytes] | None,
+    interceptors: Sequence[grpc.aio.ServerInterceptor],
+) -> tuple[grpc.aio.Server, int, StubServicer]:
     from grpc_health.v1 import health, health_pb2, health_pb2_grpc
     from grpc_reflection.v1alpha import reflection
 
-    check_bindable(host, port)
-    server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=workers),
-        options=[*UNLIMITED, ("grpc.so_reuseport", 0)],
-        interceptors=list(interceptors),
-    )
+    server = grpc.aio.server(options=server_options(cfg), interceptors=list(interceptors))
     servicer = StubServicer(cfg)
     _add_engine(servicer, server)
-    health_servicer = health.HealthServicer()
+    health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = (proto.SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME)
     reflection.enable_server_reflection(
@@ -515,7 +649,7 @@ def start(
         bound = 0
     if not bound:
         raise UsageError(f"cannot listen on {host}:{port} (in use or not a local address)")
-    server.start()
+    await server.start()
     for name in ("", proto.SERVICE_NAME):
-        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    return Running(server, bound, servicer)
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    return server, bound, servicer

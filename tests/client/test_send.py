@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+import grpc
 import numpy as np
 import pytest
 
@@ -237,6 +238,38 @@ def test_worker_killed_mid_stream_exits_5_without_leaks(red_blue, tmp_path):
         stub.wait()
 
 
+def _active_requests(address: str) -> int:
+    from mmctl.wire import proto
+
+    with grpc.insecure_channel(address) as channel:
+        engine = proto.engine_grpc.VllmEngineStub(channel)
+        info = engine.GetServerInfo(proto.engine_pb2.GetServerInfoRequest(), timeout=5)
+        return info.active_requests
+
+
+def test_a_frozen_worker_is_detected_by_keepalive_exits_5_without_leaks(red_blue, tmp_path):
+    """SIGSTOP the worker mid-generation: keepalive pings (1 s here, as
+    MMCTL_KEEPALIVE_S allows) fail the call instead of waiting forever."""
+    stub, address = _start_stub("--delay-ms", "5000")
+    try:
+        env = {**os.environ, "MMCTL_CACHE_DIR": str(tmp_path), "MMCTL_KEEPALIVE_S": "1"}
+        client = _mmctl("send", red_blue, "--target", address, "--shm", env=env)
+        deadline = time.time() + 30
+        while _active_requests(address) == 0 and time.time() < deadline:
+            time.sleep(0.1)
+        stub.send_signal(signal.SIGSTOP)
+        frozen = time.monotonic()
+        _, err = client.communicate(timeout=60)
+        waited = time.monotonic() - frozen
+        assert client.returncode == 5, err
+        assert "unavailable" in err and waited < 30, (waited, err)
+        assert _mine(client.pid) == []
+    finally:
+        stub.send_signal(signal.SIGCONT)
+        stub.kill()
+        stub.wait()
+
+
 def test_sigint_while_waiting_exits_130_and_removes_shm_files(red_blue, tmp_path):
     stub, address = _start_stub("--delay-ms", "3000")
     try:
@@ -358,21 +391,19 @@ def test_replay_in_auto_falls_back_when_shm_is_full(
 REFLECTION = "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"
 
 
-class _Deny:
+class _Deny(grpc.aio.ServerInterceptor):
     """A server interceptor refusing some calls with ``code`` (a handler of the same kind)."""
 
     def __init__(self, refuse, code, message):
         self.refuse, self.code, self.message = refuse, code, message
 
-    def intercept_service(self, continuation, details):
-        import grpc
-
-        handler = continuation(details)
+    async def intercept_service(self, continuation, details):
+        handler = await continuation(details)
         if handler is None or not self.refuse(details):
             return handler
 
-        def abort(request, context):
-            context.abort(self.code, self.message)
+        async def abort(request, context):
+            await context.abort(self.code, self.message)
 
         kind = (handler.request_streaming, handler.response_streaming)
         make = {
@@ -406,7 +437,6 @@ def guarded_stub(builtin_model):
 
 
 def test_headers_reach_reflection_so_the_modality_check_runs(cli, guarded_stub, red_blue):
-    import grpc
 
     def unauthenticated(details):
         return ("authorization", "Bearer s3cret") not in tuple(details.invocation_metadata)
@@ -424,7 +454,6 @@ def test_headers_reach_reflection_so_the_modality_check_runs(cli, guarded_stub, 
 def test_without_reflection_video_needs_proof_of_a_new_worker(
     cli, guarded_stub, red_blue, legacy, skip, code
 ):
-    import grpc
 
     address = guarded_stub(
         _Deny(lambda d: d.method == REFLECTION, grpc.StatusCode.UNIMPLEMENTED, "no reflection"),
