@@ -35,7 +35,7 @@ import grpc
 from mmctl.bench import floors, schedule
 from mmctl.bench.workload import Prepared, WorkItem, prepare
 from mmctl.choices import PixelFormat, Transport
-from mmctl.client.channel import Target, generate_method, open_aio_channel
+from mmctl.client.channel import Target, generate_method, open_aio_channel, response
 from mmctl.client.client import Client
 from mmctl.client.negotiate import pixel_dtype, transport
 from mmctl.client.options import SHM_MIN_BYTES
@@ -347,12 +347,13 @@ class _Sender:
                 now = time.perf_counter()
                 if rec.ttft_s is None:
                     rec.ttft_s = now - start
-                if resp.HasField("chunk"):
+                kind = response(resp, f"#{rec.index}").WhichOneof("response")
+                if kind == "chunk":
                     if last is not None:
                         rec.itl_s.append(now - last)
                     last = now
                     tokens.extend(resp.chunk.token_ids)
-                else:
+                elif kind == "complete":  # anything else: newer than our proto, skipped
                     complete = resp.complete
         finally:
             call.cancel()

@@ -9,7 +9,14 @@ from typing import Any, overload
 import grpc
 
 from mmctl import settings
-from mmctl.errors import InputError, MmctlError, UsageError, WorkerRejected, WorkerUnavailable
+from mmctl.errors import (
+    GenerationIncomplete,
+    InputError,
+    MmctlError,
+    UsageError,
+    WorkerRejected,
+    WorkerUnavailable,
+)
 from mmctl.wire.proto import UNLIMITED
 
 #: Codes that mean "the worker is not there / did not answer in time".
@@ -110,14 +117,46 @@ def generate_method(
 @overload
 def generate_method(channel: grpc.Channel) -> grpc.UnaryStreamMultiCallable[bytes, Any]: ...
 def generate_method(channel: Any) -> Any:
-    """``Generate`` on a blocking or a ``grpc.aio`` channel: bytes in, responses out."""
+    """``Generate`` on a blocking or a ``grpc.aio`` channel: bytes in, responses
+    out — each a ``GenerateResponse`` or a :class:`Malformed` (pass it through
+    :func:`response`)."""
+    return channel.unary_stream(
+        GENERATE, request_serializer=None, response_deserializer=_parse_response
+    )
+
+
+@dataclass(frozen=True)
+class Malformed:
+    """Response bytes that are not a ``GenerateResponse``.
+
+    Returned by the deserializer instead of raised: a raising deserializer
+    makes grpcio log a traceback to stderr and end the call as INTERNAL, as
+    if the worker had refused the request.
+    """
+
+    size: int
+    reason: str
+
+
+def _parse_response(data: bytes) -> Any:
+    from google.protobuf.message import DecodeError
+
     from mmctl.wire import proto
 
-    return channel.unary_stream(
-        GENERATE,
-        request_serializer=None,
-        response_deserializer=proto.engine_pb2.GenerateResponse.FromString,
-    )
+    try:
+        return proto.engine_pb2.GenerateResponse.FromString(data)
+    except DecodeError as err:
+        return Malformed(len(data), str(err))
+
+
+def response(resp: Any, request_id: str) -> Any:
+    """``resp`` if it is a ``GenerateResponse``; a malformed one ends the answer (exit 9)."""
+    if isinstance(resp, Malformed):
+        raise GenerationIncomplete(
+            f"Generate {request_id}: the worker sent {resp.size} bytes that are not a "
+            f"GenerateResponse ({resp.reason})"
+        )
+    return resp
 
 
 def _credentials(target: Target) -> grpc.ChannelCredentials:

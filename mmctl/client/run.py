@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mmctl.choices import DEFAULT_PROMPT, MediaRef, PixelFormat, Processing, Transport
-from mmctl.client.channel import as_error, generate_method
+from mmctl.client.channel import as_error, generate_method, response
 from mmctl.client.negotiate import Decision, pixel_dtype, processing_schemes, transport
 from mmctl.client.options import Hooks, Inputs, SendOptions, refuse
 from mmctl.client.placement import (
@@ -474,11 +474,12 @@ class Answer:
         if self.first:
             self.ready.run.timeline.lap("ttft_s")
             self.first = False
-        if resp.HasField("chunk"):
+        kind = response(resp, self.ready.request.request_id).WhichOneof("response")
+        if kind == "chunk":
             self.tokens.extend(resp.chunk.token_ids)
             if self.hooks.on_text is not None:
                 self.show(self.tokenizer.decode(self.tokens, skip_special_tokens=True))
-        else:
+        elif kind == "complete":  # anything else: a kind newer than our proto, skipped
             self.complete = resp.complete
             if not self.ready.request.stream:
                 self.tokens.extend(self.complete.output_ids)

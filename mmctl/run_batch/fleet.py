@@ -25,7 +25,13 @@ from typing import Any
 
 import grpc
 
-from mmctl.client.channel import Target, generate_method, open_aio_channel, open_channel
+from mmctl.client.channel import (
+    Malformed,
+    Target,
+    generate_method,
+    open_aio_channel,
+    open_channel,
+)
 from mmctl.client.options import SHM_MIN_BYTES
 from mmctl.client.placement import THREAD_MIN_BYTES, ShmPlacer
 from mmctl.request.build import new_request_id
@@ -72,9 +78,12 @@ class _Answer:
     def feed(self, resp: Any, start: float) -> None:
         if self.first_s is None:
             self.first_s = time.perf_counter() - start
-        if resp.HasField("chunk"):
+        if isinstance(resp, Malformed):
+            raise _Gone("malformed", f"the worker sent {resp.size} bytes that are not a response")
+        kind = resp.WhichOneof("response")
+        if kind == "chunk":
             self.tokens.extend(resp.chunk.token_ids)
-        else:
+        elif kind == "complete":  # anything else: a kind newer than our proto, skipped
             self.complete = resp.complete
             if not self.tokens:
                 self.tokens = list(resp.complete.output_ids)

@@ -131,6 +131,9 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
         if not isinstance(incoming, Incoming):
             incoming = Incoming(incoming)
         request_id = incoming.request.request_id or self._next_id()
+        if incoming.malformed is not None:
+            self._log(request_id, incoming, f"INVALID_ARGUMENT: {incoming.malformed}", started)
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, incoming.malformed)
         if self.requests.admitted >= cfg.max_concurrent_requests:
             message = (
                 f"this worker runs at most {cfg.max_concurrent_requests} requests at once "
@@ -462,11 +465,21 @@ class Incoming:
     request: pb.GenerateRequest
     pixels: memoryview | None = None
     nbytes: int = 0  # the message's size on the wire
+    #: Why the bytes are not a ``GenerateRequest`` (answered INVALID_ARGUMENT,
+    #: where a failing deserializer would make gRPC answer INTERNAL).
+    malformed: str | None = None
 
     @classmethod
     def parse(cls, data: bytes) -> Incoming:
+        from google.protobuf.message import DecodeError
+
         rest, pixels = take_pixels(data)
-        return cls(proto.engine_pb2.GenerateRequest.FromString(rest), pixels, len(data))
+        try:
+            request = proto.engine_pb2.GenerateRequest.FromString(rest)
+        except DecodeError as err:
+            empty = proto.engine_pb2.GenerateRequest()
+            return cls(empty, None, len(data), f"not a valid GenerateRequest message: {err}")
+        return cls(request, pixels, len(data))
 
 
 class _Handlers:
