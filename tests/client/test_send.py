@@ -223,6 +223,19 @@ def test_stub_worker_process_ready_line_and_clean_sigterm():
     assert "shutting down" in proc.stderr.read()
 
 
+@pytest.mark.parametrize("after_s", [0.1, 0.4, 0.8])
+def test_sigterm_while_the_stub_starts_exits_130_or_0(after_s):
+    """Before the ready line a stop signal is an interruption (130); after it,
+    the normal way out (0). Never 3 from a loader swallowing it, never a traceback."""
+    proc = _mmctl("stub-worker", "--port", "0", "--json")
+    time.sleep(after_s)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    ready = '"event":"ready"' in out
+    assert proc.returncode == (0 if ready else 130), err
+    assert "Traceback" not in err
+
+
 def test_worker_killed_mid_stream_exits_5_without_leaks(red_blue, tmp_path):
     stub, address = _start_stub("--delay-ms", "400")
     try:

@@ -16,3 +16,15 @@ def test_architecture_references_resolve():
         for major, _minor in re.findall(r"ARCHITECTURE §(\d+)(?:\.(\d+))?", path.read_text()):
             cited.add(major)
     assert cited and cited <= sections, f"cited {sorted(cited)}, present {sorted(sections)}"
+
+
+def test_reliability_and_security_cite_tests_that_exist():
+    """Each `test_…` name in RELIABILITY.md and SECURITY.md is a test function
+    (a renamed test must not leave a table pointing at nothing)."""
+    defined = set()
+    for path in ROOT.joinpath("tests").rglob("test_*.py"):
+        defined |= set(re.findall(r"^(?:async )?def (test_\w+)", path.read_text(), re.M))
+    for doc in ("RELIABILITY.md", "SECURITY.md"):
+        cited = set(re.findall(r"`(test_\w+)(?:\[[^\]]*\])?`", (ROOT / doc).read_text()))
+        assert cited, doc
+        assert cited <= defined, f"{doc} cites missing tests: {sorted(cited - defined)}"
