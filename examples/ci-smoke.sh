@@ -60,8 +60,13 @@ check "preprocess grid" "$(json_get "$work/pre.json" 'd["grid_thw"]')" "[4, 6, 8
 "$MMCTL" inspect-tokens "$work/red-blue.mp4" -p "Which colours?" --json >"$work/tokens.json"
 check "mrope walk" "$(json_get "$work/tokens.json" 'd["check"]["ok"]')" "True"
 
-"$MMCTL" build "$work/red-blue.mp4" -p "Which colours appear, in order?" -o "$work/req.pb" --json >"$work/build.json"
-check "build modality" "$(json_get "$work/build.json" 'd["request"]["batches"][0]["modality"]')" "VIDEO"
+"$MMCTL" build "$work/red-blue.mp4" -p "Which colours appear, in order?" -o "$work/offline.pb" --json >"$work/offline.json"
+check "build modality" "$(json_get "$work/offline.json" 'd["request"]["batches"][0]["modality"]')" "VIDEO"
+check "build: a default worker's pixels" "$(json_get "$work/offline.json" 'd["decisions"]["pixel_dtype"]["value"]')" "uint8"
+
+"$MMCTL" build "$work/red-blue.mp4" -p "Which colours appear, in order?" -o "$work/req.pb" \
+  --target "$target" --json >"$work/build.json"
+check "build --target: the worker's pixels" "$(json_get "$work/build.json" 'd["decisions"]["pixel_dtype"]["value"]')" "bfloat16"
 
 for transport in inline shm auto; do
   "$MMCTL" send "$work/red-blue.mp4" -p "Which colours appear, in order?" \

@@ -10,6 +10,8 @@ the environment as it is now.
 ``MMCTL_DEBUG``         tracebacks for errors (any value but empty or ``0``)
 ``MMCTL_KEEPALIVE_S``   seconds of silence before a keepalive ping (default 330; see
                         ``client.channel.channel_options``)
+``MMCTL_STOP_GRACE_S``  seconds a stopped command may spend cleaning up before it is
+                        ended, exit 130 (default 10; ``mmctl.signals``)
 ======================  ==================================================
 """
 
@@ -23,9 +25,11 @@ CACHE_DIR = "MMCTL_CACHE_DIR"
 SHM_DIR = "MMCTL_SHM_DIR"
 DEBUG = "MMCTL_DEBUG"
 KEEPALIVE_S = "MMCTL_KEEPALIVE_S"
+STOP_GRACE_S = "MMCTL_STOP_GRACE_S"
 
 DEFAULT_TARGET = "localhost:50051"
 DEFAULT_KEEPALIVE_S = 330.0
+DEFAULT_STOP_GRACE_S = 10.0
 
 
 def target() -> str:
@@ -61,3 +65,12 @@ def keepalive_s() -> float:
 
         raise UsageError(f"{KEEPALIVE_S} must be a number of seconds, at least 1; got {raw!r}")
     return value
+
+
+def stop_grace_s() -> float:
+    """``MMCTL_STOP_GRACE_S``; a value that is not a positive number means the default."""
+    try:
+        value = float(os.environ.get(STOP_GRACE_S, ""))
+    except ValueError:
+        return DEFAULT_STOP_GRACE_S
+    return value if value > 0 else DEFAULT_STOP_GRACE_S

@@ -1,18 +1,31 @@
-"""Ctrl-C and SIGTERM inside an event loop: a handler of ours while a block runs.
+"""Ctrl-C and SIGTERM: a handler of ours inside an event loop, and a bound on
+how long a stopped command may take to exit.
 
 The command line turns SIGINT/SIGTERM into an exception (``cli/app.py``);
 long asyncio runs (``bench``, ``batch``) want a gentler stop — finish or
 cancel what is in flight, keep what is done. Signals reach only the main
 thread, so elsewhere (a library caller's worker thread) nothing is installed.
+
+A stop must never hang: :func:`watch_stops` arms a watchdog at the first
+stop signal — seen by a thread of its own through the interpreter's wakeup
+fd, so it fires even while the main thread is stuck in C code — which, if the
+process is still alive after the grace period, says so, removes this
+process's own ``/dev/shm`` files and exits 130.
 """
 
 from __future__ import annotations
 
-import asyncio
+import os
 import signal
+import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import asyncio
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -35,3 +48,68 @@ def stop_signals(
         for sig, before in previous.items():
             loop.remove_signal_handler(sig)
             signal.signal(sig, before)
+
+
+_armed = threading.Event()
+
+
+def watch_stops() -> None:
+    """Arm the exit watchdog at the first SIGINT/SIGTERM (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    read, write = os.pipe()
+    os.set_blocking(write, False)
+    try:
+        signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+    except ValueError:  # not the main interpreter
+        os.close(read)
+        os.close(write)
+        return
+    wanted = {int(sig) for sig in STOP_SIGNALS}
+
+    def listen() -> None:
+        while True:
+            try:
+                data = os.read(read, 16)
+            except OSError:
+                return
+            if not data:
+                return
+            for signum in data:
+                if signum in wanted:
+                    arm(signal.Signals(signum).name)
+
+    threading.Thread(target=listen, name="mmctl-stop-listener", daemon=True).start()
+
+
+def arm(name: str) -> None:
+    """Start the exit watchdog once (later calls do nothing)."""
+    if _armed.is_set():
+        return
+    _armed.set()
+    from mmctl import settings
+
+    grace = settings.stop_grace_s()
+
+    def watch() -> None:
+        time.sleep(grace)
+        with suppress(OSError):
+            sys.stderr.write(
+                f"Error: interrupted by {name}; clean-up did not finish within {grace:g} s\n"
+            )
+            sys.stderr.flush()
+        _remove_own_shm_files()
+        os._exit(130)
+
+    threading.Thread(target=watch, name="mmctl-stop-watchdog", daemon=True).start()
+
+
+def _remove_own_shm_files() -> None:
+    from mmctl.transport.shm import PREFIX, shm_dir
+
+    mine = f"{PREFIX}{os.getpid()}-"
+    with suppress(OSError):
+        for entry in os.scandir(shm_dir()):
+            if entry.name.startswith(mine):
+                with suppress(OSError):
+                    os.unlink(entry.path)

@@ -16,6 +16,7 @@ from typing import Annotated
 import typer
 
 from mmctl import __version__
+from mmctl import signals as stops
 from mmctl.errors import ExitCode, Interrupted, MmctlError
 
 HELP = """Multimodal gRPC requests to vLLM workers: preprocess video and images
@@ -113,8 +114,11 @@ def _debug_requested(argv: list[str]) -> bool:
 def _raise_interrupted(signum: int, _frame: object) -> None:
     # An exception of our own instead of KeyboardInterrupt: click would turn
     # KeyboardInterrupt into "Aborted!" with exit 1, and raising lets every
-    # `finally` (shm cleanup, worker shutdown) run on the way out.
-    raise Interrupted(signal.Signals(signum).name)
+    # `finally` (shm cleanup, worker shutdown) run on the way out — within
+    # the watchdog's grace period (mmctl.signals).
+    name = signal.Signals(signum).name
+    stops.arm(name)
+    raise Interrupted(name)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -123,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     debug = _debug_requested(args)
     signal.signal(signal.SIGINT, _raise_interrupted)
     signal.signal(signal.SIGTERM, _raise_interrupted)
+    stops.watch_stops()
     try:
         # standalone_mode=False: typer raises usage errors instead of printing
         # its own multi-line box, so they render like every other error.

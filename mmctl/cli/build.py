@@ -11,9 +11,11 @@ from mmctl.choices import LayoutKind
 from mmctl.cli._options import (
     AllowSpecialOpt,
     BundleOpt,
+    CaCertOpt,
     ChatOpt,
     FamilyOpt,
     FpsOpt,
+    HeaderOpt,
     JsonOpt,
     LayoutOpt,
     MaxFramesOpt,
@@ -34,8 +36,10 @@ from mmctl.cli._options import (
     StrictOpt,
     SystemOpt,
     TemperatureOpt,
+    TlsOpt,
     TopKOpt,
     TopPOpt,
+    default_text,
 )
 
 if TYPE_CHECKING:
@@ -47,16 +51,26 @@ MEDIA: video and image files, in the order the prompt shows them. The
 request (tensors inline) is written to --out as binary protobuf, for
 `mmctl send --request` or any gRPC client (grpcurl, ghz).
 
+The pixel type is the one decision a replayed file cannot take back: a
+worker that normalizes on the device reads floats as raw pixels (and the
+reverse), silently. Without --target the request is built for a default
+vLLM worker (0.33: raw uint8 pixels for Qwen2.5-VL and Qwen3-VL); with
+--target the worker is asked, as `send` asks it (pixel type, item limits,
+encoder budget, layout checks). The summary says which and why.
+
 Examples:
 
 \b
   mmctl build clip.mp4 -p "Which colours appear, in order?" -o request.pb
   mmctl build a.jpg b.png clip.mp4 -p "Compare them." -o mixed.pb --pixel-dtype bfloat16
   mmctl build clip.mp4 -o req.pb --json | jq '.request.batches[0].tensors'
+  mmctl build clip.mp4 -o req.pb --target gpu1:50051   # for that worker
   mmctl send --request request.pb        # replay it against a worker
 
 Exit codes: 0 written; 2 usage; 3 bad input (or a truncated video with
---strict); 6 the layout fails the mrope walk (nothing is written).
+--strict); 4 refused by --target's worker; 5 --target unavailable; 6 the
+layout fails the mrope walk or a check against --target's worker (nothing
+is written).
 """
 
 
@@ -97,12 +111,27 @@ def build(
     force: Annotated[
         bool, typer.Option("--force", help="Write the request even when the mrope walk fails.")
     ] = False,
+    target: Annotated[
+        str | None,
+        typer.Option(
+            "--target",
+            "-t",
+            metavar="HOST:PORT",
+            help="Build for this worker: ask it what it expects, as send does."
+            + default_text("none: a default vLLM worker"),
+            show_default=False,
+        ),
+    ] = None,
+    tls: TlsOpt = False,
+    ca_cert: CaCertOpt = None,
+    header: HeaderOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     from mmctl.choices import DEFAULT_PROMPT, PixelFormat
     from mmctl.cli import _inputs
     from mmctl.cli._output import Output
-    from mmctl.errors import CheckFailed
+    from mmctl.client.negotiate import pixel_dtype as pixel_dtype_decision
+    from mmctl.errors import CheckFailed, UsageError
     from mmctl.media.probe import check_readable
     from mmctl.models.base import VisionOverrides
     from mmctl.offline import model_for
@@ -130,12 +159,44 @@ def build(
     )
     for path in media:
         check_readable(path)
+    if target is not None:
+        if force:
+            raise UsageError("--force writes a request the checks refuse; not with --target")
+        doc = _for_worker(
+            target,
+            media,
+            out,
+            model_dir=model_dir,
+            bundle=bundle,
+            family=family,
+            tls=ca_cert or tls,
+            headers=header,
+            options={
+                "prompt": text,
+                "pixel_dtype": pixel_dtype,
+                "sampling": params,
+                "stream": stream,
+                "request_id": request_id,
+                "system": system,
+                "chat": chat,
+                "allow_special_tokens": allow_special_tokens,
+                "strict": strict,
+                "vision": overrides,
+            },
+            layout=layout,
+            limits=limits,
+        )
+        output.result(doc, human=lambda console: _render_for_worker(console, doc))
+        return
     model = model_for(model_dir=model_dir, bundle=bundle, family=family, vision=overrides)
+    decided = pixel_dtype_decision(
+        None, pixel_dtype.value if pixel_dtype else None, spec=model.spec
+    )
     composed = compose(
         media,
         DEFAULT_PROMPT if text is None else text,
         model,
-        pixel_format=pixel_dtype or PixelFormat.FLOAT32,
+        pixel_format=PixelFormat(decided.value),
         layout_kind=layout,
         system=system,
         chat=chat is not False,
@@ -157,6 +218,8 @@ def build(
         "out": str(out),
         "bytes": write_request(req, out),
         "model": {"source": model.source.label, "family": model.spec.name},
+        "target": None,
+        "decisions": {"pixel_dtype": decided.as_dict()},
         "prompt_format": composed.rendered.how,
         "layout": composed.layout.kind.value,
         "check": composed.check.as_dict(),
@@ -180,17 +243,79 @@ def build(
 build.__doc__ = HELP
 
 
-def _render(console: Console, doc: dict[str, Any]) -> None:
-    from rich.table import Table
+def _for_worker(
+    target: str,
+    media: list[Path],
+    out: Path,
+    *,
+    model_dir: Path | None,
+    bundle: Path | None,
+    family: str | None,
+    tls: bool | Path,
+    headers: list[str] | None,
+    options: dict[str, Any],
+    layout: LayoutKind,
+    limits: dict[str, int] | None,
+) -> dict[str, Any]:
+    """The request ``send`` would send to ``target``, written to ``out``."""
+    from mmctl.client.client import Client
+    from mmctl.errors import UsageError
+    from mmctl.request.view import summary
 
+    if layout is not LayoutKind.VLLM or limits:
+        raise UsageError(
+            "--layout and --mm-item-limits describe an offline build; not with --target"
+        )
+    with Client(
+        target, headers=headers, tls=tls, model_dir=model_dir, bundle=bundle, family=family
+    ) as client:
+        built = client.build(media, **options)
+    run = built.run
+    return {
+        "out": str(out),
+        "bytes": built.write(out),
+        "target": target,
+        "decisions": {k: d.as_dict() for k, d in run.decisions.items()},
+        "checks": [c.as_dict() for c in run.checks],
+        "items": run.items,
+        "warnings": run.warnings,
+        "request": summary(built.request),
+    }
+
+
+def _render_for_worker(console: Console, doc: dict[str, Any]) -> None:
+    req = doc["request"]
+    console.print(
+        f"[bold]wrote[/] {doc['out']}  ({doc['bytes']:,} bytes)  request_id {req['request_id']}  "
+        f"for {doc['target']}"
+    )
+    for name, decision in doc["decisions"].items():
+        console.print(
+            f"[bold]{name}[/] {decision['value']}  ({decision['reason']})", highlight=False
+        )
+    console.print(f"[bold]prompt[/] {req['num_input_ids']} tokens")
+    _render_batches(console, req)
+
+
+def _render(console: Console, doc: dict[str, Any]) -> None:
     req = doc["request"]
     console.print(
         f"[bold]wrote[/] {doc['out']}  ({doc['bytes']:,} bytes)  request_id {req['request_id']}"
+    )
+    decided = doc["decisions"]["pixel_dtype"]
+    console.print(
+        f"[bold]pixel dtype[/] {decided['value']}  ({decided['reason']})", highlight=False
     )
     console.print(
         f"[bold]prompt[/] {req['num_input_ids']} tokens, {doc['prompt_format']}; layout {doc['layout']}, "
         f"mrope walk {'pass' if doc['check']['ok'] else 'FAIL: ' + doc['check']['reason']}"
     )
+    _render_batches(console, req)
+
+
+def _render_batches(console: Console, req: dict[str, Any]) -> None:
+    from rich.table import Table
+
     for n, batch in enumerate(req["batches"]):
         where = "mm_inputs" if n == 0 else f"extra_mm_inputs[{n - 1}]"
         spans = ", ".join(

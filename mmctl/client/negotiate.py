@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from mmctl.choices import PixelFormat
 from mmctl.client.worker import WorkerFacts
 from mmctl.errors import CheckFailed, UsageError
+from mmctl.models.base import ModelSpec
 from mmctl.request.tensors import LEGACY_DTYPES
 
 
@@ -29,8 +30,14 @@ class Decision:
 
 
 def pixel_dtype(
-    facts: WorkerFacts | None, requested: str | None, skip_checks: bool = False
+    facts: WorkerFacts | None,
+    requested: str | None,
+    skip_checks: bool = False,
+    spec: ModelSpec | None = None,
 ) -> Decision:
+    """The pixel type to send. ``facts``: the worker's, when one was asked;
+    without them, ``spec``'s default worker's (``build`` offline), else
+    float32, which every worker accepts."""
     info = facts.server if facts else None
     normalizes = bool(info and info.mm_device_do_normalize)
     modern = bool(facts and facts.knows_capabilities)
@@ -60,6 +67,12 @@ def pixel_dtype(
                     hint="drop --pixel-dtype, or --skip-checks",
                 )
         return Decision(fmt.value, "--pixel-dtype")
+    if facts is None and spec is not None:
+        return Decision(
+            spec.worker_pixels.value,
+            f"no worker asked: a default vLLM worker normalizes {spec.name} pixels on the "
+            "device, so raw uint8 (--target asks a worker; --pixel-dtype chooses)",
+        )
     if facts is None:
         return Decision(
             "float32", "no worker facts (replay or offline); float32 is accepted everywhere"

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from mmctl.choices import PixelFormat
 from mmctl.errors import InputError, UsageError
 
 if TYPE_CHECKING:
@@ -186,6 +187,12 @@ class ModelSpec(Protocol):
     def per_frame_markers(self) -> bool:
         """Video is laid out as one <|vision_start|>…<|vision_end|> block per
         temporal patch (Qwen3-VL) rather than one flat run of pads."""
+        ...
+
+    @property
+    def worker_pixels(self) -> PixelFormat:
+        """What a default vLLM worker (0.33) expects for this family when no
+        worker is asked: it normalizes on the device, so raw uint8."""
         ...
 
     @property

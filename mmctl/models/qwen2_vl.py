@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from mmctl.choices import PixelFormat
 from mmctl.errors import InputError
 from mmctl.media.probe import MediaKind
 from mmctl.models.base import PixelBudget, TokenIds, VisionParams
@@ -76,6 +77,8 @@ class Qwen2VL:
     token_ids: TokenIds = TOKEN_IDS
     timestamps_in_prompt: bool = False
     per_frame_markers: bool = False
+    #: vLLM 0.33 normalizes this family's pixels on the device by default.
+    worker_pixels: PixelFormat = PixelFormat.UINT8
     default_system: str | None = "You are a helpful assistant."
 
     def matches(self, config: Mapping[str, Any]) -> bool:

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from mmctl.choices import PixelFormat
 from mmctl.media.probe import MediaKind
 from mmctl.models.base import PixelBudget, TokenIds, VisionParams
 from mmctl.models.fields import WireField, qwen_fields
@@ -54,6 +55,8 @@ class Qwen3VL:
     #: The prompt states each temporal patch's time ("<1.5 seconds>").
     timestamps_in_prompt: bool = True
     per_frame_markers: bool = True
+    #: vLLM 0.33 normalizes this family's pixels on the device by default.
+    worker_pixels: PixelFormat = PixelFormat.UINT8
     default_system: str | None = None
 
     def matches(self, config: Mapping[str, Any]) -> bool:

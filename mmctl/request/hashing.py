@@ -1,8 +1,12 @@
 """One content hash per media item: the worker's encoder-cache key (``mm_hashes``).
 
-It covers the media file's bytes *and* every parameter that shapes the pixels
-(family, sampled frames, resized size, grid, normalization), so re-sampling
-the same clip at another fps or budget never hits a stale cache entry.
+It covers the media file's bytes *and* every parameter that shapes the
+encoder's input (family, sampled frames, resized size, grid, normalization
+constants, and the pixel type: raw uint8 that the worker normalizes, or
+normalized floats of one dtype), so re-sampling the same clip at another fps
+or budget, or sending it as another pixel type, never hits a cache entry
+computed from other input. vLLM keys its encoder cache on this hash: one
+float32 request must not poison the entry a later uint8 request reads.
 sha256 because it is the fastest hashlib digest on CPUs with SHA extensions
 (~1.5 GB/s here, twice blake2b); the file is read in 1 MiB chunks, never
 whole.
@@ -17,7 +21,7 @@ from typing import Any
 
 from mmctl.preprocessing.pipeline import Preprocessed
 
-VERSION = b"mmctl-mm-hash-v1\0"
+VERSION = b"mmctl-mm-hash-v2\0"
 CHUNK = 1 << 20
 
 
@@ -34,6 +38,7 @@ def pixel_facts(pre: Preprocessed) -> dict[str, Any]:
         "mean": list(p.image_mean),
         "std": list(p.image_std),
         "rescale": p.rescale_factor,
+        "pixels": pre.pixel_format.value,  # uint8 raw, or the normalized floats' dtype
     }
 
 

@@ -8,7 +8,6 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 import mmctl
-from mmctl.transport.shm import shm_dir
 
 PROMPT = "Which colours appear, in order?"
 SETUP = ("probe_s", "model_files_s", "tokenizer_s")
@@ -119,9 +118,7 @@ def test_offline_preprocess_and_inspect_tokens(red_blue):
     assert report.as_dict()["items"][0]["grid_thw"] == [4, 6, 8]
 
 
-def test_no_files_left_behind_by_threads(make_stub, red_blue):
-    before = {p.name for p in shm_dir().iterdir()}
+def test_no_files_left_behind_by_threads(make_stub, red_blue, no_leaks):
     stub = make_stub()
     with mmctl.Client(stub.running.address) as client, ThreadPoolExecutor(4) as pool:
         list(pool.map(lambda _: client.send(red_blue, transport="shm"), range(8)))
-    assert {p.name for p in shm_dir().iterdir()} <= before

@@ -55,11 +55,13 @@ def test_human_output_streams_answer_then_timings(cli, stub, red_blue):
 
 def test_replay_a_built_request(send_json, cli, stub, red_blue, tmp_path, no_leaks):
     req = tmp_path / "req.pb"
-    assert cli("build", red_blue, "-p", PROMPT, "-o", req).code == 0
+    built = cli("build", red_blue, "-p", PROMPT, "-o", req, "-t", stub.running.address, "--json")
+    assert built.code == 0, built.err
+    assert built.json()["decisions"]["pixel_dtype"]["value"] == "bfloat16"  # the stub's dtype
     r = send_json(stub, "--request", req, "--shm")
     assert r.code == 0, r.err
     doc = r.json()
-    assert doc["answer"] == "red, blue" and doc["bytes"]["shm"] == 192 * 1536 * 4
+    assert doc["answer"] == "red, blue" and doc["bytes"]["shm"] == 192 * 1536 * 2
 
 
 def test_device_normalizing_worker_gets_uint8(send_json, cli, make_stub, red_blue):
@@ -231,6 +233,9 @@ def test_sigterm_while_the_stub_starts_exits_130_or_0(after_s):
     time.sleep(after_s)
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=30)
+    if proc.returncode == -signal.SIGTERM:  # before the interpreter ran any of mmctl
+        assert err == "" and out == ""
+        return
     ready = '"event":"ready"' in out
     assert proc.returncode == (0 if ready else 130), err
     assert "Traceback" not in err
@@ -387,7 +392,7 @@ def test_replay_in_auto_falls_back_when_shm_is_full(
     import errno
 
     req = tmp_path / "req.pb"
-    assert cli("build", red_blue, "-p", PROMPT, "-o", req).code == 0
+    assert cli("build", red_blue, "-p", PROMPT, "-o", req, "-t", stub.running.address).code == 0
 
     def full(fd, offset, length):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -514,6 +519,41 @@ def test_sigint_at_ten_points_of_a_send_always_exits_130_or_0(stub, red_blue, tm
             assert err.decode().startswith("Error: interrupted by SIGINT"), err.decode()
         assert not [p for p in os.listdir(shm_dir()) if p.startswith(f"mmctl-{proc.pid}-")]
     assert codes.count(130) >= 3, codes  # the early points land before the answer
+
+
+HANGING_CLEANUP = """
+import sys, time
+from mmctl.transport import shm
+shm.ShmArena.close = lambda self: time.sleep(3600)  # a clean-up that never ends
+from mmctl.cli.app import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_stop_whose_clean_up_hangs_still_exits_130_and_removes_shm_files(red_blue, tmp_path):
+    """The watchdog (mmctl.signals): a stopped command exits within the grace
+    period however its clean-up is stuck, and takes its shm files with it."""
+    stub, address = _start_stub("--delay-ms", "3000")
+    try:
+        env = {**os.environ, "MMCTL_CACHE_DIR": str(tmp_path), "MMCTL_STOP_GRACE_S": "2"}
+        argv = [sys.executable, "-c", HANGING_CLEANUP, "send", str(red_blue), "-t", address,
+                "--shm", "--no-stream"]  # fmt: skip
+        client = subprocess.Popen(
+            argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        deadline = time.time() + 30
+        while _active_requests(address) == 0 and time.time() < deadline:
+            time.sleep(0.1)
+        client.send_signal(signal.SIGINT)
+        stopped = time.monotonic()
+        _, err = client.communicate(timeout=30)
+        assert client.returncode == 130, err
+        assert time.monotonic() - stopped < 10
+        assert "clean-up did not finish within 2 s" in err
+        assert _mine(client.pid) == []
+    finally:
+        stub.kill()
+        stub.wait()
 
 
 def test_an_aborted_generation_exits_9_with_the_partial_answer(cli, make_stub, red_blue):

@@ -193,9 +193,9 @@ def test_allowed_special_tokens_and_the_placeholder_count(cli, red_blue):
 
 
 @pytest.fixture
-def request_file(cli, red_blue, tmp_path):
+def request_file(cli, stub, red_blue, tmp_path):
     path = tmp_path / "req.pb"
-    assert cli("build", red_blue, "-p", PROMPT, "-o", path).code == 0
+    assert cli("build", red_blue, "-p", PROMPT, "-o", path, "-t", stub.running.address).code == 0
     return path
 
 

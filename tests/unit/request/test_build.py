@@ -78,6 +78,19 @@ def test_hash_is_stable_and_covers_sampling(red_blue, builtin_model):
     assert item_hash(a.pre, red_blue.read_bytes() + b"x") != a.content_hash
 
 
+def test_hash_covers_the_pixel_type(red_blue, builtin_model):
+    """vLLM's encoder cache keys on mm_hashes: the uint8 and the float32
+    request of one clip feed the encoder different input, so they must not
+    share an entry (issue: exactness, item 4)."""
+    hashes = {
+        fmt: compose([red_blue], "", builtin_model, pixel_format=fmt)
+        .plan.to_proto()
+        .mm_inputs.mm_hashes[0]
+        for fmt in PixelFormat
+    }
+    assert len(set(hashes.values())) == len(PixelFormat), hashes
+
+
 def test_content_hash_of_bytes_and_file_agree(tmp_path):
     path = tmp_path / "x.bin"
     path.write_bytes(b"abc" * 1000)
