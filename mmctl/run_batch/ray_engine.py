@@ -142,9 +142,11 @@ def run(
 
 
 def _start(ray: Any, address: str | None, workers: int) -> None:
-    """``ray.init``, tried twice: on a loaded machine a local instance's GCS
-    can miss Ray's own start-up deadline once (seen in CI: "Timed out waiting
-    for file …/gcs_server_port_…")."""
+    """``ray.init``; a local instance is tried twice: on a loaded machine its
+    GCS or raylet can miss one of Ray's own start-up deadlines (seen in CI:
+    "Timed out waiting for file …/gcs_server_port_…" (RuntimeError), "The
+    current node timed out during startup" (a bare Exception, after Ray's
+    hard-coded 30 s))."""
     for attempt in (1, 2):
         try:
             ray.init(
@@ -155,7 +157,7 @@ def _start(ray: Any, address: str | None, workers: int) -> None:
                 logging_level=logging.ERROR,
             )
             return
-        except RuntimeError:
+        except Exception:
             ray.shutdown()
             if attempt == 2 or address is not None:
                 raise

@@ -265,6 +265,14 @@ def _active_requests(address: str) -> int:
         return info.active_requests
 
 
+def _wait_until_generating(address: str, seconds: float = 30) -> None:
+    """Until the worker has a Generate in flight (start-up, preprocessing done)."""
+    deadline = time.time() + seconds
+    while _active_requests(address) == 0 and time.time() < deadline:
+        time.sleep(0.1)
+    assert _active_requests(address) > 0, "no Generate reached the worker"
+
+
 def test_a_frozen_worker_is_detected_by_keepalive_exits_5_without_leaks(red_blue, tmp_path):
     """SIGSTOP the worker mid-generation: keepalive pings (1 s here, as
     MMCTL_KEEPALIVE_S allows) fail the call instead of waiting forever."""
@@ -272,9 +280,7 @@ def test_a_frozen_worker_is_detected_by_keepalive_exits_5_without_leaks(red_blue
     try:
         env = {**os.environ, "MMCTL_CACHE_DIR": str(tmp_path), "MMCTL_KEEPALIVE_S": "1"}
         client = _mmctl("send", red_blue, "--target", address, "--shm", env=env)
-        deadline = time.time() + 30
-        while _active_requests(address) == 0 and time.time() < deadline:
-            time.sleep(0.1)
+        _wait_until_generating(address)
         stub.send_signal(signal.SIGSTOP)
         frozen = time.monotonic()
         _, err = client.communicate(timeout=60)
@@ -541,9 +547,7 @@ def test_a_stop_whose_clean_up_hangs_still_exits_130_and_removes_shm_files(red_b
         client = subprocess.Popen(
             argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
-        deadline = time.time() + 30
-        while _active_requests(address) == 0 and time.time() < deadline:
-            time.sleep(0.1)
+        _wait_until_generating(address)
         client.send_signal(signal.SIGINT)
         stopped = time.monotonic()
         _, err = client.communicate(timeout=30)
