@@ -45,6 +45,21 @@ def make_clip(path: Path) -> Path:
     return path
 
 
+def floor_frames(clip: Path) -> list:
+    """The decode floor: PyAV decoding every frame, converting only the sampled ones."""
+    import av
+
+    from mmctl.models import qwen3_vl
+
+    with av.open(str(clip)) as c:
+        s = c.streams.video[0]
+        s.thread_type = "AUTO"
+        wanted = set(
+            qwen3_vl.SPEC.sample_indices(s.frames, float(s.average_rate), qwen3_vl.PARAMS).tolist()
+        )
+        return [f.to_ndarray(format="rgb24") for i, f in enumerate(c.decode(s)) if i in wanted]
+
+
 def run_one(name: str, clip: Path) -> dict:
     start = time.perf_counter()
     if name == "mmctl":
@@ -54,20 +69,7 @@ def run_one(name: str, clip: Path) -> dict:
         pre = preprocess(clip, qwen3_vl.SPEC, qwen3_vl.PARAMS)
         shape = list(pre.pixel_values.shape)
     elif name == "floor":
-        import av
-
-        from mmctl.models import qwen3_vl
-
-        with av.open(str(clip)) as c:
-            s = c.streams.video[0]
-            s.thread_type = "AUTO"
-            wanted = set(
-                qwen3_vl.SPEC.sample_indices(
-                    s.frames, float(s.average_rate), qwen3_vl.PARAMS
-                ).tolist()
-            )
-            kept = [f.to_ndarray(format="rgb24") for i, f in enumerate(c.decode(s)) if i in wanted]
-        shape = [len(kept)]
+        shape = [len(floor_frames(clip))]
     else:
         from transformers import Qwen3VLVideoProcessor
         from transformers.video_utils import load_video

@@ -77,22 +77,9 @@ def mmctl_contender() -> Callable[[Path], object]:
 
 
 def floor_contender() -> Callable[[Path], object]:
-    import av
+    from preprocess import floor_frames  # bench/preprocess.py: one floor for both scripts
 
-    from mmctl.models import qwen3_vl
-
-    def run(path: Path) -> object:
-        with av.open(str(path)) as c:
-            s = c.streams.video[0]
-            s.thread_type = "AUTO"
-            wanted = set(
-                qwen3_vl.SPEC.sample_indices(
-                    s.frames, float(s.average_rate), qwen3_vl.PARAMS
-                ).tolist()
-            )
-            return [f.to_ndarray(format="rgb24") for i, f in enumerate(c.decode(s)) if i in wanted]
-
-    return run
+    return floor_frames
 
 
 def native_contender() -> Callable[[Path], object] | None:
