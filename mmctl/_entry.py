@@ -1,10 +1,13 @@
 """The console script: exit 130 with one line for Ctrl-C even while the CLI is still importing.
 
 ``mmctl.cli.app`` sets the signal handlers, but importing it (typer, click)
-takes a tenth of a second; a Ctrl-C in that window would otherwise print a
-``KeyboardInterrupt`` traceback, and a SIGTERM would kill the process
-without a word. This module imports nothing heavy itself. (A signal that
-lands before the interpreter runs any of it takes the default action.)
+takes a tenth of a second. A handler that raised there could raise inside
+the import machinery's own callbacks, where Python prints the exception as
+"ignored" (a traceback) and the import — and the command — carries on. So
+until the CLI's handlers take over, a stop signal is only *noted*, and acted
+on (one line, exit 130) as soon as the import is done: :func:`stopped`.
+This module imports nothing heavy itself. (A signal that lands before the
+interpreter runs any of it takes the default action.)
 """
 
 from __future__ import annotations
@@ -12,24 +15,27 @@ from __future__ import annotations
 import signal
 import sys
 
-
-class _Stopped(BaseException):
-    def __init__(self, name: str) -> None:
-        self.name = name
+#: Stop signals received before the CLI installed its own handlers.
+_noted: list[str] = []
 
 
-def _stop(signum: int, _frame: object) -> None:
-    raise _Stopped(signal.Signals(signum).name)
+def _note(signum: int, _frame: object) -> None:
+    _noted.append(signal.Signals(signum).name)
+
+
+def stopped() -> str | None:
+    """The first stop signal noted while the CLI was importing, if any."""
+    return _noted[0] if _noted else None
 
 
 def run() -> None:
-    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _note)
+    signal.signal(signal.SIGTERM, _note)
     try:
         from mmctl.cli.app import main
-    except KeyboardInterrupt:
-        sys.stderr.write("Error: interrupted by SIGINT\n")
-        sys.exit(130)
-    except _Stopped as stop:
-        sys.stderr.write(f"Error: interrupted by {stop.name}\n")
+    except KeyboardInterrupt:  # a SIGINT before the line above ran
+        _noted.append("SIGINT")
+    if stopped() is not None:
+        sys.stderr.write(f"Error: interrupted by {stopped()}\n")
         sys.exit(130)
     sys.exit(main())

@@ -129,6 +129,11 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _raise_interrupted)
     stops.watch_stops()
     try:
+        from mmctl._entry import stopped
+
+        if (early := stopped()) is not None:  # noted between the import and the lines above
+            stops.arm(early)
+            raise Interrupted(early)
         # standalone_mode=False: typer raises usage errors instead of printing
         # its own multi-line box, so they render like every other error.
         code = app(args=args, prog_name="mmctl", standalone_mode=False)
