@@ -51,12 +51,15 @@ def stop_signals(
 
 
 _armed = threading.Event()
+_watching = threading.Event()
 
 
 def watch_stops() -> None:
-    """Arm the exit watchdog at the first SIGINT/SIGTERM (main thread only)."""
-    if threading.current_thread() is not threading.main_thread():
+    """Arm the exit watchdog at the first SIGINT/SIGTERM (main thread only;
+    once per process: in-process callers such as tests call ``main`` often)."""
+    if threading.current_thread() is not threading.main_thread() or _watching.is_set():
         return
+    _watching.set()
     read, write = os.pipe()
     os.set_blocking(write, False)
     try:

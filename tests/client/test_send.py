@@ -538,7 +538,7 @@ sys.exit(main(sys.argv[1:]))
 
 def test_a_stop_whose_clean_up_hangs_still_exits_130_and_removes_shm_files(red_blue, tmp_path):
     """The watchdog (mmctl.signals): a stopped command exits within the grace
-    period however its clean-up is stuck, and takes its shm files with it."""
+    period however its clean-up is stuck (and leaves no shm file of its own)."""
     stub, address = _start_stub("--delay-ms", "3000")
     try:
         env = {**os.environ, "MMCTL_CACHE_DIR": str(tmp_path), "MMCTL_STOP_GRACE_S": "2"}
