@@ -32,6 +32,7 @@ import os
 import re
 import secrets
 import stat
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -158,12 +159,19 @@ class Segment:
 
 
 class ShmArena:
-    """The shm files of one request; everything not consumed is removed on close."""
+    """The shm files of one request; everything not consumed is removed on close.
+
+    Thread-safe, and closing is final: a request cancelled while a helper
+    thread still builds it closes its arena at once, and a file that thread
+    creates afterwards is refused instead of leaking.
+    """
 
     def __init__(self, folder: Path | None = None) -> None:
         self.folder = folder or shm_dir()
         self.segments: list[Segment] = []
         self._seq = 0
+        self._lock = threading.Lock()
+        self._closed = False
 
     def __enter__(self) -> ShmArena:
         return self
@@ -175,9 +183,12 @@ class ShmArena:
         """A new file of ``nbytes`` (preallocated); ``mapped``: with a writable mapping."""
         if not self.folder.is_dir():
             raise ShmUnavailable(f"{self.folder} does not exist; shared memory is unavailable here")
-        name, path, fd = self._create_owned()
-        segment = Segment(name, path, nbytes, fd, None)
-        self.segments.append(segment)  # tracked before anything else can fail
+        with self._lock:
+            if self._closed:
+                raise ShmUnavailable("the request's shared-memory files were already released")
+            name, path, fd = self._create_owned()
+            segment = Segment(name, path, nbytes, fd, None)
+            self.segments.append(segment)  # tracked before anything else can fail
         try:
             if nbytes:
                 os.posix_fallocate(fd, 0, nbytes)
@@ -239,7 +250,9 @@ class ShmArena:
 
     def discard(self, segment: Segment) -> None:
         """Remove a segment that will not be sent (it was never the worker's)."""
-        self.segments.remove(segment)
+        with self._lock:
+            if segment in self.segments:
+                self.segments.remove(segment)
         self._remove(segment)
 
     def pending(self) -> list[Segment]:
@@ -248,12 +261,10 @@ class ShmArena:
 
     def close(self) -> list[str]:
         """Remove every file the worker did not consume; returns their names."""
-        removed = []
-        for segment in self.segments:
-            if self._remove(segment):
-                removed.append(segment.name)
-        self.segments.clear()
-        return removed
+        with self._lock:
+            self._closed = True
+            segments, self.segments = self.segments, []
+        return [s.name for s in segments if self._remove(s)]
 
     @staticmethod
     def _remove(segment: Segment) -> bool:

@@ -113,3 +113,16 @@ def test_files_that_are_not_ours_to_judge_are_kept(tmp_path):
     (tmp_path / "other-tool-file").write_bytes(b"x")  # not an mmctl name
     assert sweep_dead(tmp_path) == []
     assert (tmp_path / "mmctl-77-1-abcdef01").exists() and (tmp_path / "other-tool-file").exists()
+
+
+def test_a_closed_arena_creates_nothing(tmp_path):
+    """A request cancelled while a helper thread builds it closes its arena;
+    a file the thread asks for afterwards is refused, not leaked."""
+    from mmctl.transport.shm import ShmUnavailable
+
+    arena = ShmArena(tmp_path)
+    arena.put(np.ones(8, np.uint8))
+    assert len(arena.close()) == 1
+    with pytest.raises(ShmUnavailable, match="already released"):
+        arena.put(np.ones(8, np.uint8))
+    assert list(tmp_path.iterdir()) == []
