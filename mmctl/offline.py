@@ -19,7 +19,7 @@ else the built-in Qwen3-VL set; vision values (``fps``, ``num_frames``,
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +74,7 @@ def preprocess(
     chosen = model_for(
         model=model, family=family, model_dir=model_dir, bundle=bundle, vision=overrides
     )
-    return run(
+    pre = run(
         path,
         chosen.spec,
         chosen.params,
@@ -83,6 +83,7 @@ def preprocess(
         on_frame=on_frame,
         strict=strict,
     )
+    return replace(pre, settings={"model": chosen.source.label, **chosen.vision_settings()})
 
 
 @dataclass

@@ -113,5 +113,6 @@ def synthetic_item(
         patch_times=patch_times,
         num_tokens=params.tokens_for_grid((t, gh, gw)),
         timings=Timings(0.0, 0.0, 0.0),
+        video_tensors=spec.video_tensors(indices, frames, FPS, params),
     )
     return MediaItem(label, pre, item_hash(pre, label.encode()))

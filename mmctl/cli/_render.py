@@ -153,3 +153,26 @@ def render_comparison(console: Console, comparison: Comparison, what: str) -> No
         for name in median
     )
     console.print(f"every run's total: {totals}", highlight=False)
+
+
+def vision_rows(table: Table, settings: dict[str, dict[str, object]]) -> None:
+    """The resolved vision settings, then where they came from, grouped by origin."""
+    if not settings:
+        return
+
+    def v(key: str) -> object:
+        return settings[key]["value"]
+
+    table.add_row(
+        "vision",
+        f"video {v('video_min_pixels')}..{v('video_max_pixels')} px, "
+        f"image {v('image_min_pixels')}..{v('image_max_pixels')} px, "
+        f"fps {v('fps')}, frames {v('min_frames')}..{v('max_frames')}, "
+        f"patch {v('patch_size')} x {v('temporal_patch_size')}, merge {v('merge_size')}",
+    )
+    groups: dict[str, list[str]] = {}
+    for key, entry in settings.items():
+        if entry["value"] is not None:
+            groups.setdefault(str(entry["from"]), []).append(key)
+    for n, (origin, keys) in enumerate(groups.items()):
+        table.add_row("from" if n == 0 else "", f"{origin}: {', '.join(keys)}")

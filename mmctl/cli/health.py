@@ -97,7 +97,7 @@ info.__doc__ = INFO_HELP
 
 
 def _render_info(console: Console, doc: dict[str, Any]) -> None:
-    from mmctl.cli._render import kv_table
+    from mmctl.cli._render import kv_table, vision_rows
 
     m, s, caps = doc["model"], doc["server"], doc["capabilities"]
     table = kv_table()
@@ -146,4 +146,10 @@ def _render_info(console: Console, doc: dict[str, Any]) -> None:
         )
     else:
         table.add_row("reflection", f"not offered ({caps['error']})")
+    vision = doc.get("vision") or {}
+    if "error" in vision:
+        table.add_row("vision", f"unknown: {vision['error']}")
+    elif vision:
+        table.add_row("model files", f"{vision['model']} ({vision['family']})")
+        vision_rows(table, vision["settings"])
     console.print(table)

@@ -116,7 +116,7 @@ preprocess.__doc__ = HELP
 
 
 def _render(console: Console, doc: dict[str, Any]) -> None:
-    from mmctl.cli._render import kv_table
+    from mmctl.cli._render import kv_table, vision_rows
 
     src = doc["source"]
     table = kv_table()
@@ -147,6 +147,12 @@ def _render(console: Console, doc: dict[str, Any]) -> None:
             f"{src['path']}  {src['format']} {src['mode']}  {src['width']}x{src['height']}",
         )
     table.add_row("family", doc["family"])
+    if doc["settings"]:
+        table.add_row("model", str(doc["settings"]["model"]))
+        vision_rows(table, {k: v for k, v in doc["settings"].items() if k != "model"})
+    if doc.get("video_tensors"):
+        for key, values in doc["video_tensors"].items():
+            table.add_row(key, ", ".join(f"{x:.6g}" for x in values))
     table.add_row("resized", f"{doc['resized']['width']}x{doc['resized']['height']}")
     table.add_row("grid_thw", str(doc["grid_thw"]))
     table.add_row("patches", f"{doc['num_patches']} x {doc['patch_dim']}")

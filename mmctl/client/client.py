@@ -195,8 +195,35 @@ class Client:
         return health(self._open_channel(), self.target, timeout)
 
     def info(self) -> dict[str, Any]:
-        """Model, server info, /dev/shm sharing and proto capabilities (``mmctl info``)."""
-        return self.facts().as_dict(self.target)
+        """Model, server info, /dev/shm sharing, proto capabilities and the
+        model's resolved vision settings with their origins (``mmctl info``)."""
+        doc = self.facts().as_dict(self.target)
+        doc["vision"] = self.vision()
+        return doc
+
+    def vision(self) -> dict[str, Any]:
+        """The vision settings the worker's model files resolve to (as
+        transformers resolves them), each with the file it came from; or
+        ``{"error": …}`` when the files cannot be had. Loads no tokenizer."""
+        from mmctl.client.bundle import fetch_bundle
+        from mmctl.errors import MmctlError
+        from mmctl.models.model import load_model
+
+        try:
+            source = self.local_source()
+            if source is None:
+                facts = self.facts()
+                source, _ = fetch_bundle(
+                    self._open_channel(), self.target, facts.model, refresh=self._refresh
+                )
+            model = load_model(source=source, family=self._family, overrides=self._vision)
+        except MmctlError as err:
+            return {"error": err.message}
+        return {
+            "model": source.label,
+            "family": model.spec.name,
+            "settings": model.vision_settings(),
+        }
 
     # ---- requests ----
 

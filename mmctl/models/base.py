@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from mmctl.choices import PixelFormat
-from mmctl.errors import InputError, UsageError
+from mmctl.errors import UsageError
 
 if TYPE_CHECKING:
     from mmctl.media.probe import MediaKind
     from mmctl.models.fields import WireField
+    from mmctl.models.processor_config import ProcessorClass
 
 
 @dataclass(frozen=True)
@@ -196,6 +197,16 @@ class ModelSpec(Protocol):
         ...
 
     @property
+    def image_processor(self) -> ProcessorClass:
+        """The HF image processor class a worker builds for this family."""
+        ...
+
+    @property
+    def video_processor(self) -> ProcessorClass:
+        """The HF video processor class a worker builds for this family."""
+        ...
+
+    @property
     def default_system(self) -> str | None:
         """The system turn the family's chat template adds when none is given."""
         ...
@@ -240,43 +251,6 @@ class ModelFiles:
     config: Mapping[str, Any] = field(default_factory=dict)
     preprocessor_config: Mapping[str, Any] = field(default_factory=dict)
     video_preprocessor_config: Mapping[str, Any] = field(default_factory=dict)
-
-
-def params_from_configs(defaults: VisionParams, files: ModelFiles) -> VisionParams:
-    """Apply HF processor configs over ``defaults``.
-
-    ``video_preprocessor_config.json`` wins over ``preprocessor_config.json``
-    for video keys; image budgets come from ``preprocessor_config.json``
-    only. Older worker bundles lack the video file, which is why the family
-    defaults mirror the published checkpoints.
-    """
-    image_cfg = dict(files.preprocessor_config)
-    video_cfg = {**image_cfg, **files.video_preprocessor_config}
-    changes: dict[str, Any] = {}
-    for key in ("patch_size", "temporal_patch_size", "merge_size", "min_frames", "max_frames"):
-        if isinstance(video_cfg.get(key), int):
-            changes[key] = video_cfg[key]
-    if isinstance(video_cfg.get("fps"), int | float):
-        changes["fps"] = float(video_cfg["fps"])
-    for key in ("image_mean", "image_std"):
-        value = video_cfg.get(key)
-        if isinstance(value, list | tuple) and len(value) == 3:
-            changes[key] = tuple(float(v) for v in value)
-    if isinstance(video_cfg.get("rescale_factor"), int | float):
-        changes["rescale_factor"] = float(video_cfg["rescale_factor"])
-    if files.video_preprocessor_config:
-        vmin, vmax = _budget(files.video_preprocessor_config)
-        changes["min_pixels"], changes["max_pixels"] = vmin, vmax
-    changes["image_min_pixels"], changes["image_max_pixels"] = _budget(image_cfg)
-    try:
-        return defaults.with_overrides(**changes)
-    except UsageError as err:
-        raise InputError(f"model preprocessor config: {err.message}") from None
-
-
-def _budget(cfg: Mapping[str, Any]) -> tuple[int | None, int | None]:
-    found = cfg.get("size")
-    size: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
-    lo = size.get("shortest_edge", cfg.get("min_pixels"))
-    hi = size.get("longest_edge", cfg.get("max_pixels"))
-    return (int(lo) if isinstance(lo, int) else None, int(hi) if isinstance(hi, int) else None)
+    #: transformers v5's combined file; its nested "image_processor" /
+    #: "video_processor" win over the two files above.
+    processor_config: Mapping[str, Any] = field(default_factory=dict)

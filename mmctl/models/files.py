@@ -13,6 +13,7 @@ from mmctl.models.source import ModelSource, from_dir
 CONFIG = "config.json"
 PREPROCESSOR = "preprocessor_config.json"
 VIDEO_PREPROCESSOR = "video_preprocessor_config.json"
+PROCESSOR = "processor_config.json"
 
 
 def read_json(path: Path | None) -> dict[str, Any]:
@@ -36,6 +37,7 @@ def load_model_files(source: ModelSource | Path) -> ModelFiles:
         config=read_json(source.find(CONFIG)),
         preprocessor_config=read_json(source.find(PREPROCESSOR)),
         video_preprocessor_config=read_json(source.find(VIDEO_PREPROCESSOR)),
+        processor_config=read_json(source.find(PROCESSOR)),
     )
     if not (files.config or files.preprocessor_config or files.video_preprocessor_config):
         raise InputError(

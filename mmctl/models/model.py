@@ -14,9 +14,9 @@ from mmctl.models.base import (
     TokenIds,
     VisionOverrides,
     VisionParams,
-    params_from_configs,
 )
 from mmctl.models.files import load_model_files
+from mmctl.models.processor_config import resolve_params, settings
 from mmctl.models.registry import resolve as resolve_family
 from mmctl.models.source import ModelSource
 from mmctl.models.source import resolve as resolve_source
@@ -35,6 +35,8 @@ class Model:
     params: VisionParams
     token_ids: TokenIds
     token_ids_from: str
+    #: Where each vision setting came from (``processor_config.settings`` keys).
+    vision_from: dict[str, str] = field(default_factory=dict)
     _tokenizer: Any = field(default=None, repr=False)
 
     @cached_property
@@ -48,8 +50,18 @@ class Model:
         return replace(
             self,
             params=self.params.with_overrides(**overrides.changes()),
+            vision_from={**self.vision_from, **overridden(overrides)},
             _tokenizer=self.tokenizer,
         )
+
+    def vision_settings(self) -> dict[str, dict[str, Any]]:
+        """Each resolved vision setting with where it came from (``info``, ``preprocess --json``)."""
+        from mmctl.models.processor_config import settings
+
+        return {
+            key: {"value": value, "from": self.vision_from.get(key, "")}
+            for key, value in settings(self.params).items()
+        }
 
     @property
     def merge_size(self) -> int:
@@ -109,9 +121,20 @@ def load_model(
         # --family forced over another family's files: their vision sizes
         # (P=16 vs 14, mean/std) would be wrong for it; keep the family's own.
         params = spec.params
+        vision_from = {
+            key: f"{spec.name} published default (--family over other files)"
+            for key in settings(params)
+        }
     else:
-        params = params_from_configs(spec.params, files)
+        params, vision_from = resolve_params(spec, files)
     if overrides:
         params = params.with_overrides(**overrides.changes())
+        vision_from.update(overridden(overrides))
     token_ids, origin = token_ids_from_config(dict(files.config), spec.token_ids)
-    return Model(source, files, spec, params, token_ids, origin)
+    return Model(source, files, spec, params, token_ids, origin, vision_from)
+
+
+def overridden(overrides: VisionOverrides) -> dict[str, str]:
+    """The settings a user's options set, as origins."""
+    names = {"min_pixels": "video_min_pixels", "max_pixels": "video_max_pixels"}
+    return {names.get(key, key): f"--{key.replace('_', '-')}" for key in overrides.given()}

@@ -20,11 +20,14 @@ from mmctl.errors import InputError
 from mmctl.media.probe import MediaKind
 from mmctl.models.base import PixelBudget, TokenIds, VisionParams
 from mmctl.models.fields import FieldLayout, WireField, qwen_fields
+from mmctl.models.processor_config import (
+    CLIP_MEAN,
+    CLIP_STD,
+    QWEN2VL_IMAGE,
+    QWEN2VL_VIDEO,
+    ProcessorClass,
+)
 from mmctl.preprocessing.resize import fit_budget
-
-#: OPENAI_CLIP_MEAN / OPENAI_CLIP_STD in transformers.image_utils.
-CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
-CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
 
 PARAMS = VisionParams(
     patch_size=14,
@@ -33,8 +36,9 @@ PARAMS = VisionParams(
     image_mean=CLIP_MEAN,
     image_std=CLIP_STD,
     rescale_factor=1 / 255,
-    # Qwen2VLVideoProcessor "size": per frame
-    video_budget=PixelBudget(min_pixels=128 * 28 * 28, max_pixels=28 * 28 * 768),
+    # Per frame. The checkpoints ship no video file, so transformers builds the
+    # video processor from preprocessor_config.json: its min/max_pixels.
+    video_budget=PixelBudget(min_pixels=3136, max_pixels=12845056),
     # Qwen2.5-VL checkpoints' preprocessor_config.json min/max_pixels
     image_budget=PixelBudget(min_pixels=3136, max_pixels=12845056),
     fps=2.0,
@@ -79,6 +83,8 @@ class Qwen2VL:
     per_frame_markers: bool = False
     #: vLLM 0.33 normalizes this family's pixels on the device by default.
     worker_pixels: PixelFormat = PixelFormat.UINT8
+    image_processor: ProcessorClass = QWEN2VL_IMAGE
+    video_processor: ProcessorClass = QWEN2VL_VIDEO
     default_system: str | None = "You are a helpful assistant."
 
     def matches(self, config: Mapping[str, Any]) -> bool:

@@ -16,6 +16,7 @@ from mmctl.choices import PixelFormat
 from mmctl.media.probe import MediaKind
 from mmctl.models.base import PixelBudget, TokenIds, VisionParams
 from mmctl.models.fields import WireField, qwen_fields
+from mmctl.models.processor_config import QWEN2VL_IMAGE, QWEN3VL_VIDEO, ProcessorClass
 from mmctl.preprocessing.resize import fit_budget, smart_resize_video
 
 PARAMS = VisionParams(
@@ -57,6 +58,8 @@ class Qwen3VL:
     per_frame_markers: bool = True
     #: vLLM 0.33 normalizes this family's pixels on the device by default.
     worker_pixels: PixelFormat = PixelFormat.UINT8
+    image_processor: ProcessorClass = QWEN2VL_IMAGE
+    video_processor: ProcessorClass = QWEN3VL_VIDEO
     default_system: str | None = None
 
     def matches(self, config: Mapping[str, Any]) -> bool:

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -68,6 +69,12 @@ class Preprocessed:
     num_tokens: int  # pad tokens in the prompt: t·h·w / M²
     timings: Timings
     frames: tuple[np.ndarray, ...] = field(default=(), repr=False)  # kept for previews
+    #: Per-video tensors the family adds (``ModelSpec.video_tensors``: Qwen2.5-VL's
+    #: ``second_per_grid_ts``), one row each.
+    video_tensors: Mapping[str, np.ndarray] = field(default_factory=dict)
+    #: The model's resolved vision settings and their origins (``Model.vision_settings``),
+    #: set by callers that loaded a model.
+    settings: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def grid_thw_array(self) -> np.ndarray:
@@ -296,6 +303,7 @@ def preprocess_video(
             decode_s=decoded - start, preprocess_s=assembler.busy_s, total_s=decoded - start
         ),
         frames=tuple(f for f in assembler.frames if f is not None) if keep_frames else (),
+        video_tensors=spec.video_tensors(indices, info.total_frames, info.source_fps, params),
     )
 
 

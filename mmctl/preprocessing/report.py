@@ -36,6 +36,7 @@ def summary(pre: Preprocessed) -> dict[str, Any]:
             "uint8": rows * width,
         },
         "params": _params(pre),
+        "settings": dict(pre.settings),
         "timings_s": {k: round(v, 6) for k, v in asdict(pre.timings).items()},
     }
     if pre.kind is MediaKind.VIDEO:
@@ -45,6 +46,7 @@ def summary(pre: Preprocessed) -> dict[str, Any]:
             "patch_times_s": [round(t, 6) for t in pre.patch_times],
             "sampled_fps": pre.sampled_fps,
         }
+        doc["video_tensors"] = {k: np.asarray(v).tolist() for k, v in pre.video_tensors.items()}
     return doc
 
 
@@ -65,16 +67,18 @@ def save_npz(pre: Preprocessed, path: Path) -> Path:
 
 
 def _savez(file: BinaryIO, pre: Preprocessed, summary_json: str) -> None:
-    np.savez(
-        file,
-        pixel_values=pre.pixel_values,
-        pixel_format=np.asarray(pre.pixel_format.value),
-        grid_thw=pre.grid_thw_array,
-        frame_indices=pre.frame_indices,
-        frame_times=np.asarray(pre.frame_times, dtype=np.float64),
-        patch_times=np.asarray(pre.patch_times, dtype=np.float64),
-        summary=np.asarray(summary_json),
-    )
+    arrays: dict[str, np.ndarray] = {
+        "pixel_values": pre.pixel_values,
+        "pixel_format": np.asarray(pre.pixel_format.value),
+        "grid_thw": pre.grid_thw_array,
+        "frame_indices": pre.frame_indices,
+        "frame_times": np.asarray(pre.frame_times, dtype=np.float64),
+        "patch_times": np.asarray(pre.patch_times, dtype=np.float64),
+        "summary": np.asarray(summary_json),
+        **pre.video_tensors,  # second_per_grid_ts for Qwen2.5-VL
+    }
+    # numpy types **kwds as bool (the allow_pickle keyword shares the signature).
+    np.savez(file, **arrays)  # type: ignore[arg-type]
 
 
 def contact_sheet(

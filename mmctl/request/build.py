@@ -26,7 +26,6 @@ import numpy as np
 from mmctl.choices import DEFAULT_MAX_TOKENS
 from mmctl.errors import UsageError
 from mmctl.media.probe import MediaKind
-from mmctl.media.video import VideoInfo
 from mmctl.models.fields import GRID, PIXELS, ROWS, FieldLayout, WireField
 from mmctl.preprocessing.pipeline import Preprocessed
 from mmctl.prompt.layout import Layout, pad_id
@@ -224,13 +223,9 @@ def _value(field: WireField, pre: Preprocessed, spec: ModelSpec) -> object:
         return pre.grid_thw
     if field.value == ROWS:
         return int(np.prod(pre.grid_thw))
-    source = pre.source
-    if not isinstance(source, VideoInfo):
-        raise ValueError(f"{field.key} is a per-video value; {pre.kind.value} items have none")
-    extra = spec.video_tensors(
-        pre.frame_indices, source.total_frames, source.source_fps, pre.params
-    )
-    return extra[field.value][0]
+    if field.value not in pre.video_tensors:
+        raise ValueError(f"{field.key} is a per-video value; this {pre.kind.value} item has none")
+    return pre.video_tensors[field.value][0]
 
 
 def inline_placer(key: str, array: np.ndarray, dtype_name: str) -> None:

@@ -71,7 +71,25 @@ def test_json_npz_and_preview(capsys, clip, tmp_path):
 def test_flags_override_sampling(capsys, clip):
     code, out, _ = _run(capsys, "preprocess", clip, "--json", "--num-frames", "4")
     assert code == 0
-    assert json.loads(out)["frames"]["indices"] == [0, 10, 21, 31]
+    doc = json.loads(out)
+    assert doc["frames"]["indices"] == [0, 10, 21, 31]
+    assert doc["settings"]["num_frames"] == {"value": 4, "from": "--num-frames"}
+    assert doc["settings"]["fps"]["from"] == "video_preprocessor_config.json"
+
+
+def test_qwen25_video_shows_and_saves_second_per_grid_ts(capsys, clip, tmp_path):
+    out_file = tmp_path / "q.npz"
+    code, out, _ = _run(
+        capsys, "preprocess", clip, "--family", "qwen2.5-vl", "--json", "-o", str(out_file)
+    )
+    assert code == 0
+    doc = json.loads(out)
+    frames = doc["frames"]
+    # Tp / sampled fps, as float32 on the wire
+    want = np.float32(2 / frames["sampled_fps"])
+    assert doc["video_tensors"]["second_per_grid_ts"] == [float(want)]
+    with np.load(out_file) as saved:
+        assert saved["second_per_grid_ts"].tolist() == [want]
 
 
 def _write(path: Path, data: bytes) -> Path:

@@ -151,6 +151,16 @@ def test_health_and_info(cli, stub, make_stub):
     info = cli("info", "--target", stub.running.address, "--json").json()
     assert info["shm"]["shared"] and info["capabilities"]["modality_field"]
     assert info["server"]["mm_item_limits"] == "image=8,video=2"
+    # The worker's bundle, resolved as transformers resolves it, each value with its file.
+    vision = info["vision"]
+    assert vision["family"] == "qwen3-vl" and "bundle" in vision["model"]
+    assert vision["settings"]["video_max_pixels"] == {
+        "value": 25165824,
+        "from": "video_preprocessor_config.json",
+    }
+    assert vision["settings"]["image_min_pixels"]["from"] == "preprocessor_config.json"
+    human = cli("info", "--target", stub.running.address)
+    assert "video_preprocessor_config.json: video_min_pixels" in " ".join(human.out.split())
     old = cli("info", "--target", make_stub(legacy_proto=True).running.address, "--json").json()
     assert old["capabilities"]["modality_field"] is False and not old["advertises_capabilities"]
     down = cli("health", "--target", "127.0.0.1:1", "--timeout", "2")
