@@ -45,11 +45,15 @@ class WireField:
     value: str
     #: Wire dtype name; :data:`PIXELS` is negotiated (``--pixel-dtype``).
     dtype: str
-    #: Shape after the first (item or row) dimension; "P" is the patch features.
+    #: Shape after the first (item or row) dimension; "P" is the patch
+    #: features, "t" the item's temporal patches (its grid's t).
     item_shape: tuple[int | str, ...]
     content: str  # for people: the README's table
     sizes: str | None = None  # FLAT: the tensor whose values split it per item
     keep_on_cpu: bool = False
+    #: Left out of a batch whose items' rows differ in length (a dense tensor
+    #: cannot hold them); the model must then do without it.
+    optional: bool = False
 
 
 def qwen_fields(kind: MediaKind, extra: tuple[WireField, ...] = ()) -> tuple[WireField, ...]:

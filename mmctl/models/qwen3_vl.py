@@ -15,7 +15,7 @@ import numpy as np
 from mmctl.choices import PixelFormat
 from mmctl.media.probe import MediaKind
 from mmctl.models.base import PixelBudget, TokenIds, VisionParams
-from mmctl.models.fields import WireField, qwen_fields
+from mmctl.models.fields import FieldLayout, WireField, qwen_fields
 from mmctl.models.processor_config import QWEN2VL_IMAGE, QWEN3VL_VIDEO, ProcessorClass
 from mmctl.preprocessing.resize import fit_budget, smart_resize_video
 
@@ -44,8 +44,30 @@ TOKEN_IDS = TokenIds(
 
 MODEL_TYPES = ("qwen3_vl", "qwen3_vl_moe")
 
-#: vLLM's Qwen3-VL field config (``Qwen3VLMultiModalProcessor._get_mm_fields_config``).
-FIELDS = {kind: qwen_fields(kind) for kind in MediaKind}
+#: vLLM's Qwen3-VL field config (``Qwen3VLMultiModalProcessor._get_mm_fields_config``):
+#: video adds ``timestamps``, batched and kept on the CPU — one row per video, one
+#: time per temporal patch, which vLLM's own processing passes on and the model
+#: reads when video pruning is on (``timestamps[video]``). A dense row per item
+#: needs the batch's videos to share t; where they do not it is left out (the
+#: model only asserts it under pruning, which mmctl does not lay out).
+FIELDS = {
+    MediaKind.IMAGE: qwen_fields(MediaKind.IMAGE),
+    MediaKind.VIDEO: qwen_fields(
+        MediaKind.VIDEO,
+        (
+            WireField(
+                "timestamps",
+                FieldLayout.BATCHED,
+                "timestamps",
+                "float32",
+                ("t",),
+                "[items, t] seconds of each temporal patch (the prompt's times)",
+                keep_on_cpu=True,
+                optional=True,
+            ),
+        ),
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -123,7 +145,8 @@ class Qwen3VL:
     def video_tensors(
         self, indices: np.ndarray, total_frames: int, source_fps: float, params: VisionParams
     ) -> dict[str, np.ndarray]:
-        return {}  # the timing is in the prompt text
+        times = self.video_frame_times(indices, source_fps, params)
+        return {"timestamps": np.asarray(times, dtype=np.float32)}
 
 
 SPEC = Qwen3VL()

@@ -192,11 +192,17 @@ def make_batches(
             if len(pres) == 1
             else np.concatenate([p.pixel_values for p in pres])
         )
-        arrays = {
-            f.key: np.asarray(
-                [_value(f, p, spec) for p in pres], dtype=tensors.WIRE_DTYPES[f.dtype]
-            )
+        rows = {f: [_value(f, p, spec) for p in pres] for f in fields if f.value != PIXELS}
+        # An optional field whose items' rows differ in length stays home.
+        sent = [
+            f
             for f in fields
+            if f.value == PIXELS
+            or not (f.optional and len({np.asarray(r).shape for r in rows[f]}) > 1)
+        ]
+        arrays = {
+            f.key: np.asarray(rows[f], dtype=tensors.WIRE_DTYPES[f.dtype])
+            for f in sent
             if f.value != PIXELS
         }
         spans = [layout.spans[n] for n, _ in members]
@@ -209,9 +215,9 @@ def make_batches(
                 im_token_id=pad_id(kind, model_token_ids),
                 placeholders=[(s.offset, s.length) for s in spans],
                 hashes=[it.content_hash for _, it in members],
-                batched_keys=[f.key for f in fields if f.layout is FieldLayout.BATCHED],
-                flat_keys={f.key: f.sizes for f in fields if f.sizes is not None},
-                keep_on_cpu_keys=[f.key for f in fields if f.keep_on_cpu],
+                batched_keys=[f.key for f in sent if f.layout is FieldLayout.BATCHED],
+                flat_keys={f.key: f.sizes for f in sent if f.sizes is not None},
+                keep_on_cpu_keys=[f.key for f in sent if f.keep_on_cpu],
             )
         )
     return batches
@@ -225,7 +231,8 @@ def _value(field: WireField, pre: Preprocessed, spec: ModelSpec) -> object:
         return int(np.prod(pre.grid_thw))
     if field.value not in pre.video_tensors:
         raise ValueError(f"{field.key} is a per-video value; this {pre.kind.value} item has none")
-    return pre.video_tensors[field.value][0]
+    value = pre.video_tensors[field.value]
+    return value if field.item_shape else value[0]
 
 
 def inline_placer(key: str, array: np.ndarray, dtype_name: str) -> None:

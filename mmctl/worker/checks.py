@@ -346,19 +346,27 @@ def _check_batch(batch: ReceivedBatch, model: Model, policy: Policy) -> None:
 
 
 def _check_batched_fields(batch: ReceivedBatch, items: int) -> None:
-    """Every tensor the served model's field table names is there, one row per item."""
+    """Every tensor the served model's field table names is there (an optional
+    one may be left out), one row per item; a "t" dimension is each item's
+    temporal patches, as vLLM asserts for Qwen3-VL's timestamps."""
     for f in batch.fields:
         if f.value == PIXELS:
             continue
         name = batch.rename(f.key)
         if name not in batch.tensors:
+            if f.optional:
+                continue
             raise Rejected(f"{batch.label} ({batch.kind.value}) carries no {f.key} tensor")
-        want = [items, *f.item_shape]
+        temporal = {int(g[0]) for g in batch.grids()}
+        shape = [
+            items,
+            *(temporal.pop() if d == "t" and len(temporal) == 1 else d for d in f.item_shape),
+        ]
         got = batch.tensors[name]
-        if list(got.shape) != want:
+        if list(got.shape) != shape:
             raise Rejected(
                 f"{batch.label}.{f.key} has shape {list(got.shape)}; {items} placeholder(s) "
-                f"need {want}"
+                f"with grids {[list(g) for g in batch.grids()]} need {shape}"
             )
 
 
@@ -366,6 +374,8 @@ def _check_declared(batch: ReceivedBatch) -> None:
     """The batch's key lists say what the model's field table says: a tensor
     not declared batched, flat or kept on the CPU reaches the model wrongly cut."""
     for f in batch.fields:
+        if f.optional and batch.rename(f.key) not in batch.tensors:
+            continue
         if f.layout is FieldLayout.BATCHED and f.key not in batch.batched_keys:
             raise Rejected(f"{batch.label}.batched_keys lacks {f.key!r} (one row per item)")
         if f.layout is FieldLayout.FLAT and batch.flat_keys.get(f.key) != f.sizes:

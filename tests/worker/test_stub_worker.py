@@ -202,6 +202,13 @@ def _undeclare(field, key):
     return fn
 
 
+def _short_timestamps(req):
+    td = req.mm_inputs.model_specific_tensors["timestamps"]
+    td.inline = td.inline[:4]
+    del td.shape[:]
+    td.shape.extend([1, 1])
+
+
 def _modality(value):
     def fn(req):
         req.mm_inputs.modality = value
@@ -238,6 +245,11 @@ MALFORMED = [
         "batched-key",
         lambda req, tmp: _undeclare("batched_keys", "patches_per_video")(req),
         "batched_keys lacks 'patches_per_video'",
+    ),
+    (
+        "timestamps",
+        lambda req, tmp: _short_timestamps(req),
+        "timestamps has shape [1, 1]; 1 placeholder(s) with grids [[4, 6, 8]] need [1, 4]",
     ),
     ("audio", lambda req, tmp: _modality(2)(req), "AUDIO is not supported"),
     ("modality-7", lambda req, tmp: _modality(7)(req), "7 is not a known Modality"),

@@ -12,16 +12,20 @@ README = Path(__file__).resolve().parents[3] / "README.md"
 
 
 def expected_rows() -> list[str]:
-    """The README's rows, derived from the tables (Qwen3-VL, then what Qwen2.5-VL adds)."""
+    """The README's rows, derived from the tables: what both families send, then
+    what only Qwen3-VL sends, then what only Qwen2.5-VL sends."""
     rows = []
     for kind in (MediaKind.IMAGE, MediaKind.VIDEO):
-        base = qwen3_vl.SPEC.fields(kind)
-        extra = [f for f in qwen2_vl.SPEC.fields(kind) if f not in base]
-        for f, note in [*((f, "") for f in base), *((f, " (Qwen2.5-VL)") for f in extra)]:
-            if f.layout is FieldLayout.FLAT:
-                layout = f"flat, split by `{f.sizes}`"
-            else:
-                layout = "batched" + (", kept on CPU" if f.keep_on_cpu else "")
+        q3, q25 = qwen3_vl.SPEC.fields(kind), qwen2_vl.SPEC.fields(kind)
+        tagged = [
+            *((f, "") for f in q3 if f in q25),
+            *((f, " (Qwen3-VL)") for f in q3 if f not in q25),
+            *((f, " (Qwen2.5-VL)") for f in q25 if f not in q3),
+        ]
+        for f, note in tagged:
+            flat = f.layout is FieldLayout.FLAT
+            layout = f"flat, split by `{f.sizes}`" if flat else "batched"
+            layout += ", kept on CPU" if f.keep_on_cpu else ""
             rows.append(f"| `{f.key}` | {kind.value}{note} | {f.content} | {layout} |")
     return rows
 
@@ -33,9 +37,10 @@ def test_readme_table_is_the_field_tables():
     assert wire == expected_rows()
 
 
-def test_the_families_share_the_qwen_batch_and_qwen25_video_adds_its_timing():
+def test_the_families_share_the_qwen_batch_and_video_adds_each_ones_timing():
     for kind in MediaKind:
         keys3 = [f.key for f in qwen3_vl.SPEC.fields(kind)]
         keys25 = [f.key for f in qwen2_vl.SPEC.fields(kind)]
-        assert keys25[: len(keys3)] == keys3
-    assert [f.key for f in qwen2_vl.SPEC.fields(MediaKind.VIDEO)][-1] == "second_per_grid_ts"
+        assert keys25[:3] == keys3[:3]
+    assert [f.key for f in qwen2_vl.SPEC.fields(MediaKind.VIDEO)][3:] == ["second_per_grid_ts"]
+    assert [f.key for f in qwen3_vl.SPEC.fields(MediaKind.VIDEO)][3:] == ["timestamps"]

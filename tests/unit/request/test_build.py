@@ -22,12 +22,17 @@ def test_video_request_carries_what_the_servicer_reads(red_blue, builtin_model):
     assert mm.modality == proto.common_pb2.VIDEO
     assert mm.im_token_id == builtin_model.token_ids.video_token_id
     assert not mm.HasField("encoder_input_key")
-    assert list(mm.batched_keys) == ["video_grid_thw", "patches_per_video"]
+    assert list(mm.batched_keys) == ["video_grid_thw", "patches_per_video", "timestamps"]
     assert dict(mm.flat_keys) == {"pixel_values": "patches_per_video"}
-    assert list(mm.keep_on_cpu_keys) == ["video_grid_thw"]
+    assert list(mm.keep_on_cpu_keys) == ["video_grid_thw", "timestamps"]
     grid = tensors.from_bytes(
         mm.model_specific_tensors["video_grid_thw"].inline, [1, 3], "int64"
     ).tolist()
+    # One row per video, one time per temporal patch: what vLLM's own processing
+    # passes (and what the prompt states)
+    stamps = mm.model_specific_tensors["timestamps"]
+    times = tensors.from_bytes(stamps.inline, stamps.shape, stamps.dtype).tolist()
+    assert times == [list(composed.items[0].pre.patch_times)] and len(times[0]) == grid[0][0]
     sizes = mm.model_specific_tensors["patches_per_video"]
     assert tensors.from_bytes(sizes.inline, sizes.shape, sizes.dtype).tolist() == [
         int(np.prod(grid))
@@ -38,6 +43,17 @@ def test_video_request_carries_what_the_servicer_reads(red_blue, builtin_model):
     pads = ids[span.offset : span.offset + span.length] == mm.im_token_id
     assert pads.sum() == np.prod(grid) // 4
     assert len(mm.mm_hashes) == 1 and len(mm.mm_hashes[0]) == 64
+
+
+def test_timestamps_stay_home_when_the_videos_differ_in_length(red_blue, tmp_path, builtin_model):
+    from mmctl.media import synth
+
+    other = synth.color_clip(tmp_path / "long.mp4", (("red", 6.0),))
+    same = compose([red_blue, red_blue], "Compare.", builtin_model).plan.to_proto().mm_inputs
+    assert list(same.model_specific_tensors["timestamps"].shape) == [2, 4]
+    mixed = compose([red_blue, other], "Compare.", builtin_model).plan.to_proto().mm_inputs
+    assert "timestamps" not in mixed.model_specific_tensors
+    assert "timestamps" not in mixed.batched_keys and "timestamps" not in mixed.keep_on_cpu_keys
 
 
 def test_image_and_video_use_one_batch_each_in_prompt_order(red_blue, picture, builtin_model):
