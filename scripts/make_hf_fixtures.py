@@ -178,9 +178,10 @@ def image_fixture(case: hf_cases.ImageCase, family: str) -> dict:
         opened.load()
         image = ImageOps.exif_transpose(opened)
     if family == "qwen3-vl":
-        kw = dict(patch_size=16, image_mean=[0.5] * 3, image_std=[0.5] * 3, size=QWEN3_IMAGE)
+        size = case.budget(family, QWEN3_IMAGE)
+        kw = dict(patch_size=16, image_mean=[0.5] * 3, image_std=[0.5] * 3, size=size)
     else:
-        kw = dict(size=QWEN25_IMAGE)
+        kw = dict(size=case.budget(family, QWEN25_IMAGE))
     processor = Qwen2VLImageProcessor(**kw)
     norm = processor(images=[image], return_tensors="np")
     raw = processor(images=[image], do_rescale=False, do_normalize=False, return_tensors="np")
