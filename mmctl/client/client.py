@@ -21,7 +21,9 @@ included on the call that paid for the set-up.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,6 +55,7 @@ PROBE_TIMEOUT_S = 10.0
 HEALTH_TIMEOUT_S = 5.0
 
 Media = str | Path | Sequence[str | Path]
+_END: Any = object()
 
 
 @dataclass
@@ -246,6 +249,65 @@ class Client:
         inputs = media_inputs(media)
         hooks = Hooks(on_text, on_frame, on_note, on_warning)
         return self.run(opts, inputs, hooks, timeline)
+
+    def send_many(
+        self,
+        media: Iterable[Media],
+        prompt: str | None = None,
+        *,
+        prefetch: int = 1,
+        on_text: Callable[[str], None] | None = None,
+        on_note: Callable[[str], None] | None = None,
+        on_warning: Callable[[str], None] | None = None,
+        **options: Any,
+    ) -> Iterator[SendResult]:
+        """Send each of ``media`` (a path, or a list of paths for one request)
+        with the same ``prompt`` and options, in order, yielding each result.
+
+        While the worker answers one request, the next ``prefetch`` are
+        preprocessed and built on a helper thread, so the client's CPU work
+        overlaps the worker's; the set-up (probe, model files, tokenizer) is
+        paid once, by the first. Each result's ``timings_s`` has a
+        ``queued_s`` phase: how long the built request waited for its turn.
+        An error is raised at its item's turn; requests built ahead and not
+        sent are released (their shared-memory files removed)."""
+        if prefetch < 0:
+            raise UsageError(f"prefetch must be 0 or more, got {prefetch}")
+        opts = SendOptions.of(prompt=prompt, **options)
+        hooks = Hooks(on_text, None, on_note, on_warning)
+        items = iter(media)
+        pending: deque[Future[Ready]] = deque()
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mmctl-prefetch")
+
+        def fill(limit: int) -> None:
+            while len(pending) < limit:
+                item = next(items, _END)
+                if item is _END:
+                    return
+                pending.append(pool.submit(self._built_ahead, opts, item, hooks))
+
+        try:
+            while True:
+                if not pending:
+                    fill(1)
+                if not pending:
+                    return
+                ready = pending.popleft().result()
+                fill(prefetch)  # the next ones build while this one is answered
+                ready.run.timeline.lap("queued_s")
+                yield generate(self.session(), ready, hooks, opts.timeout or self.timeout)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+            for future in pending:
+                if future.done() and not future.cancelled() and future.exception() is None:
+                    future.result().arena.close()
+
+    def _built_ahead(self, opts: SendOptions, item: Media, hooks: Hooks) -> Ready:
+        timeline = Timeline()
+        inputs = media_inputs(item)
+        self.local_source()
+        timeline.lap("inputs_s")
+        return self._prepare(opts, inputs, hooks, timeline)
 
     def send_request(
         self,

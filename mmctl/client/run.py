@@ -88,8 +88,8 @@ class SendResult:
     #: Consecutive phases in the order they ran — ``inputs_s``, then the
     #: set-up when this call paid for it (``probe_s``, ``model_files_s``,
     #: ``tokenizer_s``), ``decode_s``, ``hash_s``, ``tokenize_s``,
-    #: ``handoff_s``, ``ttft_s``, ``generation_s`` — and ``total_s``, exactly
-    #: their sum.
+    #: ``handoff_s`` (``queued_s`` when :meth:`Client.send_many` built it
+    #: ahead), ``ttft_s``, ``generation_s`` — and ``total_s``, exactly their sum.
     timings: dict[str, float]
     decisions: dict[str, Decision]
     checks: list[Check]

@@ -122,3 +122,46 @@ def test_no_files_left_behind_by_threads(make_stub, red_blue, no_leaks):
     stub = make_stub()
     with mmctl.Client(stub.running.address) as client, ThreadPoolExecutor(4) as pool:
         list(pool.map(lambda _: client.send(red_blue, transport="shm"), range(8)))
+
+
+def test_send_many_builds_the_next_request_while_one_is_answered(make_stub, red_blue, no_leaks):
+    stub = make_stub(delay_ms=50)
+    pulled: list[int] = []
+
+    def media():
+        for n in range(4):
+            pulled.append(n)
+            yield red_blue
+
+    with mmctl.Client(stub.running.address) as client:
+        seen = []
+        for result in client.send_many(media(), PROMPT, transport="shm", prefetch=1):
+            # The next clip was taken (and handed to the builder) before this answer came back.
+            seen.append(len(pulled))
+            assert result.answer == "red, blue"
+            rows = {k: v for k, v in result.timings.items() if k != "total_s"}
+            assert "queued_s" in rows
+            assert sum(rows.values()) == pytest.approx(result.timings["total_s"], abs=1e-9)
+        assert seen == [2, 3, 4, 4]
+        pulled.clear()
+        one_by_one = [len(pulled) for _ in client.send_many(media(), PROMPT, prefetch=0)]
+        assert one_by_one == [1, 2, 3, 4]
+    assert _bundle_fetches(stub) == 1
+
+
+def test_send_many_stops_cleanly_and_raises_at_the_bad_items_turn(
+    make_stub, red_blue, tmp_path, no_leaks
+):
+    stub = make_stub()
+    with mmctl.Client(stub.running.address) as client:
+        results = client.send_many([red_blue] * 5, PROMPT, transport="shm", prefetch=2)
+        first = next(results)
+        results.close()  # two built ahead with their shm files: released, not leaked
+        assert first.answer == "red, blue"
+        answers = []
+        with pytest.raises(mmctl.InputError, match="missing.mp4"):
+            for r in client.send_many([red_blue, tmp_path / "missing.mp4", red_blue], PROMPT):
+                answers.append(r.answer)
+        assert answers == ["red, blue"]
+        with pytest.raises(mmctl.UsageError, match="prefetch"):
+            next(client.send_many([red_blue], PROMPT, prefetch=-1))
