@@ -159,7 +159,7 @@ def test_send_many_stops_cleanly_and_raises_at_the_bad_items_turn(
         results.close()  # two built ahead with their shm files: released, not leaked
         assert first.answer == "red, blue"
         answers = []
-        with pytest.raises(mmctl.InputError, match="missing.mp4"):
+        with pytest.raises(mmctl.InputError, match=r"missing\.mp4"):
             for r in client.send_many([red_blue, tmp_path / "missing.mp4", red_blue], PROMPT):
                 answers.append(r.answer)
         assert answers == ["red, blue"]
