@@ -56,7 +56,8 @@ def test_demo_on_screen(terminal):
 def test_preprocess_summary_on_screen(terminal, red_blue):
     shown = terminal("preprocess", red_blue)
     assert shown.code == 0, shown.text
-    assert "grid_thw  [4, 6, 8]" in shown.text
+    assert re.search(r"^grid_thw +\[4, 6, 8\]", shown.text, re.M), shown.text
+    assert re.search(r"^timestamps +0\.25, 1\.375, 2\.5, 3\.625", shown.text, re.M), shown.text
     assert shown.text.startswith("source "), shown.text  # no bar left above the table
 
 
