@@ -27,20 +27,16 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "tests" / "fixtures")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "fixtures")]
 
 import hf_config_cases as cases  # noqa: E402
 
+from mmctl.models import processor_config  # noqa: E402
+
 OUT = ROOT / "tests" / "fixtures" / "hf_config"
-COMMON = (
-    "patch_size",
-    "temporal_patch_size",
-    "merge_size",
-    "image_mean",
-    "image_std",
-    "rescale_factor",
-)
-VIDEO_ONLY = ("fps", "min_frames", "max_frames", "num_frames", "do_sample_frames")
+# The settings mmctl resolves, plus two only HF has.
+COMMON = processor_config.SHARED
+VIDEO_ONLY = (*processor_config.VIDEO_ONLY, "num_frames", "do_sample_frames")
 
 
 def _plain(value):
