@@ -56,8 +56,6 @@ class Model:
 
     def vision_settings(self) -> dict[str, dict[str, Any]]:
         """Each resolved vision setting with where it came from (``info``, ``preprocess --json``)."""
-        from mmctl.models.processor_config import settings
-
         return {
             key: {"value": value, "from": self.vision_from.get(key, "")}
             for key, value in settings(self.params).items()
