@@ -26,11 +26,16 @@ Exit codes: 0 healthy; 2 usage; 5 unreachable, deadline passed, or unhealthy.
 
 INFO_HELP = """Show the worker's model, server info, /dev/shm sharing and proto capabilities.
 
+Also the vision settings the worker's model files resolve to, as transformers
+resolves them when the worker loads them (budgets, fps, frame bounds, patch
+sizes), each with the file it came from.
+
 Examples:
 
 \b
   mmctl info
   mmctl info --json | jq .server.mm_device_do_normalize
+  mmctl info --json | jq .vision.settings.video_max_pixels
 
 Exit codes: 0 shown; 2 usage; 5 unreachable or deadline passed.
 """
