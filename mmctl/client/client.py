@@ -267,7 +267,7 @@ class Client:
         While the worker answers one request, the next ``prefetch`` are
         preprocessed and built on a helper thread, so the client's CPU work
         overlaps the worker's; the set-up (probe, model files, tokenizer) is
-        paid once, by the first. Each result's ``timings_s`` has a
+        paid once, by the first. Each result's ``timings`` has a
         ``queued_s`` phase: how long the built request waited for its turn.
         An error is raised at its item's turn; requests built ahead and not
         sent are released (their shared-memory files removed)."""
@@ -304,10 +304,7 @@ class Client:
 
     def _built_ahead(self, opts: SendOptions, item: Media, hooks: Hooks) -> Ready:
         timeline = Timeline()
-        inputs = media_inputs(item)
-        self.local_source()
-        timeline.lap("inputs_s")
-        return self._prepare(opts, inputs, hooks, timeline)
+        return self._prepare(opts, media_inputs(item), hooks, timeline)
 
     def send_request(
         self,
@@ -335,10 +332,7 @@ class Client:
 
         timeline = Timeline()
         opts = SendOptions.of(prompt=prompt, **options).but(transport=Transport.INLINE)
-        inputs = media_inputs(media)
-        self.local_source()
-        timeline.lap("inputs_s")
-        ready = self._prepare(opts, inputs, Hooks(), timeline)
+        ready = self._prepare(opts, media_inputs(media), Hooks(), timeline)
         ready.arena.close()
         from mmctl.wire import proto
 
@@ -348,6 +342,10 @@ class Client:
     def _prepare(
         self, opts: SendOptions, inputs: Inputs, hooks: Hooks, timeline: Timeline
     ) -> Ready:
+        """The request, placed and serialized: local files first (no network,
+        the ``inputs_s`` lap), then the set-up and the preprocessing."""
+        self.local_source()
+        timeline.lap("inputs_s")
         session = self.session(timeline)
         return prepare(session, opts, inputs, hooks, timeline)
 
@@ -356,8 +354,6 @@ class Client:
     ) -> SendResult:
         """One request from checked options and inputs (what send and send_request
         and comparisons share); ``timeline`` gets every lap."""
-        self.local_source()  # local files, before the network
-        timeline.lap("inputs_s")
         ready = self._prepare(opts, inputs, hooks, timeline)
         session = self.session()
         return generate(session, ready, hooks, opts.timeout or self.timeout)

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mmctl.errors import InputError, UsageError
+from mmctl.models.files import PREPROCESSOR, PROCESSOR, VIDEO_PREPROCESSOR
 
 if TYPE_CHECKING:
     from mmctl.models.base import ModelFiles, ModelSpec, VisionParams
@@ -41,9 +42,6 @@ CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
 HALF = (0.5, 0.5, 0.5)
 
-PROCESSOR_CONFIG = "processor_config.json"
-PREPROCESSOR = "preprocessor_config.json"
-VIDEO_PREPROCESSOR = "video_preprocessor_config.json"
 
 #: Settings both processors have; mmctl models one value for both.
 SHARED = (
@@ -101,7 +99,7 @@ def processor_dict(files: ModelFiles, kind: str) -> tuple[Mapping[str, Any] | No
     """The dict transformers builds the ``kind`` ("image"/"video") processor from, and its file."""
     nested = files.processor_config.get(f"{kind}_processor")
     if isinstance(nested, Mapping):
-        return nested, f'{PROCESSOR_CONFIG} "{kind}_processor"'
+        return nested, f'{PROCESSOR} "{kind}_processor"'
     if kind == "video" and files.video_preprocessor_config:
         return files.video_preprocessor_config, VIDEO_PREPROCESSOR
     if files.preprocessor_config:

@@ -97,6 +97,14 @@ static int check_tables(Py_buffer *first, Py_buffer *count, Py_buffer *w, Py_ssi
     return 0;
 }
 
+static void release(Py_buffer *a, Py_buffer *b, Py_buffer *c, Py_buffer *d, Py_buffer *e) {
+    PyBuffer_Release(a);
+    PyBuffer_Release(b);
+    PyBuffer_Release(c);
+    PyBuffer_Release(d);
+    PyBuffer_Release(e);
+}
+
 static PyObject *py_horizontal(PyObject *self, PyObject *args) {
     Py_buffer src, dst, first, count, w;
     Py_ssize_t rows, n_in, n_out, ch, taps;
@@ -117,11 +125,7 @@ static PyObject *py_horizontal(PyObject *self, PyObject *args) {
             Py_INCREF(result);
         }
     }
-    PyBuffer_Release(&src);
-    PyBuffer_Release(&dst);
-    PyBuffer_Release(&first);
-    PyBuffer_Release(&count);
-    PyBuffer_Release(&w);
+    release(&src, &dst, &first, &count, &w);
     return result;
 }
 
@@ -149,11 +153,7 @@ static PyObject *py_vertical(PyObject *self, PyObject *args) {
             }
         }
     }
-    PyBuffer_Release(&src);
-    PyBuffer_Release(&dst);
-    PyBuffer_Release(&first);
-    PyBuffer_Release(&count);
-    PyBuffer_Release(&w);
+    release(&src, &dst, &first, &count, &w);
     return result;
 }
 

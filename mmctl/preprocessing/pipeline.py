@@ -2,8 +2,9 @@
 
 Video runs as a two-stage pipeline: the calling thread decodes (PyAV, with
 FFmpeg's own threads) and hands each sampled RGB frame to one worker thread
-that resizes it (torchvision's arithmetic, ``resize.py``) and, once a temporal patch is complete, normalizes
-and patchifies it straight into its rows of the output tensor. Both stages
+that resizes it (torchvision's arithmetic, ``resize.py``) and, once a
+temporal patch is complete, normalizes and patchifies it straight into its
+rows of the output tensor. Both stages
 release the GIL for their heavy parts, so on two cores decoding and
 preprocessing overlap. At most ``MAX_PENDING_FRAMES`` frames wait between the
 stages, which bounds memory whatever the clip's length.

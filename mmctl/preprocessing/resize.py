@@ -17,6 +17,9 @@ import numpy as np
 
 from mmctl.errors import InputError
 
+if TYPE_CHECKING:
+    from mmctl.models.base import PixelBudget
+
 
 def _load_native() -> ModuleType | None:
     try:
@@ -26,9 +29,6 @@ def _load_native() -> ModuleType | None:
 
 
 _native = _load_native()
-
-if TYPE_CHECKING:
-    from mmctl.models.base import PixelBudget
 
 #: HF refuses frames whose long side exceeds 200 × the short side.
 MAX_ASPECT_RATIO = 200
@@ -124,7 +124,8 @@ def resize_rgb(frame: np.ndarray, height: int, width: int) -> np.ndarray:
     with int16 fixed-point weights where Pillow uses int32 ones: Pillow itself
     differs by up to 2 levels (seen shrinking a 2000x1300 image), so mmctl
     applies torch's weights itself — in the compiled passes of
-    ``_resample.c`` (as fast as Pillow), else in numpy (about 3x slower).
+    ``_resample.c`` (faster than Pillow), else in numpy (about 6x slower:
+    198 vs 33 ms shrinking 2000x1300 to 994x644).
     """
     if frame.shape[:2] == (height, width):
         return frame

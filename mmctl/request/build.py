@@ -192,7 +192,7 @@ def make_batches(
             if len(pres) == 1
             else np.concatenate([p.pixel_values for p in pres])
         )
-        rows = {f: [_value(f, p, spec) for p in pres] for f in fields if f.value != PIXELS}
+        rows = {f: [_value(f, p) for p in pres] for f in fields if f.value != PIXELS}
         # An optional field whose items' rows differ in length stays home.
         sent = [
             f
@@ -223,7 +223,7 @@ def make_batches(
     return batches
 
 
-def _value(field: WireField, pre: Preprocessed, spec: ModelSpec) -> object:
+def _value(field: WireField, pre: Preprocessed) -> object:
     """One item's row of a batched tensor."""
     if field.value == GRID:
         return pre.grid_thw

@@ -349,6 +349,10 @@ def _check_batched_fields(batch: ReceivedBatch, items: int) -> None:
     """Every tensor the served model's field table names is there (an optional
     one may be left out), one row per item; a "t" dimension is each item's
     temporal patches, as vLLM asserts for Qwen3-VL's timestamps."""
+    grids = [list(g) for g in batch.grids()]
+    temporal = {g[0] for g in grids}
+    # A dense row per item needs one t for all of them; otherwise no shape fits.
+    t = temporal.pop() if len(temporal) == 1 else "one t for every item"
     for f in batch.fields:
         if f.value == PIXELS:
             continue
@@ -357,16 +361,12 @@ def _check_batched_fields(batch: ReceivedBatch, items: int) -> None:
             if f.optional:
                 continue
             raise Rejected(f"{batch.label} ({batch.kind.value}) carries no {f.key} tensor")
-        temporal = {int(g[0]) for g in batch.grids()}
-        shape = [
-            items,
-            *(temporal.pop() if d == "t" and len(temporal) == 1 else d for d in f.item_shape),
-        ]
+        shape = [items, *(t if d == "t" else d for d in f.item_shape)]
         got = batch.tensors[name]
         if list(got.shape) != shape:
             raise Rejected(
                 f"{batch.label}.{f.key} has shape {list(got.shape)}; {items} placeholder(s) "
-                f"with grids {[list(g) for g in batch.grids()]} need {shape}"
+                f"with grids {grids} need {shape}"
             )
 
 

@@ -17,6 +17,7 @@ import pytest
 
 from mmctl.errors import InputError
 from mmctl.models.model import load_model
+from mmctl.models.processor_config import SHARED
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 sys.path.insert(0, str(FIXTURES))
@@ -54,14 +55,7 @@ def test_mmctl_resolves_the_folder_as_transformers(record, tmp_path):
         with pytest.raises(InputError, match="size lacks"):
             load_model(model_dir=folder)
         return
-    shared = (
-        "patch_size",
-        "temporal_patch_size",
-        "merge_size",
-        "image_mean",
-        "image_std",
-        "rescale_factor",
-    )
+    shared = SHARED
     if "error" not in image and "error" not in video and any(image[k] != video[k] for k in shared):
         with pytest.raises(InputError, match="disagree"):
             load_model(model_dir=folder)
