@@ -32,6 +32,7 @@ large enough for threads to pay (:data:`THREADED_PIXELS`).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -144,6 +145,24 @@ def _count_packets(path: Path) -> int:
         raise InputError(f"cannot read {path}: the file is damaged ({_reason(err)})") from None
     finally:
         container.close()
+
+
+#: FFmpeg's RGB converter, one per thread, kept between frames and clips (a
+#: cache). ``frame.to_ndarray(format=...)`` builds a new one per frame — a
+#: scaler context and its thread pool, which costs more than converting a
+#: small frame (8 frames of 128x96: 1.7 ms fresh, 0.35 ms reused). The
+#: output is the same: the scaler re-configures itself when a frame's size,
+#: format or colour tags differ from the previous one's.
+_converters = threading.local()
+
+
+def _to_rgb(frame: Any) -> np.ndarray:
+    reformatter = getattr(_converters, "rgb", None)
+    if reformatter is None:
+        from av.video.reformatter import VideoReformatter
+
+        reformatter = _converters.rgb = VideoReformatter()
+    return reformatter.reformat(frame, format="rgb24").to_ndarray()
 
 
 def _rotate(frame: np.ndarray, rotation: int) -> np.ndarray:
@@ -301,7 +320,7 @@ def _skipping_pass(
                     continue
                 seen.append(frame.pts)
                 rotation = int(frame.rotation or 0)
-                rgb = _rotate(frame.to_ndarray(format="rgb24"), rotation)
+                rgb = _rotate(_to_rgb(frame), rotation)
                 size = rgb.shape[:2]
                 for pos in positions:
                     sink(pos, rgb)
@@ -331,7 +350,7 @@ def _decode_pass(path: Path, sampler: Sampler, sink: FrameSink, total: int) -> _
                 positions = wanted.get(decoded)
                 if positions is not None:
                     rotation = int(frame.rotation or 0)
-                    rgb = _rotate(frame.to_ndarray(format="rgb24"), rotation)
+                    rgb = _rotate(_to_rgb(frame), rotation)
                     size = rgb.shape[:2]
                     for pos in positions:
                         sink(pos, rgb)

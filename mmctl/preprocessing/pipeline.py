@@ -32,6 +32,8 @@ from mmctl.preprocessing.pixels import grid_for, patchify_into
 from mmctl.preprocessing.resize import resize_rgb
 
 MAX_PENDING_FRAMES = 8
+#: Source frames of at least this many pixels are resized on the helper thread.
+THREADED_FRAME_PIXELS = 320 * 240
 
 #: ``allocate(shape, dtype) -> ndarray``: where the pixel tensor is written
 #: (default ``np.empty``; ``mmctl send`` passes a shared-memory mapping so the
@@ -253,8 +255,6 @@ def preprocess_video(
 ) -> Preprocessed:
     start = time.perf_counter()
     assembler = _VideoAssembler(spec, params, pixel_format, keep_frames, on_frame, allocate)
-    pending = threading.BoundedSemaphore(MAX_PENDING_FRAMES)
-    futures: list[Future] = []
     sampled: dict[str, int] = {}
 
     def sampler(total: int, fps: float) -> np.ndarray:
@@ -262,29 +262,9 @@ def preprocess_video(
         sampled["count"] = len(indices)
         return indices
 
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mmctl-preprocess") as worker:
-
-        def run(pos: int, rgb: np.ndarray) -> None:
-            try:
-                assembler.add(pos, rgb)
-            finally:
-                pending.release()
-
-        def sink(pos: int, rgb: np.ndarray) -> None:
-            if pos == 0:
-                # A first (or repeated) pass: wait for the worker, then size the output.
-                _drain(futures)
-                assembler.start(sampled["count"], rgb.shape[0], rgb.shape[1])
-            pending.acquire()
-            futures.append(worker.submit(run, pos, rgb))
-
-        try:
-            info, indices = decode_sampled(path, sampler, sink)
-            _drain(futures)
-        except BaseException:
-            for f in futures:
-                f.cancel()
-            raise
+    with _HandOff(assembler, lambda: sampled["count"]) as hand_off:
+        info, indices = decode_sampled(path, sampler, hand_off)
+        hand_off.finish()
     decoded = time.perf_counter()
     times = tuple(float(i) / info.source_fps for i in indices)
     return Preprocessed(
@@ -308,7 +288,54 @@ def preprocess_video(
     )
 
 
-def _drain(futures: list[Future]) -> None:
-    for f in futures:
-        f.result()  # re-raises a worker error (e.g. aspect ratio) in the caller
-    futures.clear()
+class _HandOff:
+    """The decoder's frame sink: hands each sampled frame to the assembler.
+
+    Frames under :data:`THREADED_FRAME_PIXELS` are assembled inline — for a
+    small clip a thread's start-up and hand-offs cost more than the overlap
+    saves. Larger frames go to one helper thread, started at the first such
+    frame, with at most :data:`MAX_PENDING_FRAMES` waiting.
+    """
+
+    def __init__(self, assembler: _VideoAssembler, count: Callable[[], int]) -> None:
+        self.assembler = assembler
+        self.count = count
+        self.inline = True
+        self.pool: ThreadPoolExecutor | None = None
+        self.pending = threading.BoundedSemaphore(MAX_PENDING_FRAMES)
+        self.futures: list[Future] = []
+
+    def __call__(self, pos: int, rgb: np.ndarray) -> None:
+        if pos == 0:
+            # A first (or repeated) pass: wait for the worker, then size the output.
+            self.finish()
+            self.assembler.start(self.count(), rgb.shape[0], rgb.shape[1])
+            self.inline = rgb.shape[0] * rgb.shape[1] < THREADED_FRAME_PIXELS
+        if self.inline:
+            self.assembler.add(pos, rgb)
+            return
+        if self.pool is None:
+            self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mmctl-preprocess")
+        self.pending.acquire()
+        self.futures.append(self.pool.submit(self._run, pos, rgb))
+
+    def _run(self, pos: int, rgb: np.ndarray) -> None:
+        try:
+            self.assembler.add(pos, rgb)
+        finally:
+            self.pending.release()
+
+    def finish(self) -> None:
+        """Wait for the frames handed off; re-raises a worker error (e.g. aspect ratio)."""
+        for f in self.futures:
+            f.result()
+        self.futures.clear()
+
+    def __enter__(self) -> _HandOff:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for f in self.futures:
+            f.cancel()
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)
