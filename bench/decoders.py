@@ -12,7 +12,8 @@ separately, a sparse sampling (4 of 300):
 * sequential — decode every frame (FFmpeg threads from 320x240), convert the
   sampled ones: the floor the other benchmarks use;
 * mmctl      — ``mmctl.media.video.decode_sampled`` (H.264/HEVC: one demux,
-  unsampled non-reference frames skipped; other codecs: sequential);
+  decoding from the IDR before each group of samples to the last sampled
+  packet, unsampled non-reference frames skipped; other codecs: sequential);
 * seek       — a demux-only pass finds the keyframes; a sampled frame whose
   keyframe lies beyond the decoder's position is reached by a seek to it,
   the others by decoding forward;

@@ -129,7 +129,7 @@ def _render(console: Console, doc: dict[str, Any]) -> None:
         table.add_row(
             "",
             f"{src['duration_s']:.2f} s at {src['source_fps']:.3f} fps ({src['fps_source']}), "
-            f"{src['total_frames']} frames decoded (count from {src['frame_count_source']})",
+            f"{src['total_frames']} frames (count from {src['frame_count_source']})",
         )
         frames = doc["frames"]
         shown = ", ".join(

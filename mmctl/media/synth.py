@@ -7,7 +7,7 @@ on a user's media.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -64,13 +64,17 @@ def write_video(
     time_base: Fraction | None = None,
     crf: int = 18,
     faststart: bool = False,
+    codec: str | None = None,
+    encoder_options: Mapping[str, str] | None = None,
 ) -> Path:
-    """Encode ``count`` frames; codec from the suffix. ``pts`` (in
+    """Encode ``count`` frames; codec from the suffix unless given. ``pts`` (in
     ``time_base`` units) makes a variable-frame-rate clip; ``faststart`` puts
-    an MP4's index (moov) before the frames, as streaming files have it."""
+    an MP4's index (moov) before the frames, as streaming files have it;
+    ``encoder_options`` add to (or replace) the encoder's options here."""
     import av
 
-    codec, pix_fmt = CODECS[path.suffix.lower()]
+    default_codec, pix_fmt = CODECS[path.suffix.lower()]
+    codec = codec or default_codec
     first = frame_at(0)
     height, width = first.shape[:2]
     options = {"movflags": "faststart"} if faststart else {}
@@ -80,8 +84,12 @@ def write_video(
         stream.width, stream.height, stream.pix_fmt = width, height, pix_fmt
         if codec == "libx264":
             stream.options = {"crf": str(crf), "preset": "veryfast", "threads": "1"}
+        elif codec == "libx265":
+            stream.options = {"crf": str(crf), "preset": "veryfast", "x265-params": "log-level=0"}
         elif codec == "libvpx-vp9":
             stream.options = {"crf": "30", "b:v": "0", "deadline": "realtime", "threads": "1"}
+        if encoder_options:
+            stream.options = {**stream.options, **encoder_options}
         if time_base is not None:
             stream.codec_context.time_base = time_base
             stream.time_base = time_base

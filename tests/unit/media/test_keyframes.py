@@ -1,0 +1,98 @@
+"""Where decoding may start: IDR pictures only, found in the packets' bytes,
+and the decode of sparse samples from there is the full decode's, exactly."""
+
+import av
+import numpy as np
+import pytest
+
+from mmctl.media import keyframes, video
+
+CLOSED = ["gop_closed.mp4", "gop_closed.ts", "gop_closed_hevc.mp4"]
+OPEN = ["gop_open.mp4", "gop_open_hevc.mp4"]
+
+
+def _packets(path):
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        ctx = stream.codec_context
+        length = keyframes.nal_length_size(ctx.name, ctx.extradata)
+        return [
+            (p.is_keyframe, keyframes.is_idr(memoryview(p), ctx.name, length))
+            for p in container.demux(stream)
+            if p.size
+        ]
+
+
+@pytest.mark.parametrize("clip", CLOSED + OPEN)
+def test_idr_pictures_are_told_from_other_keyframes(fixtures, clip):
+    packets = _packets(fixtures / "clips" / clip)
+    flagged = [i for i, (key, _) in enumerate(packets) if key]
+    idr = [i for i, (_, is_idr) in enumerate(packets) if is_idr]
+    assert len(packets) == 120
+    assert len(flagged) == 8  # a keyframe every 15 frames, as encoded
+    # Closed GOPs: every flagged keyframe is an IDR. Open GOPs: only the first.
+    assert idr == (flagged if clip in CLOSED else [0])
+
+
+def test_length_prefix_size_comes_from_the_codec_record():
+    assert keyframes.nal_length_size("h264", bytes([1, 100, 0, 31, 0xFF])) == 4
+    assert keyframes.nal_length_size("h264", bytes([1, 100, 0, 31, 0xFD])) == 2
+    assert keyframes.nal_length_size("h264", b"\x00\x00\x00\x01\x67") is None  # Annex B
+    assert keyframes.nal_length_size("h264", None) is None
+    assert keyframes.nal_length_size("hevc", bytes(21) + bytes([0xF3])) is None  # version 0
+    assert keyframes.nal_length_size("hevc", bytes([1]) + bytes(20) + bytes([0xF3])) == 4
+
+
+def test_a_damaged_packet_is_not_an_idr():
+    assert not keyframes.is_idr(memoryview(b"\x00\x00\x00\x09\x65"), "h264", 4)  # runs past
+    assert not keyframes.is_idr(memoryview(b""), "h264", 4)
+    assert not keyframes.is_idr(memoryview(b"\x00\x00\x01\x09\x10"), "h264", None)  # AUD only
+    assert keyframes.is_idr(memoryview(b"\x00\x00\x00\x01\x09\x00\x00\x01\x65\x88"), "h264", None)
+
+
+@pytest.mark.parametrize(
+    ("needed", "starts", "runs"),
+    [
+        ([3, 40, 77], [0, 15, 30, 45, 60, 75], [(0, 3), (30, 40), (75, 77)]),
+        ([3, 14, 16], [0, 15, 30], [(0, 16)]),  # the start at 15 is no further than 14 + 1
+        ([20, 28], [0, 15, 30], [(15, 28)]),
+        ([5, 100], [0], [(0, 100)]),  # no IDR after the first: one run
+        ([9, 9, 2], [0, 5], [(0, 2), (5, 9)]),
+        ([], [0, 5], []),
+    ],
+)
+def test_decode_runs(needed, starts, runs):
+    assert keyframes.decode_runs(needed, starts) == runs
+
+
+def _full_decode(path):
+    with av.open(str(path)) as container:
+        return [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
+
+
+@pytest.mark.parametrize("clip", CLOSED + OPEN)
+@pytest.mark.parametrize(
+    "wanted", [[0, 3, 40, 77, 119], [50, 51, 52], [16, 17, 18, 44, 45, 46, 105]]
+)
+def test_sparse_samples_decode_exactly_from_the_nearest_idr(fixtures, monkeypatch, clip, wanted):
+    path = fixtures / "clips" / clip
+    used: list[list[tuple[int, int]]] = []
+    plan = keyframes.decode_runs
+    monkeypatch.setattr(
+        video.keyframes, "decode_runs", lambda *a: used.append(plan(*a)) or used[-1]
+    )
+    frames: dict[int, np.ndarray] = {}
+    info, indices = video.decode_sampled(
+        path, lambda total, fps: np.asarray(wanted), frames.__setitem__
+    )
+    full = _full_decode(path)
+    assert info.frame_count_source.startswith("packets")  # the fast path, not the fallback
+    assert indices.tolist() == wanted
+    for pos, index in enumerate(wanted):
+        assert np.array_equal(frames[pos], full[index]), f"frame {index} differs"
+    runs = used[-1]
+    if clip in OPEN:
+        assert runs[0][0] == 0 and len(runs) == 1
+    else:  # decoding starts at the IDR before each group of samples
+        assert (runs[0][0] > 0) == (min(wanted) >= 15)
+        assert sum(last - first + 1 for first, last in runs) < 120
