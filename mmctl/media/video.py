@@ -305,7 +305,9 @@ def _skipping_pass(
         codec = stream.codec_context
         kept = path.stat().st_size <= KEEP_PACKETS_BYTES
         length_size = keyframes.nal_length_size(codec.name, codec.extradata)
-        packets, order, starts = [], [], [0]
+        packets: list[Any] = []
+        order: list[Any] = []  # the packets' pts, in decode order
+        starts = [0]  # decode positions decoding may start at
         for packet in container.demux(stream):
             if not packet.size:
                 continue
