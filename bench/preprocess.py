@@ -1,8 +1,13 @@
 """mmctl preprocess vs its references, on one generated clip, in one run.
 
     python bench/preprocess.py [--runs 3] [--clip PATH]
+    /path/to/reference/python bench/preprocess.py --native [--rounds 7]
 
-Generates (once, cached in the temp dir) a 30 s 1280x720 30 fps H.264 clip
+``--native`` runs the other comparison instead: mmctl against vLLM's own
+media path (its OpenCV backend + the HF processor), warm and in-process, at
+three clip sizes and on 50 small clips (``bench/preprocess_native.py``).
+
+Without it, the script generates (once, cached in the temp dir) a 30 s 1280x720 30 fps H.264 clip
 with motion, then times each contender in its own fresh subprocess,
 interleaved, and reports median wall time and peak RSS:
 
@@ -128,7 +133,19 @@ def main() -> int:
     )
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
+    parser.add_argument(
+        "--native",
+        action="store_true",
+        help="mmctl vs vLLM's own media path, in-process (bench/preprocess_native.py; "
+        "its options follow)",
+    )
+    args, rest = parser.parse_known_args()
+    if args.native:
+        import preprocess_native
+
+        return preprocess_native.main(rest + (["--json"] if args.json else []))
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.one:
         print(json.dumps(run_one(args.one, args.clip)))
         return 0

@@ -2,6 +2,7 @@
 clip sizes and on many small clips, in one run (issue: preprocess speed).
 
     /path/to/reference/python bench/preprocess_native.py [--rounds 7] [--json]
+    /path/to/reference/python bench/preprocess.py --native [--rounds 7]   # the same
 
 Contenders, each in this process after a warm-up, interleaved round by round:
 
@@ -148,12 +149,12 @@ def timed(fn: Callable[[Path], object], path: Path) -> float:
     return time.perf_counter() - start
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--folder", type=Path, default=Path(tempfile.gettempdir()))
     parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     contenders = {"mmctl": mmctl_contender(), "floor": floor_contender()}
     native = native_contender()

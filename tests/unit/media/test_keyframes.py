@@ -74,8 +74,13 @@ def _full_decode(path):
 @pytest.mark.parametrize(
     "wanted", [[0, 3, 40, 77, 119], [50, 51, 52], [16, 17, 18, 44, 45, 46, 105]]
 )
-def test_sparse_samples_decode_exactly_from_the_nearest_idr(fixtures, monkeypatch, clip, wanted):
+@pytest.mark.parametrize("kept", [True, False], ids=["packets-kept", "demuxed-twice"])
+def test_sparse_samples_decode_exactly_from_the_nearest_idr(
+    fixtures, monkeypatch, clip, wanted, kept
+):
     path = fixtures / "clips" / clip
+    if not kept:  # as for a file over KEEP_PACKETS_BYTES
+        monkeypatch.setattr(video, "KEEP_PACKETS_BYTES", 0)
     used: list[list[tuple[int, int]]] = []
     plan = keyframes.decode_runs
     monkeypatch.setattr(
