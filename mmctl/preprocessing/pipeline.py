@@ -4,10 +4,12 @@ Video runs as a two-stage pipeline: the calling thread decodes (PyAV, with
 FFmpeg's own threads) and hands each sampled RGB frame to one worker thread
 that resizes it (torchvision's arithmetic, ``resize.py``) and, once a
 temporal patch is complete, normalizes and patchifies it straight into its
-rows of the output tensor. Both stages
-release the GIL for their heavy parts, so on two cores decoding and
-preprocessing overlap. At most ``MAX_PENDING_FRAMES`` frames wait between the
-stages, which bounds memory whatever the clip's length.
+rows of the output tensor. Both stages release the GIL for their heavy
+parts, so on two cores decoding and preprocessing overlap. At most
+``MAX_PENDING_FRAMES`` frames wait between the stages, which bounds memory
+whatever the clip's length. Frames under ``THREADED_FRAME_PIXELS`` skip the
+thread: the calling thread assembles them itself (a thread's start-up and
+hand-offs cost more than a small frame's resize).
 """
 
 from __future__ import annotations
