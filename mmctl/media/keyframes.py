@@ -3,24 +3,35 @@
 A decoder that starts at an IDR picture (H.264 NAL type 5; HEVC types 19
 and 20) produces exactly the frames a decode from the stream's start
 produces from there on: an IDR empties the reference buffer, so nothing
-after it in decode order refers to anything before it. A container's
-"keyframe" flag is not enough — an open-GOP I picture (H.264 with a recovery
-point, HEVC CRA/BLA) is flagged too, yet the pictures after it may still
-reference pictures before it. So the flagged packets are opened and their
-first slice's NAL type read.
+after it in decode order refers to anything before it. An HEVC CRA or BLA
+picture (types 21, 16–18) is a start for the pictures shown at or after it:
+the spec forbids those to reference anything before it, while its leading
+"RASL" pictures (decoded after it, shown before it) may, and FFmpeg drops
+them when decoding starts there — a sampled leading picture starts earlier.
+A container's "keyframe" flag is not enough: an H.264 I picture with a
+recovery point is flagged too, and is no start here. So the flagged packets
+are opened and their first slice's NAL type read.
 
 :func:`decode_runs` turns the packets a sampler needs into the ranges to
-decode: a new range starts at an IDR only when the packets between two
-sampled frames hold one — sparse samples of a long video decode a piece of
-each GOP instead of the whole stream.
+decode: a new range starts at a start picture only when the packets between
+two sampled frames hold one — sparse samples of a long video decode a piece
+of each GOP instead of the whole stream.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 
-#: codec -> NAL unit types of the pictures decoding may start at.
+#: codec -> NAL unit types decoding may start at for every later picture.
 IDR_TYPES = {"h264": frozenset({5}), "hevc": frozenset({19, 20})}
+#: codec -> NAL unit types decoding may start at for the pictures shown at or
+#: after them (HEVC BLA_W_LP, BLA_W_RADL, BLA_N_LP, CRA).
+CRA_TYPES = {"hevc": frozenset({16, 17, 18, 21})}
+
+#: ``(decode position, pts)``: decoding may start at that packet for the
+#: pictures shown at or after ``pts``; ``None``: for every later picture.
+Start = tuple[int, int | None]
 
 
 def nal_length_size(codec: str, extradata: bytes | None) -> int | None:
@@ -65,30 +76,44 @@ def _first_slice_type(data: memoryview, codec: str, length_size: int | None) -> 
     return None
 
 
+def start_kind(data: memoryview, codec: str, length_size: int | None) -> str | None:
+    """ "idr", "cra" (see the module docstring) or None, from the packet's first slice."""
+    kind = _first_slice_type(data, codec, length_size)
+    if kind is None:
+        return None
+    if kind in IDR_TYPES.get(codec, ()):
+        return "idr"
+    if kind in CRA_TYPES.get(codec, ()):
+        return "cra"
+    return None
+
+
 def is_idr(data: memoryview, codec: str, length_size: int | None) -> bool:
     """The packet's picture is an IDR (its first slice says so)."""
-    kind = _first_slice_type(data, codec, length_size)
-    return kind is not None and kind in IDR_TYPES.get(codec, frozenset())
+    return start_kind(data, codec, length_size) == "idr"
 
 
-def decode_runs(needed: Iterable[int], starts: Sequence[int]) -> list[tuple[int, int]]:
+def decode_runs(
+    needed: Iterable[tuple[int, int]], starts: Sequence[Start]
+) -> list[tuple[int, int]]:
     """The packet ranges ``(first, last)``, inclusive, in decode order, that
-    decode every packet position in ``needed``.
+    decode every needed ``(decode position, pts)``.
 
-    ``starts``: sorted positions decoding may start at (0 and the IDRs). A
-    range reaches from the last start at or before its first needed packet to
-    its last needed packet; the next needed packet opens a new range only when
-    a start lies beyond the current range's end (otherwise decoding on costs
-    nothing more than restarting there).
+    ``starts``: sorted by position, the first at position 0 (where a full
+    decode starts). A needed packet's range reaches back to the last start at
+    or before it that serves its pts; the next needed packet opens a new range
+    only when its start lies beyond the current range's end (otherwise
+    decoding on costs nothing more than restarting there).
     """
+    positions = [position for position, _ in starts]
     runs: list[tuple[int, int]] = []
-    k = 0
-    for position in sorted(set(needed)):
-        while k + 1 < len(starts) and starts[k + 1] <= position:
-            k += 1
-        start = starts[k] if starts and starts[k] <= position else 0
-        if runs and start <= runs[-1][1] + 1:
-            runs[-1] = (runs[-1][0], position)
-        else:
-            runs.append((start, position))
+    for position, pts in sorted(set(needed)):
+        k = bisect_right(positions, position) - 1
+        while k > 0 and (shown_from := starts[k][1]) is not None and pts < shown_from:
+            k -= 1  # a leading picture of a CRA: start earlier
+        start = starts[k][0] if k >= 0 else 0
+        runs.append((start, position))
+        while len(runs) > 1 and runs[-1][0] <= runs[-2][1] + 1:
+            last = runs.pop()
+            runs[-1] = (min(runs[-1][0], last[0]), max(runs[-1][1], last[1]))
     return runs

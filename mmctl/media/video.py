@@ -21,8 +21,8 @@ does only what the sampled frames need:
   (``skip_frame`` per packet) — reference frames are always decoded, so
   every sampled frame is bit-identical to a full decode (about 30% less
   decode time on the benchmark's x264 clip);
-* it starts at the IDR picture before each group of samples and stops at the
-  last sampled packet, draining the decoder at the end of each run
+* it starts at the IDR (or HEVC CRA) picture before each group of samples
+  and stops at the last sampled packet, draining the decoder at the end of each run
   (:mod:`mmctl.media.keyframes`): GOPs that hold no sampled frame are not
   decoded at all — sparse samples of a long video decode a fraction of it.
 
@@ -307,12 +307,14 @@ def _skipping_pass(
         length_size = keyframes.nal_length_size(codec.name, codec.extradata)
         packets: list[Any] = []
         order: list[Any] = []  # the packets' pts, in decode order
-        starts = [0]  # decode positions decoding may start at
+        starts: list[keyframes.Start] = [(0, None)]  # where decoding may start
         for packet in container.demux(stream):
             if not packet.size:
                 continue
-            if packet.is_keyframe and order and _starts_closed_gop(packet, codec.name, length_size):
-                starts.append(len(order))
+            if packet.is_keyframe and order:
+                kind = _start_kind(packet, codec.name, length_size)
+                if kind is not None:
+                    starts.append((len(order), None if kind == "idr" else packet.pts))
             order.append(packet.pts)
             if kept:
                 packets.append(packet)
@@ -328,7 +330,7 @@ def _skipping_pass(
         for pos, idx in enumerate(indices.tolist()):
             wanted.setdefault(pts[int(idx)], []).append(pos)
         position_of = {p: i for i, p in enumerate(order)}
-        runs = keyframes.decode_runs((position_of[p] for p in wanted), starts)
+        runs = keyframes.decode_runs(((position_of[p], p) for p in wanted), starts)
         if not runs:
             return None
         decoding = np.zeros(len(order) + 1, dtype=bool)
@@ -369,11 +371,11 @@ def _skipping_pass(
     return _Pass(fps, fps_source, indices, len(pts), rotation, size), len(pts)
 
 
-def _starts_closed_gop(packet: Any, codec: str, length_size: int | None) -> bool:
+def _start_kind(packet: Any, codec: str, length_size: int | None) -> str | None:
     try:
-        return keyframes.is_idr(memoryview(packet), codec, length_size)
+        return keyframes.start_kind(memoryview(packet), codec, length_size)
     except (TypeError, IndexError):
-        return False
+        return None
 
 
 def _decode_pass(path: Path, sampler: Sampler, sink: FrameSink, total: int) -> _Pass:

@@ -1,5 +1,6 @@
-"""Where decoding may start: IDR pictures only, found in the packets' bytes,
-and the decode of sparse samples from there is the full decode's, exactly."""
+"""Where decoding may start (IDR pictures; HEVC CRA for what is shown after
+it), found in the packets' bytes, and the decode of sparse samples from
+there is the full decode's, exactly."""
 
 import av
 import numpy as np
@@ -17,21 +18,26 @@ def _packets(path):
         ctx = stream.codec_context
         length = keyframes.nal_length_size(ctx.name, ctx.extradata)
         return [
-            (p.is_keyframe, keyframes.is_idr(memoryview(p), ctx.name, length))
+            (p.is_keyframe, keyframes.start_kind(memoryview(p), ctx.name, length))
             for p in container.demux(stream)
             if p.size
         ]
 
 
 @pytest.mark.parametrize("clip", CLOSED + OPEN)
-def test_idr_pictures_are_told_from_other_keyframes(fixtures, clip):
+def test_start_pictures_are_told_from_other_keyframes(fixtures, clip):
     packets = _packets(fixtures / "clips" / clip)
     flagged = [i for i, (key, _) in enumerate(packets) if key]
-    idr = [i for i, (_, is_idr) in enumerate(packets) if is_idr]
+    kinds = [kind for key, kind in packets if key]
     assert len(packets) == 120
     assert len(flagged) == 8  # a keyframe every 15 frames, as encoded
-    # Closed GOPs: every flagged keyframe is an IDR. Open GOPs: only the first.
-    assert idr == (flagged if clip in CLOSED else [0])
+    assert all(kind is None for key, kind in packets if not key)
+    if clip in CLOSED:  # every flagged keyframe is an IDR
+        assert kinds == ["idr"] * 8
+    elif clip == "gop_open_hevc.mp4":  # CRA pictures after the first
+        assert kinds == ["idr"] + ["cra"] * 7
+    else:  # H.264 I pictures with a recovery point: no starts
+        assert kinds == ["idr"] + [None] * 7
 
 
 def test_length_prefix_size_comes_from_the_codec_record():
@@ -50,19 +56,40 @@ def test_a_damaged_packet_is_not_an_idr():
     assert keyframes.is_idr(memoryview(b"\x00\x00\x00\x01\x09\x00\x00\x01\x65\x88"), "h264", None)
 
 
+def _idr(*positions):
+    return [(p, None) for p in positions]
+
+
 @pytest.mark.parametrize(
     ("needed", "starts", "runs"),
     [
-        ([3, 40, 77], [0, 15, 30, 45, 60, 75], [(0, 3), (30, 40), (75, 77)]),
-        ([3, 14, 16], [0, 15, 30], [(0, 16)]),  # the start at 15 is no further than 14 + 1
-        ([20, 28], [0, 15, 30], [(15, 28)]),
-        ([5, 100], [0], [(0, 100)]),  # no IDR after the first: one run
-        ([9, 9, 2], [0, 5], [(0, 2), (5, 9)]),
-        ([], [0, 5], []),
+        ([3, 40, 77], _idr(0, 15, 30, 45, 60, 75), [(0, 3), (30, 40), (75, 77)]),
+        ([3, 14, 16], _idr(0, 15, 30), [(0, 16)]),  # the start at 15 is no further than 14 + 1
+        ([20, 28], _idr(0, 15, 30), [(15, 28)]),
+        ([5, 100], _idr(0), [(0, 100)]),  # no start after the first: one run
+        ([9, 9, 2], _idr(0, 5), [(0, 2), (5, 9)]),
+        ([], _idr(0, 5), []),
     ],
 )
 def test_decode_runs(needed, starts, runs):
-    assert keyframes.decode_runs(needed, starts) == runs
+    assert keyframes.decode_runs([(n, n) for n in needed], starts) == runs  # pts = position
+
+
+def test_a_leading_picture_of_a_cra_starts_before_the_cra():
+    # CRA at decode position 30 shown at pts 33: position 31 shown at 31 leads it.
+    starts = [(0, None), (15, None), (30, 33), (45, None)]
+    assert keyframes.decode_runs([(32, 34)], starts) == [(30, 32)]
+    assert keyframes.decode_runs([(31, 31)], starts) == [(15, 31)]
+    assert keyframes.decode_runs([(5, 5), (31, 31), (50, 50)], starts) == [
+        (0, 5),
+        (15, 31),
+        (45, 50),
+    ]
+    # Out of decode order, a leading picture reaches back past a run's start: merged.
+    assert keyframes.decode_runs([(16, 16), (31, 31)], [(0, None), (15, None), (30, 33)]) == [
+        (15, 31)
+    ]
+    assert keyframes.decode_runs([(2, 2), (33, 34), (31, 20)], [(0, None), (30, 33)]) == [(0, 33)]
 
 
 def _full_decode(path):
@@ -72,10 +99,11 @@ def _full_decode(path):
 
 @pytest.mark.parametrize("clip", CLOSED + OPEN)
 @pytest.mark.parametrize(
-    "wanted", [[0, 3, 40, 77, 119], [50, 51, 52], [16, 17, 18, 44, 45, 46, 105]]
+    "wanted",
+    [[0, 3, 40, 77, 119], [50, 51, 52], [16, 17, 18, 44, 45, 46, 105], [27, 57, 74, 89, 104]],
 )
 @pytest.mark.parametrize("kept", [True, False], ids=["packets-kept", "demuxed-twice"])
-def test_sparse_samples_decode_exactly_from_the_nearest_idr(
+def test_sparse_samples_decode_exactly_from_the_nearest_start(
     fixtures, monkeypatch, clip, wanted, kept
 ):
     path = fixtures / "clips" / clip
@@ -96,8 +124,8 @@ def test_sparse_samples_decode_exactly_from_the_nearest_idr(
     for pos, index in enumerate(wanted):
         assert np.array_equal(frames[pos], full[index]), f"frame {index} differs"
     runs = used[-1]
-    if clip in OPEN:
+    if clip == "gop_open.mp4":  # no start after the first
         assert runs[0][0] == 0 and len(runs) == 1
-    else:  # decoding starts at the IDR before each group of samples
+    else:  # decoding starts at the IDR/CRA before each group of samples
         assert (runs[0][0] > 0) == (min(wanted) >= 15)
         assert sum(last - first + 1 for first, last in runs) < 120
