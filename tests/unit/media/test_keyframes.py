@@ -102,13 +102,19 @@ def _full_decode(path):
     "wanted",
     [[0, 3, 40, 77, 119], [50, 51, 52], [16, 17, 18, 44, 45, 46, 105], [27, 57, 74, 89, 104]],
 )
-@pytest.mark.parametrize("kept", [True, False], ids=["packets-kept", "demuxed-twice"])
+@pytest.mark.parametrize(
+    ("kept", "threads"),
+    [(True, False), (False, False), (True, True)],
+    ids=["packets-kept", "demuxed-twice", "frame-threads"],
+)
 def test_sparse_samples_decode_exactly_from_the_nearest_start(
-    fixtures, monkeypatch, clip, wanted, kept
+    fixtures, monkeypatch, clip, wanted, kept, threads
 ):
     path = fixtures / "clips" / clip
     if not kept:  # as for a file over KEEP_PACKETS_BYTES
         monkeypatch.setattr(video, "KEEP_PACKETS_BYTES", 0)
+    if threads:  # FFmpeg's frame threads, as for frames of 320x240 and more
+        monkeypatch.setattr(video, "THREADED_PIXELS", 0)
     used: list[list[tuple[int, int]]] = []
     plan = keyframes.decode_runs
     monkeypatch.setattr(
