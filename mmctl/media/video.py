@@ -333,9 +333,9 @@ def _skipping_pass(
         runs = keyframes.decode_runs(((position_of[p], p) for p in wanted), starts)
         if not runs:
             return None
-        decoding = np.zeros(len(order) + 1, dtype=bool)
+        decoding = [False] * (len(order) + 1)  # per packet: inside a run
         for first, last in runs:
-            decoding[first : last + 1] = True
+            decoding[first : last + 1] = [True] * (last + 1 - first)
         emitted, rotation, size = 0, 0, (0, 0)
         seen: list[int] = []
 
@@ -354,10 +354,14 @@ def _skipping_pass(
                 emitted += len(positions)
 
         source = packets if kept else (p for p in container.demux(stream) if p.size)
+        skipping = None
         for position, packet in enumerate(source):
             if decoding[position]:
-                codec.skip_frame = "DEFAULT" if packet.pts in wanted else "NONREF"
-                emit(codec.decode(packet))
+                skip = "DEFAULT" if packet.pts in wanted else "NONREF"
+                if skip != skipping:
+                    codec.skip_frame = skipping = skip
+                if frames := codec.decode(packet):
+                    emit(frames)
             if not decoding[position + 1]:  # a run ends: drain the decoder, restart clean
                 if decoding[position]:
                     emit(codec.decode(None))
