@@ -165,10 +165,11 @@ def _render(console: Console, doc: dict[str, Any]) -> None:
     )
     t = {k: v * 1000 for k, v in doc["timings_s"].items()}
     if doc["kind"] == "video":
-        # Resizing runs on a second thread while the decoder works: inside the total.
+        # Resizing runs between decoded frames (small frames) or on a second
+        # thread while the decoder works: inside the total either way.
         timing = (
-            f"total {t['total_s']:.0f} ms: decoding, with resize + patchify "
-            f"({t['preprocess_s']:.0f} ms) running alongside"
+            f"total {t['total_s']:.0f} ms: decoding, resize + patchify inside it "
+            f"(busy {t['preprocess_s']:.0f} ms)"
         )
     else:
         timing = (
