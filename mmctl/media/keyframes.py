@@ -77,7 +77,8 @@ def _first_slice_type(data: memoryview, codec: str, length_size: int | None) -> 
 
 
 def start_kind(data: memoryview, codec: str, length_size: int | None) -> str | None:
-    """ "idr", "cra" (see the module docstring) or None, from the packet's first slice."""
+    """What the packet's first slice makes it: a start for every later picture
+    ("idr"), for the pictures shown at or after it ("cra"), or no start (None)."""
     kind = _first_slice_type(data, codec, length_size)
     if kind is None:
         return None
@@ -86,11 +87,6 @@ def start_kind(data: memoryview, codec: str, length_size: int | None) -> str | N
     if kind in CRA_TYPES.get(codec, ()):
         return "cra"
     return None
-
-
-def is_idr(data: memoryview, codec: str, length_size: int | None) -> bool:
-    """The packet's picture is an IDR (its first slice says so)."""
-    return start_kind(data, codec, length_size) == "idr"
 
 
 def decode_runs(

@@ -22,9 +22,10 @@ does only what the sampled frames need:
   every sampled frame is bit-identical to a full decode (about 30% less
   decode time on the benchmark's x264 clip);
 * it starts at the IDR (or HEVC CRA) picture before each group of samples
-  and stops at the last sampled packet, draining the decoder at the end of each run
-  (:mod:`mmctl.media.keyframes`): GOPs that hold no sampled frame are not
-  decoded at all — sparse samples of a long video decode a fraction of it.
+  and stops at the last sampled packet, draining the decoder at the end of
+  each run (:mod:`mmctl.media.keyframes`): GOPs that hold no sampled frame
+  are not decoded at all — sparse samples of a long video decode a fraction
+  of it.
 
 The file is opened and demuxed once: the packets (compressed, about the
 file's size) are kept and decoded from memory — files over

@@ -49,11 +49,13 @@ def test_length_prefix_size_comes_from_the_codec_record():
     assert keyframes.nal_length_size("hevc", bytes([1]) + bytes(20) + bytes([0xF3])) == 4
 
 
-def test_a_damaged_packet_is_not_an_idr():
-    assert not keyframes.is_idr(memoryview(b"\x00\x00\x00\x09\x65"), "h264", 4)  # runs past
-    assert not keyframes.is_idr(memoryview(b""), "h264", 4)
-    assert not keyframes.is_idr(memoryview(b"\x00\x00\x01\x09\x10"), "h264", None)  # AUD only
-    assert keyframes.is_idr(memoryview(b"\x00\x00\x00\x01\x09\x00\x00\x01\x65\x88"), "h264", None)
+def test_a_damaged_packet_is_no_start():
+    kind = keyframes.start_kind
+    assert kind(memoryview(b"\x00\x00\x00\x09\x65"), "h264", 4) is None  # runs past its end
+    assert kind(memoryview(b""), "h264", 4) is None
+    assert kind(memoryview(b"\x00\x00\x01\x09\x10"), "h264", None) is None  # a delimiter only
+    assert kind(memoryview(b"\x00\x00\x00\x01\x09\x00\x00\x01\x65\x88"), "h264", None) == "idr"
+    assert kind(memoryview(b"\x00\x00\x00\x02\x2a\x01"), "hevc", 4) == "cra"  # type 21
 
 
 def _idr(*positions):
