@@ -107,8 +107,7 @@ def decode_runs(
         k = bisect_right(positions, position) - 1
         while k > 0 and (shown_from := starts[k][1]) is not None and pts < shown_from:
             k -= 1  # a leading picture of a CRA: start earlier
-        start = starts[k][0] if k >= 0 else 0
-        runs.append((start, position))
+        runs.append((starts[k][0], position))
         while len(runs) > 1 and runs[-1][0] <= runs[-2][1] + 1:
             last = runs.pop()
             runs[-1] = (min(runs[-1][0], last[0]), max(runs[-1][1], last[1]))
