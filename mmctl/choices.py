@@ -54,11 +54,11 @@ class PixelFormat(Enum):
 
 
 class LayoutKind(StrEnum):
-    """How a Qwen3-VL video placeholder is expanded (``mmctl.prompt.layout``)."""
+    """How a Qwen3-VL video placeholder is expanded (``mmctl.prompt.layout``).
+    The smg gateway lays video out like vLLM since 1.13.0 (``smg`` is retired)."""
 
     VLLM = "vllm"
     HF_LEGACY = "hf-legacy"
-    SMG = "smg"
 
 
 class Transport(StrEnum):

@@ -8,7 +8,7 @@ For scripts and notebooks, and the commands ``mmctl preprocess`` and
     pre = mmctl.preprocess("clip.mp4", fps=1)
     print(pre.grid_thw, pre.pixel_values.shape)
 
-    report = mmctl.inspect_tokens("clip.mp4", prompt="What happens?", diff="vllm,smg")
+    report = mmctl.inspect_tokens("clip.mp4", prompt="What happens?", diff="vllm,hf-legacy")
     print(report.check.ok, len(report.layout.ids))
 
 Model files come as everywhere else: ``model_dir``, ``bundle``, ``family``,
@@ -158,7 +158,7 @@ def inspect_tokens(
 ) -> TokenReport:
     """The token layout of ``media`` + ``prompt`` (what ``send`` would send,
     default prompt included), or of a recorded ``request``, with vLLM's mrope
-    walk run on it; ``diff`` ("vllm,smg") compares two layouts."""
+    walk run on it; ``diff`` ("vllm,hf-legacy") compares two layouts."""
     overrides = VisionOverrides(**vision)
     kind = LayoutKind(layout)
     pair = _diff_pair(diff) if diff is not None else None
@@ -196,7 +196,7 @@ def _diff_pair(value: str | Sequence[LayoutKind | str]) -> tuple[LayoutKind, Lay
     if len(pair) != 2 or pair[0] == pair[1]:
         raise UsageError(
             f"--diff wants two different layouts out of {', '.join(k.value for k in LayoutKind)}, "
-            f"like vllm,smg; got {value!r}"
+            f"like vllm,hf-legacy; got {value!r}"
         )
     return pair[0], pair[1]
 

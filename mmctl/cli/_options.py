@@ -189,9 +189,9 @@ LayoutOpt = Annotated[
     LayoutKind,
     typer.Option(
         "--layout",
-        metavar="[vllm|hf-legacy|smg]",
-        help="How a video's placeholder expands: vllm (what a vLLM worker expects), hf-legacy "
-        "(older transformers), smg (the smg router).",
+        metavar="[vllm|hf-legacy]",
+        help="How a video's placeholder expands: vllm (what a vLLM worker expects, and the smg "
+        "gateway sends), hf-legacy (older transformers).",
     ),
 ]
 MmItemLimitsOpt = Annotated[

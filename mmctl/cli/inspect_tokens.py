@@ -43,7 +43,7 @@ Examples:
 
 \b
   mmctl inspect-tokens clip.mp4 --prompt "Which colours appear?"
-  mmctl inspect-tokens clip.mp4 --diff vllm,smg
+  mmctl inspect-tokens clip.mp4 --diff vllm,hf-legacy
   mmctl inspect-tokens clip.mp4 --layout hf-legacy --json | jq .check
   mmctl inspect-tokens --request request.pb   # check a built request
 
@@ -65,7 +65,7 @@ def inspect_tokens(
         typer.Option(
             "--diff",
             metavar="A,B",
-            help="Show where two layouts differ (e.g. vllm,smg).",
+            help="Show where two layouts differ (e.g. vllm,hf-legacy).",
             show_default=False,
         ),
     ] = None,

@@ -4,7 +4,7 @@ The rendered prompt holds one ``<|vision_start|><|X_pad|><|vision_end|>``
 triple per item. Expansion replaces it with the tokens the model embeds, and
 records each item's placeholder span (what ``mm_placeholders`` carries).
 
-Three layouts exist in the wild for Qwen3-VL video (ARCHITECTURE §5.4):
+Two layouts exist in the wild for Qwen3-VL video (ARCHITECTURE §5.4):
 
 ``vllm``
     vLLM 0.33 with transformers ≥ 5.10 (and HF's ``Qwen3VLProcessor`` today):
@@ -14,13 +14,10 @@ Three layouts exist in the wild for Qwen3-VL video (ARCHITECTURE §5.4):
 ``hf-legacy``
     Older transformers: the whole outer triple is replaced by the same
     per-frame blocks (no outer pair); the span is the expansion.
-``smg``
-    The smg router: the outer pair is reused as the first frame's
-    ``<|vision_start|>`` and the last frame's ``<|vision_end|>``; frames in
-    between get ``<|vision_end|>`` + ``<t seconds>`` + ``<|vision_start|>``;
-    the span starts on the outer ``<|vision_start|>``. (smg derives the times
-    from an assumed rate; here they are the true ones, so only the structure
-    differs.)
+
+Routers older than the smg gateway 1.13.0 had a third (the outer pair reused
+as the first frame's start and the last frame's end); 1.13.0 sends the
+``vllm`` layout, token for token (``tests/compat/test_smg_gateway.py``).
 
 Images, and Qwen2.5-VL video, expand the bare pad to ``t·h·w/M²`` pads in
 every layout. Family knowledge (per-frame markers, the timestamp text) comes
@@ -119,21 +116,6 @@ def expand(
             )
         labels = [list(tokenizer.encode_cached(spec.frame_label(s))) for s in item.patch_times]
         vs, ve = token_ids.vision_start_token_id, token_ids.vision_end_token_id
-        if kind is LayoutKind.SMG:
-            out.extend(ids[cursor:pos])
-            start = len(out) - 1  # the outer <|vision_start|>
-            if start < 0 or ids[pos - 1] != vs:
-                raise InputError("smg layout needs a <|vision_start|> before each <|video_pad|>")
-            for i, label in enumerate(labels):
-                if i:
-                    out.append(ve)
-                out.extend(label)
-                if i:
-                    out.append(vs)
-                out.extend([pad] * per_frame)
-            spans.append(Span(n, item.kind, start, len(out) - start))
-            cursor = pos + 1
-            continue
         block: list[int] = []
         for label in labels:
             block.extend(label)

@@ -25,15 +25,21 @@ def test_inspect_json_for_scripts(cli, red_blue):
     assert {"timestamp", "vision_start", "pads", "vision_end", "span_start"} <= kinds
 
 
-def test_diff_vllm_smg_shows_the_known_differences(cli, red_blue):
-    r = cli("inspect-tokens", red_blue, "--diff", "vllm,smg", "--json")
+def test_diff_vllm_hf_legacy_shows_the_known_differences(cli, red_blue):
+    r = cli("inspect-tokens", red_blue, "--diff", "vllm,hf-legacy", "--json")
     assert r.code == 0, r.err
     d = r.json()["diff"]
-    assert d["a_tokens"] - d["b_tokens"] == 2  # smg drops one marker pair
-    assert d["b_spans"][0]["offset"] == d["a_spans"][0]["offset"] - 1  # starts on the outer pair
+    assert d["a_tokens"] - d["b_tokens"] == 2  # hf-legacy drops the outer marker pair
+    assert d["b_spans"][0]["offset"] == d["a_spans"][0]["offset"] - 1  # from the outer start on
     assert d["differences"] and d["a_check"]["ok"] and d["b_check"]["ok"]
-    human = cli("inspect-tokens", red_blue, "--diff", "vllm,smg")
-    assert "diff" in human.out and "smg" in human.out
+    human = cli("inspect-tokens", red_blue, "--diff", "vllm,hf-legacy")
+    assert "diff" in human.out and "hf-legacy" in human.out
+
+
+def test_the_retired_smg_layout_is_a_usage_error(cli, red_blue):
+    # smg >= 1.13.0 sends the vllm layout (tests/compat/test_smg_gateway.py).
+    r = cli("inspect-tokens", red_blue, "--layout", "smg")
+    assert r.code == 2 and "'smg' is not one of 'vllm', 'hf-legacy'" in r.err
 
 
 def test_bad_diff_is_usage_error(cli, red_blue):

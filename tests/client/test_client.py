@@ -113,7 +113,7 @@ def test_health_of_a_dead_worker_is_a_value_not_an_exception():
 def test_offline_preprocess_and_inspect_tokens(red_blue):
     pre = mmctl.preprocess(red_blue, pixel_dtype="uint8", num_frames=4)
     assert pre.grid_thw == (2, 6, 8) and pre.pixel_values.dtype.name == "uint8"
-    report = mmctl.inspect_tokens(red_blue, "What happens?", diff="vllm,smg")
+    report = mmctl.inspect_tokens(red_blue, "What happens?", diff="vllm,hf-legacy")
     assert report.check.ok and report.diff is not None
     assert report.as_dict()["items"][0]["grid_thw"] == [4, 6, 8]
 

@@ -9,14 +9,16 @@ equal — pixels, grids, prompt ids, placeholders — to the request mmctl
 builds for the same file against the same worker (``stub-worker --record``
 keeps what arrived). Request ids and content hashes differ by design.
 
-Needs the ``smg`` executable (dev extra) and ``ffmpeg``/``ffprobe`` (the
-gateway decodes video with them; ``.ci/run`` installs them). Under ``CI``
+Needs the ``smg`` executable (dev extra), ``ffmpeg``/``ffprobe`` (the
+gateway decodes video with them) and libturbojpeg (its Pillow-exact JPEG
+decoder); ``.ci/run`` installs them. Under ``CI``
 a missing one fails the test; elsewhere it is skipped with the reason.
 """
 
 from __future__ import annotations
 
 import base64
+import ctypes.util
 import io
 import json
 import os
@@ -53,6 +55,10 @@ def _missing() -> str | None:
     for tool in ("ffmpeg", "ffprobe"):
         if shutil.which(tool) is None:
             return f"{tool} is not on PATH (apt-get install ffmpeg libturbojpeg0)"
+    # Loaded at run time for Pillow-exact JPEG decoding; without it the
+    # gateway falls back to another decoder and the pixels may differ.
+    if ctypes.util.find_library("turbojpeg") is None:
+        return "libturbojpeg is not installed (apt-get install libturbojpeg0)"
     return None
 
 

@@ -6,10 +6,16 @@ the servicer or vLLM would fail on too. ``--record`` keeps what arrived."""
 
 from __future__ import annotations
 
+import json
+import signal
+import subprocess
+import sys
+
 import grpc
 import numpy as np
 import pytest
 
+import mmctl
 from mmctl.choices import PixelFormat
 from mmctl.media import synth
 from mmctl.request import tensors
@@ -210,3 +216,28 @@ def test_record_writes_accepted_requests_with_shm_tensors_inline(
     for key, td in inline.mm_inputs.model_specific_tensors.items():
         assert got.mm_inputs.model_specific_tensors[key].inline == td.inline
     assert list(got.tokenized.input_ids) == list(inline.tokenized.input_ids)
+
+
+def test_record_from_the_command_line(red_blue, tmp_path, cli, no_leaks):
+    folder = tmp_path / "made" / "here"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mmctl", "stub-worker", "--port", "0", "--json", "--record", folder],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        address = json.loads(proc.stdout.readline())["address"]
+        with mmctl.Client(address) as client:
+            sent = client.send(red_blue, transport="shm", request_id="cli")
+        assert sent.answer == "red, blue"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(10) == 0
+    [path] = folder.iterdir()
+    got = read_request(path)
+    assert path.name == "000001-cli.pb"
+    assert got.mm_inputs.pixel_values.WhichOneof("payload") == "inline"
+    (tmp_path / "file").write_text("")
+    r = cli("stub-worker", "--port", "0", "--record", tmp_path / "file" / "sub")
+    assert r.code == 2 and r.err.startswith("Error: --record ") and "Not a directory" in r.err

@@ -55,15 +55,6 @@ def test_hf_legacy_replaces_the_whole_triple():
     assert (layout.spans[0].offset, layout.spans[0].length) == (2, len(body))
 
 
-def test_smg_reuses_the_outer_pair_for_first_and_last_frame():
-    layout = _expand([VIDEO], kind=LayoutKind.SMG)
-    expected = [1, 2, VS, *_label(0.25), *[VPAD] * 4, VE, *_label(1.5), VS, *[VPAD] * 4, VE, 3]
-    assert layout.id_list() == expected
-    span = layout.spans[0]
-    assert span.offset == 2  # on the outer <|vision_start|>
-    assert span.end == len(expected) - 2  # the outer <|vision_end|> closes the last frame
-
-
 def test_image_expands_to_pads_only():
     prompt = [VS, IPAD, VE, 7]
     layout = _expand([LayoutItem(MediaKind.IMAGE, (1, 6, 4))], prompt=prompt)
