@@ -352,8 +352,12 @@ def _check_batch(batch: ReceivedBatch, model: Model, policy: Policy) -> None:
             f"{label}.pixel_values has {pixels.shape[0]} rows, {batch.grid_key} "
             f"{[list(g) for g in batch.grids()]} needs sum(t*h*w) = {rows}; {ENGINE_FAIL} a shape mismatch"
         )
-    if batch.hashes and len(batch.hashes) != items:
-        raise Rejected(f"{label}: {len(batch.hashes)} mm_hashes for {items} placeholders")
+    if len(batch.hashes) < items:
+        # vLLM keys each item's encoder cache by mm_hashes[modality][i]; extra ones go unused.
+        raise Rejected(
+            f"{label}: {len(batch.hashes)} mm_hashes for {items} placeholders; {ENGINE_FAIL} "
+            f"{'KeyError' if not batch.hashes else 'IndexError'} (one content hash per item)"
+        )
     # The servicer gives a layout only to the tensors a batch carries: a key list
     # naming one it lacks (the smg gateway names both grids in keep_on_cpu_keys)
     # is ignored, as here.

@@ -153,6 +153,18 @@ def _refused(stub, req) -> str:
     return str(err.value.details())
 
 
+def test_an_item_without_a_content_hash_is_refused(stub, video_request):
+    req, _ = video_request()
+    del req.mm_inputs.mm_hashes[:]
+    assert "0 mm_hashes for 1 placeholders" in _refused(stub, req)
+
+
+def test_more_hashes_than_items_are_accepted(stub, video_request, builtin_model):
+    req, _ = video_request()
+    req.mm_inputs.mm_hashes.append("0" * 64)  # vLLM reads one per item
+    assert _answer(stub, req, builtin_model) == "red, blue"
+
+
 def test_no_im_token_id_on_video_is_refused(stub, video_request):
     # The span holds timestamps and markers: all of it would receive embeddings.
     req, _ = video_request()
