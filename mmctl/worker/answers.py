@@ -96,7 +96,8 @@ def colours_answer(batches: list[ReceivedBatch], params: VisionParams) -> str:
 
 
 def echo_answer(req: GenerateRequest, batches: list[ReceivedBatch]) -> str:
-    parts = [f"{len(req.tokenized.input_ids)} prompt tokens"]
+    tokenized = req.WhichOneof("input") == "tokenized"
+    parts = [f"{len(req.tokenized.input_ids)} prompt tokens" if tokenized else "text prompt"]
     for batch in batches:
         tensors = ", ".join(
             f"{key} {list(array.shape)} {batch.dtypes[key]} via {batch.transports[key]}"

@@ -3,7 +3,13 @@
 A request the stub accepts is one the real worker (smg-grpc-servicer 0.14.1
 in front of vLLM 0.33) would accept; where the real one would crash deep in
 the engine, the stub refuses up front and says what would have happened.
-Every refusal is a :class:`Rejected` with one sentence naming the field and
+The converse holds too: what the servicer takes (its
+``_build_preprocessed_mm_inputs``: any name for the flat sizes tensor, key
+lists naming tensors a batch lacks, every modality but VIDEO as an image) the
+stub takes, so other clients (the smg gateway) can test against it. Refused
+although the real worker takes them, because it would answer garbage
+silently: pixels of the wrong type for ``mm_device_do_normalize``, and, under
+``--legacy-proto``, fields such a worker would drop. Every refusal is a :class:`Rejected` with one sentence naming the field and
 the values; the server turns it into ``INVALID_ARGUMENT``.
 
 Order matters and follows the servicer: tensors are decoded (and shm files

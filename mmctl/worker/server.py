@@ -263,9 +263,19 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
         """Decode and check; returns (batches, prompt length). ``pixels``: the
         first batch's inline pixel payload, when it was left out of ``request``."""
         cfg, policy = self.cfg, self.cfg.policy
-        if request.WhichOneof("input") != "tokenized":
-            raise checks.Rejected("this worker takes tokenized input (input_ids), not text")
         has_refs = request.HasField("media_refs")
+        kind = request.WhichOneof("input")
+        if kind == "text" and not has_refs:
+            # As the servicer: the engine tokenizes the text; batches are not read.
+            if not request.text:
+                raise checks.Rejected("the prompt is empty (text input with no text)")
+            return [], len(cfg.model.tokenizer.encode(request.text))
+        if kind != "tokenized":
+            raise checks.Rejected(
+                "media_refs requires tokenized input"
+                if has_refs
+                else "the request carries no input (tokenized input_ids or text)"
+            )
         has_batches = request.HasField("mm_inputs") or len(request.extra_mm_inputs) > 0
         if policy.legacy_proto and (has_refs or len(request.extra_mm_inputs)):
             what = "media_refs" if has_refs else "extra_mm_inputs"

@@ -146,6 +146,17 @@ def test_a_batch_without_tensors_is_text(stub, image_request, builtin_model):
     assert _answer(stub, req, builtin_model) == "no media received"
 
 
+def test_text_input_is_accepted_and_its_batches_not_read(stub, video_request, builtin_model):
+    """The servicer hands ``text`` to the engine as the prompt (no media)."""
+    req, _ = video_request()
+    req.text = "Which colours?"  # replaces tokenized (one oneof)
+    assert _answer(stub, req, builtin_model) == "no media received"
+    req.text = ""
+    assert "the prompt is empty" in _refused(stub, req)
+    req.ClearField("text")
+    assert "carries no input" in _refused(stub, req)
+
+
 def _refused(stub, req) -> str:
     with pytest.raises(grpc.RpcError) as err:
         stub.generate(req)
