@@ -40,6 +40,7 @@ from mmctl.media import synth
 from mmctl.models.source import BUILTIN_CONFIG_DIR, tokenizer_package_dir
 from mmctl.request.tensors import from_bytes
 from mmctl.request.view import batches, read_request, tensor_fields
+from mmctl.wire import proto
 
 GATEWAY_VERSION = "1.13.0"
 START_TIMEOUT_S = 60
@@ -109,14 +110,19 @@ class Pair:
     log: io.StringIO
     model_dir: Path
 
-    def chat(self, kind: str, path: Path, mime: str) -> dict:
-        data = base64.b64encode(path.read_bytes()).decode()
-        part = {"type": f"{kind}_url", f"{kind}_url": {"url": f"data:{mime};base64,{data}"}}
+    def chat(self, media: list[Path]) -> dict:
+        content: list[dict] = []
+        for path in media:
+            kind, mime = MIME[path.suffix]
+            data = base64.b64encode(path.read_bytes()).decode()
+            url = f"data:{mime};base64,{data}"
+            content.append({"type": f"{kind}_url", f"{kind}_url": {"url": url}})
+        content.append({"type": "text", "text": PROMPT})
         body = {
             "model": "mmctl-stub/qwen3-vl",
             "max_tokens": 16,
             "temperature": 0,
-            "messages": [{"role": "user", "content": [part, {"type": "text", "text": PROMPT}]}],
+            "messages": [{"role": "user", "content": content}],
         }
         req = urllib.request.Request(
             f"{self.http}/v1/chat/completions",
@@ -198,19 +204,24 @@ def pair(request, smg_exe, model_dir, tmp_path_factory) -> Iterator[Pair]:
         stub.stop(grace=0.5)
 
 
-MEDIA = [
-    ("video", "red_blue", "video/mp4", "red, blue"),
-    ("image", "green_jpeg", "image/jpeg", "green"),
-]
+MIME = {".mp4": ("video", "video/mp4"), ".jpg": ("image", "image/jpeg")}
+#: (media fixtures in prompt order, the answer): a mixed request carries the
+#: images in ``mm_inputs`` and the video in ``extra_mm_inputs``.
+CASES = {
+    "video": (["red_blue"], "red, blue"),
+    "image": (["green_jpeg"], "green"),
+    "image+video": (["green_jpeg", "red_blue"], "green; red, blue"),
+}
 
 
-@pytest.mark.parametrize("kind,fixture,mime,colours", MEDIA, ids=[m[0] for m in MEDIA])
-def test_the_gateway_is_accepted_and_equals_mmctl(pair, request, kind, fixture, mime, colours):
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_gateway_is_accepted_and_equals_mmctl(pair, request, case):
     import mmctl
 
-    path = request.getfixturevalue(fixture)
+    names, colours = CASES[case]
+    media = [request.getfixturevalue(name) for name in names]
     before = set(pair.recorded())
-    answer = pair.chat(kind, path, mime)
+    answer = pair.chat(media)
     assert answer["choices"][0]["message"]["content"] == colours, pair.log.getvalue()
     [recorded] = set(pair.recorded()) - before
     gateway = read_request(recorded)
@@ -219,20 +230,20 @@ def test_the_gateway_is_accepted_and_equals_mmctl(pair, request, kind, fixture, 
     assert f"via {transport} -> ok" in line
 
     with mmctl.Client(pair.stub_address, model_dir=pair.model_dir) as client:
-        mine = client.build(path, prompt=PROMPT).request
+        mine = client.build(media, prompt=PROMPT).request
     assert list(gateway.tokenized.input_ids) == list(mine.tokenized.input_ids)
     assert gateway.tokenized.original_text == mine.tokenized.original_text
-    [theirs], [ours] = batches(gateway), batches(mine)
-    assert (theirs.modality, theirs.im_token_id) == (ours.modality, ours.im_token_id)
-    assert [(p.offset, p.length) for p in theirs.mm_placeholders] == [
-        (p.offset, p.length) for p in ours.mm_placeholders
-    ]
-    assert len(theirs.mm_hashes) == len(ours.mm_hashes) == 1
-    a, b = _tensors(theirs), _tensors(ours)
-    grid = f"{kind}_grid_thw"
-    assert a["pixel_values"][0] == b["pixel_values"][0]  # the pixel dtype
-    assert np.array_equal(a["pixel_values"][1], b["pixel_values"][1])
-    assert np.array_equal(a[grid][1], b[grid][1])
+    for theirs, ours in zip(batches(gateway), batches(mine), strict=True):
+        assert (theirs.modality, theirs.im_token_id) == (ours.modality, ours.im_token_id)
+        assert [(p.offset, p.length) for p in theirs.mm_placeholders] == [
+            (p.offset, p.length) for p in ours.mm_placeholders
+        ]
+        assert len(theirs.mm_hashes) == len(ours.mm_hashes) == len(ours.mm_placeholders)
+        a, b = _tensors(theirs), _tensors(ours)
+        grid = "video_grid_thw" if ours.modality == proto.common_pb2.VIDEO else "image_grid_thw"
+        assert a["pixel_values"][0] == b["pixel_values"][0]  # the pixel dtype
+        assert np.array_equal(a["pixel_values"][1], b["pixel_values"][1])
+        assert np.array_equal(a[grid][1], b[grid][1])
 
 
 def _tensors(batch) -> dict[str, tuple[str, np.ndarray]]:
