@@ -9,7 +9,9 @@ lists naming tensors a batch lacks, every modality but VIDEO as an image) the
 stub takes, so other clients (the smg gateway) can test against it. Refused
 although the real worker takes them, because it would answer garbage
 silently: pixels of the wrong type for ``mm_device_do_normalize``, and, under
-``--legacy-proto``, fields such a worker would drop. Every refusal is a :class:`Rejected` with one sentence naming the field and
+``--legacy-proto``, fields such a worker would drop.
+
+Every refusal is a :class:`Rejected` with one sentence naming the field and
 the values; the server turns it into ``INVALID_ARGUMENT``.
 
 Order matters and follows the servicer: tensors are decoded (and shm files
@@ -108,6 +110,14 @@ class ReceivedBatch:
 
     def rename(self, key: str) -> str:
         return worker_key(key, self.kind)
+
+    def batched(self) -> set[str]:
+        """``batched_keys`` as the servicer reads them: renamed like the tensors."""
+        return {self.rename(k) for k in self.batched_keys}
+
+    def flat(self) -> dict[str, str]:
+        """``flat_keys`` as the servicer reads them: both sides renamed (last wins)."""
+        return {self.rename(k): self.rename(v) for k, v in self.flat_keys.items()}
 
     @property
     def grid_key(self) -> str:
@@ -366,28 +376,26 @@ def _check_batch(batch: ReceivedBatch, model: Model, policy: Policy) -> None:
         )
     # The servicer gives a layout only to the tensors a batch carries: a key list
     # naming one it lacks (the smg gateway names both grids in keep_on_cpu_keys)
-    # is ignored, as here.
-    for key in batch.batched_keys:
-        name = batch.rename(key)
+    # is ignored, as here. Batched wins over flat, as there.
+    for name in batch.batched():
         if name in batch.tensors and batch.tensors[name].shape[:1] != (items,):
             raise Rejected(
-                f"{label}.batched_keys {key!r} has shape {list(batch.tensors[name].shape)}, "
+                f"{label}.batched_keys {name!r} has shape {list(batch.tensors[name].shape)}, "
                 f"not one row for each of the {items} items; {ENGINE_FAIL} a batch size mismatch"
             )
-    for key, sizes_key in batch.flat_keys.items():
-        name, sizes_name = batch.rename(key), batch.rename(sizes_key)
-        if name not in batch.tensors:
+    for name, sizes_name in batch.flat().items():
+        if name not in batch.tensors or name in batch.batched():
             continue
         if sizes_name not in batch.tensors:
             raise Rejected(
-                f"{label}.flat_keys splits {key!r} by {sizes_key!r}, which is not a tensor of "
+                f"{label}.flat_keys splits {name!r} by {sizes_name!r}, which is not a tensor of "
                 f"the batch; {ENGINE_FAIL} KeyError"
             )
         sizes = batch.tensors[sizes_name].reshape(-1).astype(np.int64)
         rows = batch.tensors[name].shape[0] if batch.tensors[name].ndim else 0
         if len(sizes) != items or int(sizes.sum()) != rows or (sizes < 0).any():
             raise Rejected(
-                f"{label}.flat_keys {key!r}: sizes {sizes.tolist()} from {sizes_key!r} do not "
+                f"{label}.flat_keys {name!r}: sizes {sizes.tolist()} from {sizes_name!r} do not "
                 f"split its {rows} rows into {items} item(s); {ENGINE_FAIL} a batch size mismatch"
             )
     _check_declared(batch)
@@ -430,22 +438,24 @@ def _check_declared(batch: ReceivedBatch) -> None:
     flat by *some* sizes tensor holding each item's ``t·h·w`` (the servicer
     takes whichever tensor ``flat_keys`` names); keeping a tensor on the CPU
     only saves a device copy, so a missing ``keep_on_cpu_keys`` entry is accepted."""
+    batched, flat = batch.batched(), batch.flat()
     for f in batch.fields:
-        if f.value == ROWS or (f.optional and batch.rename(f.key) not in batch.tensors):
+        name = batch.rename(f.key)
+        if f.value == ROWS or (f.optional and name not in batch.tensors):
             continue
-        if f.layout is FieldLayout.BATCHED and f.key not in batch.batched_keys:
+        if f.layout is FieldLayout.BATCHED and name not in batched:
             raise Rejected(f"{batch.label}.batched_keys lacks {f.key!r} (one row per item)")
         if f.layout is FieldLayout.FLAT:
-            sizes_key = batch.flat_keys.get(f.key)
-            if sizes_key is None:
+            sizes_name = flat.get(name)
+            if sizes_name is None or name in batched:
                 raise Rejected(
                     f"{batch.label}.flat_keys lacks {f.key!r}: it must be split per item by a "
                     "sizes tensor (rows per item)"
                 )
-            sizes = batch.tensors[batch.rename(sizes_key)].reshape(-1).tolist()
+            sizes = batch.tensors[sizes_name].reshape(-1).tolist()
             want = [int(np.prod(g)) for g in batch.grids()]
             if sizes != want:
                 raise Rejected(
-                    f"{batch.label}.flat_keys[{f.key!r}] splits by {sizes_key!r} = {sizes}; "
+                    f"{batch.label}.flat_keys[{f.key!r}] splits by {sizes_name!r} = {sizes}; "
                     f"the items' grids {batch.grid_key} need t*h*w = {want} rows each"
                 )

@@ -64,6 +64,12 @@ def _names_without_tensors(req) -> None:
     req.mm_inputs.flat_keys["pixel_values_images"] = "patches_per_image"
 
 
+def _renamed_key_in_flat_keys(req) -> None:
+    # The servicer renames both sides of flat_keys before looking tensors up.
+    mm = req.mm_inputs
+    mm.flat_keys["pixel_values_videos"] = mm.flat_keys.pop("pixel_values")
+
+
 def _explicit_encoder_key(req) -> None:
     req.mm_inputs.encoder_input_key = "pixel_values"
 
@@ -79,6 +85,7 @@ ACCEPTED_VIDEO = [
     ("sizes-not-batched", lambda req: _rename_sizes(req, "rows", batched=False)),
     ("no-keep-on-cpu", _no_cpu_keys),
     ("key-lists-name-absent-tensors", _names_without_tensors),
+    ("flat-keys-name-the-renamed-pixels", _renamed_key_in_flat_keys),
     ("explicit-encoder-input-key", _explicit_encoder_key),
     ("tensorless-extra-batch", _tensorless_extra_batch),
 ]

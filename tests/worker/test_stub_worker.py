@@ -243,7 +243,7 @@ MALFORMED = [
     (
         "flat-sizes-missing",
         lambda req, tmp: _flat_missing(req),
-        "flat_keys splits 'pixel_values' by 'patches_per_clip', which is not a tensor",
+        "flat_keys splits 'pixel_values_videos' by 'patches_per_clip', which is not a tensor",
     ),
     ("grid-shape", lambda req, tmp: _grid_of_four(req), "video_grid_thw has shape [1, 4]"),
     (
