@@ -18,6 +18,7 @@ a missing one fails the test; elsewhere it is skipped with the reason.
 from __future__ import annotations
 
 import base64
+import contextlib
 import ctypes.util
 import io
 import json
@@ -36,6 +37,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import mmctl
 from mmctl.media import synth
 from mmctl.models.source import BUILTIN_CONFIG_DIR, tokenizer_package_dir
 from mmctl.request.tensors import from_bytes
@@ -104,11 +106,11 @@ def _free_port() -> int:
 class Pair:
     """A stub worker and an smg gateway in front of it."""
 
-    stub_address: str
     http: str
     record_dir: Path
     log: io.StringIO
-    model_dir: Path
+    #: mmctl against the same stub: the request it would send for the same media.
+    client: mmctl.Client
 
     def chat(self, media: list[Path]) -> dict:
         content: list[dict] = []
@@ -154,54 +156,69 @@ def _wait_ready(proc: subprocess.Popen, url: str, log: Path) -> None:
     pytest.fail(f"smg not ready in {START_TIMEOUT_S} s:\n{log.read_text()[-3000:]}")
 
 
-@pytest.fixture(
-    scope="module", params=[("inline", True), ("shm", False)], ids=["inline-uint8", "shm-bf16"]
-)
-def pair(request, smg_exe, model_dir, tmp_path_factory) -> Iterator[Pair]:
-    """The stub (device normalization on: raw uint8 pixels; off: the gateway
-    sends the model dtype) and the gateway with that tensor transport."""
+@contextlib.contextmanager
+def _running(
+    smg: Path, model_dir: Path, work: Path, *, processing: str, transport: str, normalize: bool
+) -> Iterator[Pair]:
+    """The stub (``normalize``: device normalization on, raw uint8 pixels; off:
+    the gateway sends the model dtype) and the gateway in front of it."""
     from mmctl.models.model import load_model
     from mmctl.worker import checks
     from mmctl.worker.server import StubConfig, start
 
-    transport, device_normalize = request.param
-    work = tmp_path_factory.mktemp(f"gateway-{transport}")
     log = io.StringIO()
     cfg = StubConfig(
         model=load_model(model_dir=model_dir),
-        policy=checks.Policy(device_normalize=device_normalize),
+        policy=checks.Policy(device_normalize=normalize),
         log=log,
         record_dir=work / "recorded",
     )
-    cfg.record_dir.mkdir()
+    work.joinpath("recorded").mkdir()
     stub = start(cfg, port=0)
-    port, metrics = _free_port(), _free_port()
-    gateway_log = work / "smg.log"
-    argv = [
-        str(smg_exe), "launch",
-        "--host", "127.0.0.1", "--port", str(port),
-        "--prometheus-host", "127.0.0.1", "--prometheus-port", str(metrics),
-        "--worker-urls", f"grpc://{stub.address}",
-        "--model-path", str(model_dir),
-        "--chat-template", str(model_dir / "chat_template.jinja"),
-        "--mm-processing", "router",
-        "--multimodal-tensor-transport", transport,
-        "--log-level", "warn",
-    ]  # fmt: skip
-    with gateway_log.open("wb") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+    proc = None
     try:
+        port, metrics = _free_port(), _free_port()
+        gateway_log = work / "smg.log"
+        argv = [
+            str(smg), "launch",
+            "--host", "127.0.0.1", "--port", str(port),
+            "--prometheus-host", "127.0.0.1", "--prometheus-port", str(metrics),
+            "--worker-urls", f"grpc://{stub.address}",
+            "--model-path", str(model_dir),
+            "--chat-template", str(model_dir / "chat_template.jinja"),
+            "--mm-processing", processing,
+            "--multimodal-tensor-transport", transport,
+            "--log-level", "warn",
+            "--shutdown-grace-period-secs", "1",
+        ]  # fmt: skip
+        with gateway_log.open("wb") as out:
+            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
         http = f"http://127.0.0.1:{port}"
         _wait_ready(proc, http, gateway_log)
-        yield Pair(stub.address, http, cfg.record_dir, log, model_dir)
+        with mmctl.Client(stub.address, model_dir=model_dir) as client:
+            yield Pair(http, work / "recorded", log, client)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        if proc is not None:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
         stub.stop(grace=0.5)
+
+
+@pytest.fixture(
+    scope="module", params=[("inline", True), ("shm", False)], ids=["inline-uint8", "shm-bf16"]
+)
+def pair(request, smg_exe, model_dir, tmp_path_factory) -> Iterator[Pair]:
+    """The gateway preprocessing the media itself, with that tensor transport."""
+    transport, normalize = request.param
+    work = tmp_path_factory.mktemp(f"gateway-{transport}")
+    with _running(
+        smg_exe, model_dir, work, processing="router", transport=transport, normalize=normalize
+    ) as running:
+        yield running
 
 
 MIME = {".mp4": ("video", "video/mp4"), ".jpg": ("image", "image/jpeg")}
@@ -216,8 +233,6 @@ CASES = {
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_the_gateway_is_accepted_and_equals_mmctl(pair, request, case):
-    import mmctl
-
     names, colours = CASES[case]
     media = [request.getfixturevalue(name) for name in names]
     before = set(pair.recorded())
@@ -229,8 +244,7 @@ def test_the_gateway_is_accepted_and_equals_mmctl(pair, request, case):
     [line] = [x for x in pair.log.getvalue().splitlines() if f"Generate {gateway.request_id}:" in x]
     assert f"via {transport} -> ok" in line
 
-    with mmctl.Client(pair.stub_address, model_dir=pair.model_dir) as client:
-        mine = client.build(media, prompt=PROMPT).request
+    mine = pair.client.build(media, prompt=PROMPT).request
     assert list(gateway.tokenized.input_ids) == list(mine.tokenized.input_ids)
     assert gateway.tokenized.original_text == mine.tokenized.original_text
     for theirs, ours in zip(batches(gateway), batches(mine), strict=True):
@@ -251,3 +265,30 @@ def _tensors(batch) -> dict[str, tuple[str, np.ndarray]]:
         key: (td.dtype, from_bytes(td.inline, td.shape, td.dtype))
         for key, td in tensor_fields(batch)
     }
+
+
+def test_the_gateway_s_media_refs_are_processed_by_the_stub(
+    smg_exe, model_dir, tmp_path, red_blue, green_jpeg
+):
+    """``--mm-processing worker``: the gateway sends ``media_refs`` (the stub
+    advertises ``mm_processor``), as mmctl's ``--processing worker`` does."""
+    with _running(
+        smg_exe, model_dir, tmp_path, processing="worker", transport="inline", normalize=True
+    ) as running:
+        answer = running.chat([green_jpeg, red_blue])
+        assert answer["choices"][0]["message"]["content"] == "green; red, blue"
+        [recorded] = running.recorded()
+        built = running.client.build([green_jpeg, red_blue], prompt=PROMPT, processing="worker")
+    mine = built.request
+    gateway = read_request(recorded)
+    assert list(gateway.tokenized.input_ids) == list(mine.tokenized.input_ids)
+    theirs, ours = gateway.media_refs.items, mine.media_refs.items
+    assert [r.modality for r in theirs] == [r.modality for r in ours]
+    assert [_data(r.url) for r in theirs] == [_data(r.url) for r in ours]
+
+
+def _data(url: str) -> bytes:
+    """The bytes of a ``data:`` URL (the media types may be spelt differently)."""
+    head, _, body = url.partition(",")
+    assert head.startswith("data:") and head.endswith(";base64"), head
+    return base64.b64decode(body)
