@@ -32,7 +32,8 @@ Examples:
   mmctl stub-worker --record requests/     # each accepted request as a .pb file
 
 Exit codes: 0 stopped by SIGINT/SIGTERM; 2 usage (a port out of range or
-already taken, bad limits, unreadable TLS files); 3 bad model files.
+already taken, bad limits, unreadable TLS files, a --record folder that
+cannot be made); 3 bad model files.
 """
 
 
