@@ -92,13 +92,18 @@ def process(
     common = proto.common_pb2
     fmt = PixelFormat.UINT8 if device_normalize else PixelFormat.FLOAT32
     kinds = []
+    if not req.media_refs.items:
+        raise Rejected("media_refs is set but carries no items")
     for n, ref in enumerate(req.media_refs.items):
+        # As the servicer's parse_media_refs: a reference names its modality
+        # (UNSPECIFIED is refused there, unlike in a tensor batch).
         if ref.modality == common.VIDEO:
             kinds.append(MediaKind.VIDEO)
-        elif ref.modality in (common.IMAGE, common.MODALITY_UNSPECIFIED):
+        elif ref.modality == common.IMAGE:
             kinds.append(MediaKind.IMAGE)
         else:
-            raise Rejected(f"media_refs[{n}].modality {ref.modality} is not supported")
+            name = {v: k for k, v in common.Modality.items()}.get(ref.modality, ref.modality)
+            raise Rejected(f"media_refs[{n}]: unsupported modality {name}")
     if item_limits:
         try:
             check_item_limits([k.value for k in kinds], item_limits, "this worker")

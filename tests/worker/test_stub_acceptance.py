@@ -271,3 +271,25 @@ def test_record_from_the_command_line(red_blue, tmp_path, cli, no_leaks):
     (tmp_path / "file").write_text("")
     r = cli("stub-worker", "--port", "0", "--record", tmp_path / "file" / "sub")
     assert r.code == 2 and r.err.startswith("Error: --record ") and "Not a directory" in r.err
+
+
+def _refs_request(builtin_model, refs):
+    engine = proto.engine_pb2
+    text = "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>Hi<|im_end|>\n"
+    ids = builtin_model.tokenizer.encode(text)
+    return engine.GenerateRequest(
+        request_id="refs",
+        tokenized=engine.TokenizedInput(original_text=text, input_ids=ids),
+        media_refs=engine.MediaRefs(items=refs),
+    )
+
+
+def test_media_refs_name_their_modality_as_the_servicer_requires(stub, builtin_model):
+    # parse_media_refs refuses UNSPECIFIED, and a MediaRefs with no items.
+    url = "data:image/png;base64,AAAA"
+    ref = proto.engine_pb2.MediaRef(modality=proto.common_pb2.MODALITY_UNSPECIFIED, url=url)
+    req = _refs_request(builtin_model, [ref])
+    assert "media_refs[0]: unsupported modality MODALITY_UNSPECIFIED" in _refused(stub, req)
+    req = _refs_request(builtin_model, [])
+    req.media_refs.SetInParent()
+    assert "media_refs is set but carries no items" in _refused(stub, req)
