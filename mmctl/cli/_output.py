@@ -11,16 +11,25 @@ its line and clears it when it stops, so anything written to stdout while it
 runs is erased. Every write to stdout therefore first ends the bar
 (:meth:`Output.end_progress`); the streamed answer and the results always
 come after it, never under it.
+
+Piped output is for scripts and for people who copy from it: tables are
+neither wrapped to a width nor padded at the end of a line (:class:`_Unpadded`),
+so a path is whole on its line. A reader that closes stdout early (``| head``)
+ends the command quietly (:class:`mmctl.errors.OutputClosed`).
 """
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TextIO
+
+from mmctl.errors import OutputClosed
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -50,18 +59,14 @@ class Output:
     def console(self) -> Console:
         """A rich console on stdout, for human results."""
         if self._console is None:
-            from rich.console import Console
-
-            self._console = Console(file=self._stdout, highlight=False, soft_wrap=True)
+            self._console = _console(self._stdout, soft_wrap=True)
         return self._console
 
     @property
     def err_console(self) -> Console:
-        """A rich console on stderr, for progress bars."""
+        """A rich console on stderr, for progress bars and reports beside the result."""
         if self._err_console is None:
-            from rich.console import Console
-
-            self._err_console = Console(file=self._stderr, highlight=False)
+            self._err_console = _console(self._stderr, soft_wrap=False)
         return self._err_console
 
     # ---- stdout: results ----
@@ -76,15 +81,30 @@ class Output:
 
     def json_line(self, doc: dict[str, Any]) -> None:
         """One compact JSON document on one line of stdout."""
-        self.end_progress()
-        self._stdout.write(json.dumps(doc, separators=(",", ":"), default=_json_default) + "\n")
-        self._stdout.flush()
+        self._write(json.dumps(doc, separators=(",", ":"), default=_json_default) + "\n")
 
     def text(self, chunk: str) -> None:
         """Streamed text (the answer as it arrives), as it is."""
+        self._write(chunk)
+
+    def _write(self, text: str) -> None:
         self.end_progress()
-        self._stdout.write(chunk)
-        self._stdout.flush()
+        try:
+            self._stdout.write(text)
+            self._stdout.flush()
+        except BrokenPipeError:
+            raise _closed(self._stdout) from None
+
+    # ---- stderr: what a person reads beside the result ----
+
+    def report(self, human: Callable[[Any], None]) -> None:
+        """Decisions, checks and timings beside the result: on stderr, so that
+        stdout carries the product alone (``ANSWER=$(mmctl send …)``); nothing
+        with ``--json``, whose document holds them."""
+        if self.json_mode:
+            return
+        self.end_progress()
+        human(self.err_console)
 
     # ---- stderr: progress and messages ----
 
@@ -187,6 +207,77 @@ class Output:
         else:
             self._stderr.write(line + "\n")
             self._stderr.flush()
+
+
+#: Width of a console that is not a terminal: wide enough that no table wraps.
+UNWRAPPED = 1 << 20
+
+
+def _console(stream: TextIO, *, soft_wrap: bool) -> Console:
+    from rich.console import Console
+
+    if stream.isatty():
+        console = Console(file=stream, highlight=False, soft_wrap=soft_wrap)
+    else:
+        console = Console(file=_Unpadded(stream), highlight=False, soft_wrap=True, width=UNWRAPPED)
+    # rich's own handling exits 1, the code of a bug in mmctl.
+    console.on_broken_pipe = lambda: _raise(_closed(stream))  # type: ignore[method-assign]
+    return console
+
+
+def _raise(err: BaseException) -> None:
+    raise err
+
+
+def _closed(stream: TextIO) -> OutputClosed:
+    silence(stream)
+    return OutputClosed(getattr(stream, "name", "stdout"))
+
+
+def silence(stream: TextIO) -> None:
+    """Point a closed pipe's descriptor at /dev/null: the interpreter's last
+    flush at exit would meet the closed pipe again and print "Exception ignored"."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, io.UnsupportedOperation):
+        pass  # a stream without a descriptor (tests): nothing will flush it
+
+
+class _Unpadded(io.TextIOBase):
+    """A stream that drops the spaces ending each line: rich pads every table
+    cell to its column's width, and piped output that a script parses or a
+    person copies should carry no trailing blanks."""
+
+    def __init__(self, stream: TextIO) -> None:
+        super().__init__()
+        self._stream = stream
+        self._partial = ""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        *lines, self._partial = (self._partial + text).split("\n")
+        if lines:
+            try:
+                self._stream.write("".join(line.rstrip(" ") + "\n" for line in lines))
+            except BrokenPipeError:
+                raise _closed(self._stream) from None
+        return len(text)
+
+    def flush(self) -> None:
+        try:
+            if self._partial:
+                self._stream.write(self._partial)
+                self._partial = ""
+            self._stream.flush()
+        except BrokenPipeError:
+            raise _closed(self._stream) from None
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
 
 
 def _json_default(value: Any) -> Any:

@@ -90,10 +90,8 @@ def timing_table(columns: dict[str, SendResult], keys: list[str] | None = None) 
     return table
 
 
-def render_result(console: Console, result: SendResult, answer_shown: bool = False) -> None:
-    """The answer (unless it was streamed), decisions, checks, timings, counts."""
-    if not answer_shown:
-        console.print(result.answer, markup=False)
+def render_report(console: Console, result: SendResult) -> None:
+    """What a person reads beside the answer: decisions, checks, timings, counts."""
     console.print()
     render_decisions(console, result)
     console.print(timing_table({"": result}))

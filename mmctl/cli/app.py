@@ -8,6 +8,7 @@ generated protos) inside the function that needs them.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import traceback
@@ -17,7 +18,7 @@ import typer
 
 from mmctl import __version__
 from mmctl import signals as stops
-from mmctl.errors import ExitCode, Interrupted, MmctlError
+from mmctl.errors import ExitCode, Interrupted, MmctlError, OutputClosed
 
 HELP = """Multimodal gRPC requests to vLLM workers: preprocess video and images
 exactly as Qwen-VL expects, build modality-tagged requests, and send them
@@ -125,6 +126,11 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``mmctl`` console script; returns the exit code."""
     args = sys.argv[1:] if argv is None else argv
     debug = _debug_requested(args)
+    if not debug:
+        # gRPC's C core logs its own view of a failure ("E1201 … Metadata key
+        # … === Source Location Trace"), on top of the one line mmctl prints;
+        # read when grpc first loads, so set before any command imports it.
+        os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     signal.signal(signal.SIGINT, _raise_interrupted)
     signal.signal(signal.SIGTERM, _raise_interrupted)
     stops.watch_stops()
@@ -139,6 +145,14 @@ def main(argv: list[str] | None = None) -> int:
         code = app(args=args, prog_name="mmctl", standalone_mode=False)
     except SystemExit as done:
         return _exit_status(done.code)
+    except (OutputClosed, BrokenPipeError) as closed:  # `| head`: normal for a pipe, so quiet
+        if isinstance(closed, BrokenPipeError):  # written past the sink (click's help)
+            from mmctl.cli._output import silence
+
+            silence(sys.stdout)
+        if debug:
+            sys.stderr.write("mmctl: stdout was closed by its reader; stopped there\n")
+        return int(ExitCode.OUTPUT_CLOSED)
     except typer.TyperException as err:  # usage errors: unknown option, bad value, …
         from mmctl.cli._output import render_error
 

@@ -46,11 +46,15 @@ def test_image_and_video_in_one_request(send_json, cli, stub, red_blue, picture)
     assert answer.endswith("red, blue") and ";" in answer  # image colours; video colours
 
 
-def test_human_output_streams_answer_then_timings(cli, stub, red_blue):
+def test_stdout_is_the_answer_alone_and_the_report_goes_to_stderr(cli, stub, red_blue):
+    # ANSWER=$(mmctl send clip.mp4) is the answer; decisions and timings are for a person.
     r = cli("send", red_blue, "--target", stub.running.address, "--shm")
     assert r.code == 0, r.err
-    assert r.out.startswith("red, blue\n")
-    assert "time to first token" in r.out and "transport shm" in r.out
+    assert r.out == "red, blue\n"
+    assert "time to first token" in r.err and "transport shm" in r.err
+    assert not [line for line in r.err.splitlines() if line != line.rstrip()], r.err
+    unstreamed = cli("send", red_blue, "--target", stub.running.address, "--no-stream")
+    assert unstreamed.code == 0 and unstreamed.out == "red, blue\n", unstreamed.err
 
 
 def test_replay_a_built_request(send_json, cli, stub, red_blue, tmp_path, no_leaks):

@@ -45,11 +45,11 @@ def test_human_timing_table_adds_up(cli, stub, red_blue):
     assert r.code == 0, r.err
     rows = dict(
         (m.group(1).strip(), float(m.group(2).replace(",", "")))
-        for m in re.finditer(r"^([a-z][a-z +-]*?)\s+([\d,]+\.\d) ms", r.out, re.M)
+        for m in re.finditer(r"^([a-z][a-z +-]*?)\s+([\d,]+\.\d) ms", r.err, re.M)
     )
     total = rows.pop("total")
     for setup in ("connect + probe", "model files", "tokenizer load"):
-        assert setup in rows, r.out
+        assert setup in rows, r.err
     assert sum(rows.values()) == pytest.approx(total, rel=0.05, abs=0.1 * len(rows))
 
 
