@@ -34,6 +34,7 @@ from mmctl.errors import OutputClosed
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.progress import Progress, TaskID
+    from rich.status import Status
 
 
 class Output:
@@ -51,7 +52,7 @@ class Output:
         self._stderr = stderr or sys.stderr
         self._console: Console | None = None
         self._err_console: Console | None = None
-        self._bar: Progress | None = None
+        self._bar: Progress | Status | None = None  # what redraws stderr now
         self._bar_lock = threading.Lock()  # frames arrive on the preprocessing thread
         self._warned: set[str] = set()
 
@@ -95,6 +96,15 @@ class Output:
         except BrokenPipeError:
             raise _closed(self._stdout) from None
 
+    def written(self, doc: dict[str, Any], human: Callable[[Any], None]) -> None:
+        """A command whose product is a file (``build -o``): ``--json``'s
+        document on stdout; for a person the summary goes to stderr and stdout
+        stays empty, like ``curl -o``."""
+        if self.json_mode:
+            self.json_line(doc)
+        else:
+            self.report(human)
+
     # ---- stderr: what a person reads beside the result ----
 
     def report(self, human: Callable[[Any], None]) -> None:
@@ -124,6 +134,7 @@ class Output:
                 if "bar" not in state:
                     if state.get("closed"):
                         return
+                    self._stop_status()
                     state["bar"], state["task"] = self._start_bar()
                     self._bar = state["bar"]
                 bar: Progress = state["bar"]
@@ -152,9 +163,16 @@ class Output:
             return None
         bar = self._new_bar(eta=True)
         with self._bar_lock:
+            self._stop_status()
             self._bar = bar
         bar.start()
         return bar
+
+    def _stop_status(self) -> None:
+        # Under _bar_lock: rich runs one live display at a time.
+        if self._bar is not None and not hasattr(self._bar, "add_task"):
+            self._bar.stop()
+            self._bar = None
 
     def _new_bar(self, eta: bool = False) -> Progress:
         from rich.progress import (
@@ -182,6 +200,25 @@ class Output:
             redirect_stdout=False,
             redirect_stderr=False,
         )
+
+    def status(self, text: str) -> None:
+        """A one-line status with a spinner on stderr while nothing else shows
+        (connecting, loading the tokenizer: seconds of a blank screen
+        otherwise); a new text replaces it; it ends like a progress bar, at the
+        first stdout write or bar. Only in a terminal, never with --json."""
+        if self.json_mode or not self.err_console.is_terminal:
+            return
+        with self._bar_lock:
+            current = self._bar
+            if current is None:
+                from rich.status import Status
+
+                spinner = Status(text, console=self.err_console)
+                self._bar = spinner
+                spinner.start()
+                return
+        if not hasattr(current, "add_task"):  # a status: new words; a bar stays
+            current.update(text)
 
     def end_progress(self) -> None:
         """Stop and clear the progress bar, if one runs (idempotent)."""
@@ -219,7 +256,8 @@ def _console(stream: TextIO, *, soft_wrap: bool) -> Console:
     if stream.isatty():
         console = Console(file=stream, highlight=False, soft_wrap=soft_wrap)
     else:
-        console = Console(file=_Unpadded(stream), highlight=False, soft_wrap=True, width=UNWRAPPED)
+        unpadded: Any = _Unpadded(stream)  # a TextIO by what rich uses of it
+        console = Console(file=unpadded, highlight=False, soft_wrap=True, width=UNWRAPPED)
     # rich's own handling exits 1, the code of a bug in mmctl.
     console.on_broken_pipe = lambda: _raise(_closed(stream))  # type: ignore[method-assign]
     return console
@@ -232,6 +270,20 @@ def _raise(err: BaseException) -> None:
 def _closed(stream: TextIO) -> OutputClosed:
     silence(stream)
     return OutputClosed(getattr(stream, "name", "stdout"))
+
+
+def reader_gone(stream: TextIO) -> bool:
+    """Whether ``stream`` is a pipe whose reader has closed it (poll says
+    POLLERR for such a pipe's write end): how a click exit 1 that was really
+    a closed pipe (a help page into ``| head``) is told from a real one."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(stream.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        return False
 
 
 def silence(stream: TextIO) -> None:

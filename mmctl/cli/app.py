@@ -24,9 +24,9 @@ HELP = """Multimodal gRPC requests to vLLM workers: preprocess video and images
 exactly as Qwen-VL expects, build modality-tagged requests, and send them
 inline or through /dev/shm.
 
-Results go to stdout; progress, notes and hints to stderr. --json prints one
-JSON document. `mmctl COMMAND --help` shows each command's options and
-examples.
+stdout carries the product alone (send: the answer); decisions, timings,
+progress, notes and hints go to stderr. --json prints one JSON document.
+`mmctl COMMAND --help` shows each command's options and examples.
 
 Examples:
 
@@ -36,8 +36,10 @@ Examples:
   mmctl inspect-tokens clip.mp4  # the prompt's token layout, checked
 
 Exit codes: 0 ok, 1 unexpected (a bug: run with --debug), 2 usage, 3 bad
-input, 4 rejected by the worker, 5 worker unavailable, 6 check failed, 130
-interrupted.
+input, 4 rejected by the worker, 5 worker unavailable, 6 check failed, 7
+batch: some items failed, 8 batch: none succeeded, 9 the answer is partial,
+130 interrupted, 141 stdout closed by its reader (| head: quiet, as a Unix
+tool on SIGPIPE).
 """
 
 app = typer.Typer(
@@ -144,6 +146,12 @@ def main(argv: list[str] | None = None) -> int:
         # its own multi-line box, so they render like every other error.
         code = app(args=args, prog_name="mmctl", standalone_mode=False)
     except SystemExit as done:
+        if done.code == 1:  # click's own answer to a closed pipe (help, --version)
+            from mmctl.cli._output import reader_gone, silence
+
+            if reader_gone(sys.stdout):
+                silence(sys.stdout)
+                return int(ExitCode.OUTPUT_CLOSED)
         return _exit_status(done.code)
     except (OutputClosed, BrokenPipeError) as closed:  # `| head`: normal for a pipe, so quiet
         if isinstance(closed, BrokenPipeError):  # written past the sink (click's help)

@@ -172,7 +172,7 @@ def send(
 ) -> None:
     from mmctl.cli import _inputs
     from mmctl.cli._output import Output
-    from mmctl.cli._render import render_comparison, render_report
+    from mmctl.cli._render import follow, render_comparison, render_report
     from mmctl.client.client import Client
     from mmctl.client.options import Hooks, SendOptions, media_inputs, refuse, request_inputs
     from mmctl.errors import UsageError
@@ -184,7 +184,8 @@ def send(
         raise UsageError("--shm and --inline contradict each other")
     if bool(media) == (request is not None):
         raise UsageError("give MEDIA files or --request FILE (one of the two)")
-    timeline = Timeline()
+    timeline = Timeline(on_lap=follow(output))
+    output.status("checking the inputs…")
     opts = SendOptions(
         prompt=_inputs.prompt_text(prompt, prompt_file),
         transport=Transport.SHM if shm else Transport.INLINE if inline else transport,
