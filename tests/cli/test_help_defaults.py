@@ -147,8 +147,10 @@ def _cores(_: dict[str, Any]) -> bool:
 #: (option, shown text) → a check of what the command does without the option.
 TRUTH: dict[tuple[str, str], Callable[[dict[str, Any]], object]] = {
     ("--pixel-dtype", "a default vLLM worker's for the family: uint8 for the Qwen families"): (
-        lambda o: o["build"]["decisions"]["pixel_dtype"]["value"] == "uint8"
-        and o["preprocess"]["pixel_format"] == "uint8"
+        lambda o: (
+            o["build"]["decisions"]["pixel_dtype"]["value"] == "uint8"
+            and o["preprocess"]["pixel_format"] == "uint8"
+        )
     ),
     ("--prompt", '"Describe this."'): lambda o: "Describe this." in _request(o)["original_text"],
     ("--max-tokens", "128"): lambda o: _request(o)["sampling_params"]["max_tokens"] == 128,
@@ -166,11 +168,11 @@ TRUTH: dict[tuple[str, str], Callable[[dict[str, Any]], object]] = {
     ("--model-dir", "the worker's files (send), else the built-in Qwen3-VL set"): (
         lambda o: o["build"]["model"]["source"].startswith("built-in")
     ),
-    ("--system", "the family's, if any"): lambda o: "<|im_start|>system" not in (
-        _request(o)["original_text"]
+    ("--system", "the family's, if any"): lambda o: (
+        "<|im_start|>system" not in (_request(o)["original_text"])
     ),
-    ("--temperature", "the worker's"): lambda o: "temperature" not in (
-        _request(o)["sampling_params"]
+    ("--temperature", "the worker's"): lambda o: (
+        "temperature" not in (_request(o)["sampling_params"])
     ),
     ("--top-p", "the worker's"): lambda o: "top_p" not in _request(o)["sampling_params"],
     ("--top-k", "the worker's"): lambda o: "top_k" not in _request(o)["sampling_params"],
@@ -205,7 +207,9 @@ def test_every_shown_default_is_checked_and_true(where, text, observed):
     check = TRUTH.get((option, text))
     if check is None and DESCRIBED.search(text):
         return
-    assert check is not None, f"`mmctl {command} --help` shows {option} [default: {text}]: unchecked"
+    assert check is not None, (
+        f"`mmctl {command} --help` shows {option} [default: {text}]: unchecked"
+    )
     assert check(observed), f"`mmctl {command} --help`: {option} [default: {text}] is not true"
 
 
