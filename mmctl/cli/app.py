@@ -185,6 +185,12 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as err:  # the boundary: anything else is a bug
         from mmctl.cli._output import render_error
 
+        if (stop := _interrupted_inside(err)) is not None:
+            # Ctrl-C raised inside machinery that wraps exceptions (a class
+            # body's __set_name__ while numpy imports): still an interruption.
+            render_error(sys.stderr, stop.message, None)
+            return int(stop.exit_code)
+
         if debug:
             traceback.print_exc()
         render_error(
@@ -194,6 +200,17 @@ def main(argv: list[str] | None = None) -> int:
         )
         return int(ExitCode.UNEXPECTED)
     return code if isinstance(code, int) else int(ExitCode.OK)
+
+
+def _interrupted_inside(err: BaseException) -> Interrupted | None:
+    seen: set[int] = set()
+    cause: BaseException | None = err
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, Interrupted):
+            return cause
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return None
 
 
 def _usage_message(err: typer.TyperException) -> str:

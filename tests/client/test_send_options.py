@@ -96,7 +96,7 @@ def test_local_inputs_are_checked_before_the_worker(cli, red_blue, tmp_path, arg
         ("--top-p", "5", "top-p must be in (0, 1], got 5.0"),
         ("--top-p", "0", "top-p must be in (0, 1], got 0.0"),
         ("--top-k", "-3", "top-k must be 0 (no limit) or more, got -3"),
-        ("--max-tokens", "0", "max-tokens must be at least 1, got 0"),
+        ("--max-tokens", "0", "max-tokens must be 1 to 4,294,967,295, got 0"),
         ("--seed", str(2**40), "seed must be a 32-bit signed integer"),
         ("--fps", "0", "fps must be positive"),
         ("--num-frames", "0", "num-frames must be at least 1"),
