@@ -66,7 +66,7 @@ check "build: a default worker's pixels" "$(json_get "$work/offline.json" 'd["de
 
 "$MMCTL" build "$work/red-blue.mp4" -p "Which colours appear, in order?" -o "$work/req.pb" \
   --target "$target" --json >"$work/build.json"
-check "build --target: the worker's pixels" "$(json_get "$work/build.json" 'd["decisions"]["pixel_dtype"]["value"]')" "bfloat16"
+check "build --target: the worker's pixels" "$(json_get "$work/build.json" 'd["decisions"]["pixel_dtype"]["value"]')" "uint8"
 
 for transport in inline shm auto; do
   "$MMCTL" send "$work/red-blue.mp4" -p "Which colours appear, in order?" \
@@ -78,10 +78,20 @@ check "auto chose shm" "$(json_get "$work/send-auto.json" 'd["decisions"]["trans
 "$MMCTL" send --request "$work/req.pb" --target "$target" --shm --json >"$work/replay.json"
 check "replay" "$(json_get "$work/replay.json" 'd["answer"]')" "red, blue"
 
+# The default stub is a default `vllm serve --grpc`: an offline build replays on it.
+"$MMCTL" send --request "$work/offline.pb" --target "$target" --json >"$work/replay-offline.json"
+check "offline build replayed" "$(json_get "$work/replay-offline.json" 'd["answer"]')" "red, blue"
+
+# stdout is the answer alone; a reader that stops early is no error.
+answer=$("$MMCTL" send "$work/red-blue.mp4" -p "Which colours appear, in order?" --target "$target" 2>/dev/null)
+check "\$(mmctl send) is the answer" "$answer" "red, blue"
+"$MMCTL" send "$work/red-blue.mp4" --target "$target" --json 2>"$work/head.err" | head -c 10 >/dev/null
+check "send --json | head -c 10: stderr" "$(cat "$work/head.err")" ""
+
 "$MMCTL" bench --target "$target" --video "$work/red-blue.mp4" --num-prompts 8 --no-floors \
   --save-result "$work/bench-result.json" --json >"$work/bench.json"
 check "bench: every request answered" "$(json_get "$work/bench.json" 'd["runs"][0]["completed"]')" "8"
-check "bench: both arms" "$(json_get "$work/bench.json" 'sorted(d["runs"][0]["arms"])')" "['inline/bfloat16', 'shm/bfloat16']"
+check "bench: both arms" "$(json_get "$work/bench.json" 'sorted(d["runs"][0]["arms"])')" "['inline/uint8', 'shm/uint8']"
 check "bench: vLLM's result fields" "$(json_get "$work/bench-result.json" '"median_ttft_ms" in d and "p99_e2el_ms" in d')" "True"
 
 set +e

@@ -35,6 +35,9 @@ class ExitCode(IntEnum):
     INCOMPLETE = 9
     #: Interrupted by SIGINT (Ctrl-C) or SIGTERM; nothing left behind.
     INTERRUPTED = 130
+    #: stdout's reader went away (``| head``): output stopped there, quietly,
+    #: as a Unix tool ends on SIGPIPE (128 + 13); nothing left behind.
+    OUTPUT_CLOSED = 141
 
 
 class MmctlError(Exception):
@@ -99,6 +102,22 @@ class Interrupted(BaseException):
         self.message = f"interrupted by {signal_name}" + (f"; {detail}" if detail else "")
         super().__init__(self.message)
         self.signal_name = signal_name
+
+
+class OutputClosed(BaseException):
+    """stdout was closed by its reader (``mmctl send … | head -1``).
+
+    Normal for a pipe, so it is not an error: nothing is printed and the exit
+    code is 141, what a shell reports for a tool ended by SIGPIPE. A
+    ``BaseException`` like :class:`Interrupted`, so that no ``except
+    Exception`` on the way turns it into another failure while every
+    ``finally`` (shm cleanup) still runs.
+    """
+
+    exit_code = ExitCode.OUTPUT_CLOSED
+
+    def __init__(self, stream: str = "stdout") -> None:
+        super().__init__(f"{stream} was closed by its reader")
 
 
 class GenerationIncomplete(MmctlError):

@@ -55,7 +55,7 @@ def model_for(
 def preprocess(
     media: str | Path,
     *,
-    pixel_dtype: PixelFormat | str = PixelFormat.FLOAT32,
+    pixel_dtype: PixelFormat | str | None = None,
     family: str | None = None,
     model_dir: str | Path | None = None,
     bundle: str | Path | None = None,
@@ -65,7 +65,11 @@ def preprocess(
     on_frame: Callable[[int, int], None] | None = None,
     **vision: Any,
 ) -> Preprocessed:
-    """A video or image preprocessed exactly as the model's processor would."""
+    """A video or image preprocessed exactly as the model's processor would.
+
+    ``pixel_dtype`` None: what a default vLLM worker takes for the family
+    (``ModelSpec.worker_pixels``: raw uint8 for the Qwen families), as
+    ``build`` writes and the stub worker expects by default."""
     from mmctl.preprocessing.pipeline import preprocess as run
 
     path = Path(media)
@@ -78,7 +82,7 @@ def preprocess(
         path,
         chosen.spec,
         chosen.params,
-        PixelFormat(pixel_dtype),
+        chosen.spec.worker_pixels if pixel_dtype is None else PixelFormat(pixel_dtype),
         keep_frames=keep_frames,
         on_frame=on_frame,
         strict=strict,

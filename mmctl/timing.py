@@ -10,14 +10,17 @@ overlapped with decoding) is reported apart, never as a row of its own.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 
 class Timeline:
     """Consecutive named phases of one run, in seconds (laps of one name add up)."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_lap: Callable[[str], None] | None = None) -> None:
         self.started = self._last = time.perf_counter()
         self.phases: dict[str, float] = {}
+        #: Told each phase's name as it ends (a terminal's status line follows the run).
+        self.on_lap = on_lap
 
     def lap(self, name: str) -> float:
         """End the running phase as ``name``; returns its length."""
@@ -25,6 +28,8 @@ class Timeline:
         spent = now - self._last
         self.phases[name] = self.phases.get(name, 0.0) + spent
         self._last = now
+        if self.on_lap is not None:
+            self.on_lap(name)
         return spent
 
     @property

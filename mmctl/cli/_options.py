@@ -170,7 +170,11 @@ def _pixel_dtype(default: str) -> object:
     )
 
 
-PixelDtypeOpt = Annotated[PixelFormat | None, _pixel_dtype("float32")]
+#: Offline (``build``, ``preprocess``): what a default vLLM worker takes for the family.
+PixelDtypeOpt = Annotated[
+    PixelFormat | None,
+    _pixel_dtype("a default vLLM worker's for the family: uint8 for the Qwen families"),
+]
 NegotiatedPixelDtypeOpt = Annotated[
     PixelFormat | None, _pixel_dtype("what the worker expects (see `mmctl info`)")
 ]

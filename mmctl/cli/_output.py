@@ -11,20 +11,30 @@ its line and clears it when it stops, so anything written to stdout while it
 runs is erased. Every write to stdout therefore first ends the bar
 (:meth:`Output.end_progress`); the streamed answer and the results always
 come after it, never under it.
+
+Piped output is for scripts and for people who copy from it: tables are
+neither wrapped to a width nor padded at the end of a line (:class:`_Unpadded`),
+so a path is whole on its line. A reader that closes stdout early (``| head``)
+ends the command quietly (:class:`mmctl.errors.OutputClosed`).
 """
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TextIO
 
+from mmctl.errors import OutputClosed
+
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.progress import Progress, TaskID
+    from rich.status import Status
 
 
 class Output:
@@ -42,7 +52,7 @@ class Output:
         self._stderr = stderr or sys.stderr
         self._console: Console | None = None
         self._err_console: Console | None = None
-        self._bar: Progress | None = None
+        self._bar: Progress | Status | None = None  # what redraws stderr now
         self._bar_lock = threading.Lock()  # frames arrive on the preprocessing thread
         self._warned: set[str] = set()
 
@@ -50,18 +60,14 @@ class Output:
     def console(self) -> Console:
         """A rich console on stdout, for human results."""
         if self._console is None:
-            from rich.console import Console
-
-            self._console = Console(file=self._stdout, highlight=False, soft_wrap=True)
+            self._console = _console(self._stdout, soft_wrap=True)
         return self._console
 
     @property
     def err_console(self) -> Console:
-        """A rich console on stderr, for progress bars."""
+        """A rich console on stderr, for progress bars and reports beside the result."""
         if self._err_console is None:
-            from rich.console import Console
-
-            self._err_console = Console(file=self._stderr, highlight=False)
+            self._err_console = _console(self._stderr, soft_wrap=False)
         return self._err_console
 
     # ---- stdout: results ----
@@ -76,15 +82,39 @@ class Output:
 
     def json_line(self, doc: dict[str, Any]) -> None:
         """One compact JSON document on one line of stdout."""
-        self.end_progress()
-        self._stdout.write(json.dumps(doc, separators=(",", ":"), default=_json_default) + "\n")
-        self._stdout.flush()
+        self._write(json.dumps(doc, separators=(",", ":"), default=_json_default) + "\n")
 
     def text(self, chunk: str) -> None:
         """Streamed text (the answer as it arrives), as it is."""
+        self._write(chunk)
+
+    def _write(self, text: str) -> None:
         self.end_progress()
-        self._stdout.write(chunk)
-        self._stdout.flush()
+        try:
+            self._stdout.write(text)
+            self._stdout.flush()
+        except BrokenPipeError:
+            raise _closed(self._stdout) from None
+
+    def written(self, doc: dict[str, Any], human: Callable[[Any], None]) -> None:
+        """A command whose product is a file (``build -o``): ``--json``'s
+        document on stdout; for a person the summary goes to stderr and stdout
+        stays empty, like ``curl -o``."""
+        if self.json_mode:
+            self.json_line(doc)
+        else:
+            self.report(human)
+
+    # ---- stderr: what a person reads beside the result ----
+
+    def report(self, human: Callable[[Any], None]) -> None:
+        """Decisions, checks and timings beside the result: on stderr, so that
+        stdout carries the product alone (``ANSWER=$(mmctl send …)``); nothing
+        with ``--json``, whose document holds them."""
+        if self.json_mode:
+            return
+        self.end_progress()
+        human(self.err_console)
 
     # ---- stderr: progress and messages ----
 
@@ -104,6 +134,7 @@ class Output:
                 if "bar" not in state:
                     if state.get("closed"):
                         return
+                    self._stop_status()
                     state["bar"], state["task"] = self._start_bar()
                     self._bar = state["bar"]
                 bar: Progress = state["bar"]
@@ -132,9 +163,16 @@ class Output:
             return None
         bar = self._new_bar(eta=True)
         with self._bar_lock:
+            self._stop_status()
             self._bar = bar
         bar.start()
         return bar
+
+    def _stop_status(self) -> None:
+        # Under _bar_lock: rich runs one live display at a time.
+        if self._bar is not None and not hasattr(self._bar, "add_task"):
+            self._bar.stop()
+            self._bar = None
 
     def _new_bar(self, eta: bool = False) -> Progress:
         from rich.progress import (
@@ -163,6 +201,25 @@ class Output:
             redirect_stderr=False,
         )
 
+    def status(self, text: str) -> None:
+        """A one-line status with a spinner on stderr while nothing else shows
+        (connecting, loading the tokenizer: seconds of a blank screen
+        otherwise); a new text replaces it; it ends like a progress bar, at the
+        first stdout write or bar. Only in a terminal, never with --json."""
+        if self.json_mode or not self.err_console.is_terminal:
+            return
+        with self._bar_lock:
+            current = self._bar
+            if current is None:
+                from rich.status import Status
+
+                spinner = Status(text, console=self.err_console)
+                self._bar = spinner
+                spinner.start()
+                return
+        if not hasattr(current, "add_task"):  # a status: new words; a bar stays
+            current.update(text)
+
     def end_progress(self) -> None:
         """Stop and clear the progress bar, if one runs (idempotent)."""
         with self._bar_lock:
@@ -187,6 +244,92 @@ class Output:
         else:
             self._stderr.write(line + "\n")
             self._stderr.flush()
+
+
+#: Width of a console that is not a terminal: wide enough that no table wraps.
+UNWRAPPED = 1 << 20
+
+
+def _console(stream: TextIO, *, soft_wrap: bool) -> Console:
+    from rich.console import Console
+
+    if stream.isatty():
+        console = Console(file=stream, highlight=False, soft_wrap=soft_wrap)
+    else:
+        unpadded: Any = _Unpadded(stream)  # a TextIO by what rich uses of it
+        console = Console(file=unpadded, highlight=False, soft_wrap=True, width=UNWRAPPED)
+    # rich's own handling exits 1, the code of a bug in mmctl.
+    console.on_broken_pipe = lambda: _raise(_closed(stream))  # type: ignore[method-assign]
+    return console
+
+
+def _raise(err: BaseException) -> None:
+    raise err
+
+
+def _closed(stream: TextIO) -> OutputClosed:
+    silence(stream)
+    return OutputClosed(getattr(stream, "name", "stdout"))
+
+
+def reader_gone(stream: TextIO) -> bool:
+    """Whether ``stream`` is a pipe whose reader has closed it (poll says
+    POLLERR for such a pipe's write end): how a click exit 1 that was really
+    a closed pipe (a help page into ``| head``) is told from a real one."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(stream.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        return False
+
+
+def silence(stream: TextIO) -> None:
+    """Point a closed pipe's descriptor at /dev/null: the interpreter's last
+    flush at exit would meet the closed pipe again and print "Exception ignored"."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, io.UnsupportedOperation):
+        pass  # a stream without a descriptor (tests): nothing will flush it
+
+
+class _Unpadded(io.TextIOBase):
+    """A stream that drops the spaces ending each line: rich pads every table
+    cell to its column's width, and piped output that a script parses or a
+    person copies should carry no trailing blanks."""
+
+    def __init__(self, stream: TextIO) -> None:
+        super().__init__()
+        self._stream = stream
+        self._partial = ""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        *lines, self._partial = (self._partial + text).split("\n")
+        if lines:
+            try:
+                self._stream.write("".join(line.rstrip(" ") + "\n" for line in lines))
+            except BrokenPipeError:
+                raise _closed(self._stream) from None
+        return len(text)
+
+    def flush(self) -> None:
+        try:
+            if self._partial:
+                self._stream.write(self._partial)
+                self._partial = ""
+            self._stream.flush()
+        except BrokenPipeError:
+            raise _closed(self._stream) from None
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
 
 
 def _json_default(value: Any) -> Any:

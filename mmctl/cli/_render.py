@@ -8,9 +8,10 @@ decoding) is a note on that row, never a row of its own.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from mmctl.cli._output import ms, size
+from mmctl.cli._output import Output, ms, size
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -33,6 +34,28 @@ ROWS = (
     ("generation_s", "generation"),
 )
 SETUP_KEYS = ("probe_s", "model_files_s", "tokenizer_s")
+
+#: A terminal's status line while the next phase runs, by the phase that just
+#: ended: set-up takes seconds (the tokenizer alone 1-5 s) with nothing else to show.
+NEXT_STATUS = {
+    "inputs_s": "connecting to the worker…",
+    "probe_s": "getting the model files…",
+    "model_files_s": "loading the tokenizer…",
+    "tokenizer_s": "decoding and preprocessing…",
+    "tokenize_s": "handing the tensors over…",
+    "handoff_s": "waiting for the first token…",
+}
+
+
+def follow(output: Output) -> Callable[[str], None]:
+    """A :class:`~mmctl.timing.Timeline` listener that keeps ``output``'s
+    status line on the phase now running."""
+
+    def on_lap(name: str) -> None:
+        if (text := NEXT_STATUS.get(name)) is not None:
+            output.status(text)
+
+    return on_lap
 
 
 def kv_table() -> Table:
@@ -90,10 +113,8 @@ def timing_table(columns: dict[str, SendResult], keys: list[str] | None = None) 
     return table
 
 
-def render_result(console: Console, result: SendResult, answer_shown: bool = False) -> None:
-    """The answer (unless it was streamed), decisions, checks, timings, counts."""
-    if not answer_shown:
-        console.print(result.answer, markup=False)
+def render_report(console: Console, result: SendResult) -> None:
+    """What a person reads beside the answer: decisions, checks, timings, counts."""
     console.print()
     render_decisions(console, result)
     console.print(timing_table({"": result}))

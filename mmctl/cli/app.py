@@ -8,6 +8,7 @@ generated protos) inside the function that needs them.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import traceback
@@ -17,15 +18,15 @@ import typer
 
 from mmctl import __version__
 from mmctl import signals as stops
-from mmctl.errors import ExitCode, Interrupted, MmctlError
+from mmctl.errors import ExitCode, Interrupted, MmctlError, OutputClosed
 
 HELP = """Multimodal gRPC requests to vLLM workers: preprocess video and images
 exactly as Qwen-VL expects, build modality-tagged requests, and send them
 inline or through /dev/shm.
 
-Results go to stdout; progress, notes and hints to stderr. --json prints one
-JSON document. `mmctl COMMAND --help` shows each command's options and
-examples.
+stdout carries the product alone (send: the answer); decisions, timings,
+progress, notes and hints go to stderr. --json prints one JSON document.
+`mmctl COMMAND --help` shows each command's options and examples.
 
 Examples:
 
@@ -35,8 +36,10 @@ Examples:
   mmctl inspect-tokens clip.mp4  # the prompt's token layout, checked
 
 Exit codes: 0 ok, 1 unexpected (a bug: run with --debug), 2 usage, 3 bad
-input, 4 rejected by the worker, 5 worker unavailable, 6 check failed, 130
-interrupted.
+input, 4 rejected by the worker, 5 worker unavailable, 6 check failed, 7
+batch: some items failed, 8 batch: none succeeded, 9 the answer is partial,
+130 interrupted, 141 stdout closed by its reader (| head: quiet, as a Unix
+tool on SIGPIPE).
 """
 
 app = typer.Typer(
@@ -125,6 +128,11 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``mmctl`` console script; returns the exit code."""
     args = sys.argv[1:] if argv is None else argv
     debug = _debug_requested(args)
+    if not debug:
+        # gRPC's C core logs its own view of a failure ("E1201 … Metadata key
+        # … === Source Location Trace"), on top of the one line mmctl prints;
+        # read when grpc first loads, so set before any command imports it.
+        os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     signal.signal(signal.SIGINT, _raise_interrupted)
     signal.signal(signal.SIGTERM, _raise_interrupted)
     stops.watch_stops()
@@ -138,7 +146,21 @@ def main(argv: list[str] | None = None) -> int:
         # its own multi-line box, so they render like every other error.
         code = app(args=args, prog_name="mmctl", standalone_mode=False)
     except SystemExit as done:
+        if done.code == 1:  # click's own answer to a closed pipe (help, --version)
+            from mmctl.cli._output import reader_gone, silence
+
+            if reader_gone(sys.stdout):
+                silence(sys.stdout)
+                return int(ExitCode.OUTPUT_CLOSED)
         return _exit_status(done.code)
+    except (OutputClosed, BrokenPipeError) as closed:  # `| head`: normal for a pipe, so quiet
+        if isinstance(closed, BrokenPipeError):  # written past the sink (click's help)
+            from mmctl.cli._output import silence
+
+            silence(sys.stdout)
+        if debug:
+            sys.stderr.write("mmctl: stdout was closed by its reader; stopped there\n")
+        return int(ExitCode.OUTPUT_CLOSED)
     except typer.TyperException as err:  # usage errors: unknown option, bad value, …
         from mmctl.cli._output import render_error
 
@@ -163,6 +185,12 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as err:  # the boundary: anything else is a bug
         from mmctl.cli._output import render_error
 
+        if (stop := _interrupted_inside(err)) is not None:
+            # Ctrl-C raised inside machinery that wraps exceptions (a class
+            # body's __set_name__ while numpy imports): still an interruption.
+            render_error(sys.stderr, stop.message, None)
+            return int(stop.exit_code)
+
         if debug:
             traceback.print_exc()
         render_error(
@@ -172,6 +200,17 @@ def main(argv: list[str] | None = None) -> int:
         )
         return int(ExitCode.UNEXPECTED)
     return code if isinstance(code, int) else int(ExitCode.OK)
+
+
+def _interrupted_inside(err: BaseException) -> Interrupted | None:
+    seen: set[int] = set()
+    cause: BaseException | None = err
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, Interrupted):
+            return cause
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return None
 
 
 def _usage_message(err: typer.TyperException) -> str:

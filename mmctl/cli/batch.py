@@ -47,7 +47,7 @@ elsewhere) and put back when its health check passes.
 
 Examples:
 
-\\b
+\b
   mmctl batch eval.jsonl -o answers.jsonl
   mmctl batch eval.jsonl -o answers.jsonl -t gpu1:50051,gpu2:50051 --max-concurrency 16
   mmctl batch eval.jsonl -o answers.jsonl --resume      # after a crash or Ctrl-C

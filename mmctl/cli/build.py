@@ -56,7 +56,8 @@ worker that normalizes on the device reads floats as raw pixels (and the
 reverse), silently. Without --target the request is built for a default
 vLLM worker (0.33: raw uint8 pixels for Qwen2.5-VL and Qwen3-VL); with
 --target the worker is asked, as `send` asks it (pixel type, item limits,
-encoder budget, layout checks). The summary says which and why.
+encoder budget, layout checks). The summary (on stderr; stdout stays empty
+unless --json) says which and why.
 
 Examples:
 
@@ -139,6 +140,7 @@ def build(
     from mmctl.request.view import summary, write_request
 
     output = Output(json_mode=json_out)
+    output.status("loading the model files and the tokenizer…")
     text = _inputs.prompt_text(prompt, prompt_file)
     params = _inputs.sampling(
         max_tokens=max_tokens,
@@ -186,7 +188,7 @@ def build(
             layout=layout,
             limits=limits,
         )
-        output.result(doc, human=lambda console: _render_for_worker(console, doc))
+        output.written(doc, lambda console: _render_for_worker(console, doc))
         return
     model = model_for(model_dir=model_dir, bundle=bundle, family=family, vision=overrides)
     decided = pixel_dtype_decision(
@@ -237,7 +239,7 @@ def build(
         "warnings": composed.warnings,
         "request": summary(req),
     }
-    output.result(doc, human=lambda console: _render(console, doc))
+    output.written(doc, lambda console: _render(console, doc))
 
 
 build.__doc__ = HELP

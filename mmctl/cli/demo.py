@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -11,8 +12,10 @@ from mmctl.cli._options import JsonOpt
 
 HELP = """Send a clip inline and through /dev/shm to an embedded stub worker; compare.
 
-Starts the stub worker on a free 127.0.0.1 port, generates the red/blue
-example clip (2 s red, 2 s blue), and sends it inline and through /dev/shm
+Starts the stub worker on a free 127.0.0.1 port (as a default `vllm serve
+MODEL --grpc` behaves: raw uint8 pixels), generates the red/blue example
+clip (2 s red, 2 s blue; kept in the cache: its path is printed for the
+next command), and sends it inline and through /dev/shm
 on one set-up (connect, model files and tokenizer paid once, shown once).
 After a warm-up round the two run in turns, --rounds times each; each
 column shows its median run, whose rows add up to its total. Then the
@@ -61,7 +64,6 @@ def demo(
     json_out: JsonOpt = False,
 ) -> None:
     import io
-    import tempfile
 
     from mmctl.choices import Transport
     from mmctl.cli import _inputs
@@ -75,30 +77,34 @@ def demo(
     from mmctl.media.synth import color_clip
     from mmctl.models.model import load_model
     from mmctl.transport.shm import shm_dir
+    from mmctl.worker.checks import Policy, normalizes_by_default
     from mmctl.worker.server import StubConfig, start
 
     output = Output(json_mode=json_out)
+    output.status("starting the stub worker and loading the model…")
     text = _inputs.prompt_text(prompt, None)
     if clip is not None:
         check_readable(clip)
     log = io.StringIO()
-    with tempfile.TemporaryDirectory(prefix="mmctl-demo-") as tmp:
-        path = clip or color_clip(Path(tmp) / "red-blue.mp4")
-        running = start(StubConfig(model=load_model(), log=log), port=0)
-        output.note(f"stub worker on {running.address}; clip {path}")
-        try:
-            modes = [Transport.INLINE, Transport.SHM] if shm_dir().is_dir() else [Transport.INLINE]
-            with Client(running.address) as client:
-                done = compare(
-                    client,
-                    [path],
-                    SendOptions(prompt=text),
-                    {m.value: {"transport": m} for m in modes},
-                    rounds=rounds,
-                    hooks=Hooks(on_note=output.note, on_warning=output.warn),
-                )
-        finally:
-            running.stop(grace=0.5)
+    path = clip or _demo_clip(color_clip)
+    model = load_model()
+    # The embedded worker behaves as a default `vllm serve MODEL --grpc` does.
+    policy = Policy(device_normalize=normalizes_by_default(model.spec))
+    running = start(StubConfig(model=model, policy=policy, log=log), port=0)
+    output.note(f"stub worker on {running.address}; clip {path}")
+    try:
+        modes = [Transport.INLINE, Transport.SHM] if shm_dir().is_dir() else [Transport.INLINE]
+        with Client(running.address) as client:
+            done = compare(
+                client,
+                [path],
+                SendOptions(prompt=text),
+                {m.value: {"transport": m} for m in modes},
+                rounds=rounds,
+                hooks=Hooks(on_note=output.note, on_warning=output.warn),
+            )
+    finally:
+        running.stop(grace=0.5)
     median = done.median
     doc: dict = {name: r.as_dict() for name, r in median.items()}
     doc["setup_s"] = {k: round(v, 6) for k, v in done.setup.items()}
@@ -111,6 +117,24 @@ def demo(
     if clip is None and not doc["ok"]:
         answers = ", ".join(f"{k}: {r.answer!r}" for k, runs in done.runs.items() for r in runs)
         raise CheckFailed(f"demo answers differ from {EXPECTED!r}: {answers}")
+
+
+def _demo_clip(make: Callable[[Path], Path]) -> Path:
+    """The red-blue clip, kept in the cache so that the path the demo prints
+    still names a file for the next command (`mmctl send THAT-PATH`)."""
+    import os
+
+    from mmctl import settings
+
+    path = settings.cache_dir() / "demo" / "red-blue.mp4"
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".red-blue-{os.getpid()}.mp4")  # no torn file for a reader
+        try:
+            os.replace(make(partial), path)
+        finally:
+            partial.unlink(missing_ok=True)
+    return path
 
 
 demo.__doc__ = HELP

@@ -111,7 +111,11 @@ def _render_info(console: Console, doc: dict[str, Any]) -> None:
         "model",
         f"{m.get('served_model_name')} ({m.get('model_type')}, {', '.join(m.get('architectures', []))})",
     )
-    table.add_row("vision", str(m.get("supports_vision")))
+    table.add_row(
+        "context",
+        f"{int(m.get('max_context_length') or 0):,} tokens (max_context_length), "
+        + ("images and video" if m.get("supports_vision") else "text only (supports_vision false)"),
+    )
     table.add_row(
         "server",
         f"{s.get('server_type')}, {s.get('active_requests')} active, up {s.get('uptime_seconds', 0):.0f} s",

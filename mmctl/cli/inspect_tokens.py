@@ -102,6 +102,7 @@ def inspect_tokens(
     from mmctl.offline import inspect_tokens as inspect
 
     output = Output(json_mode=json_out)
+    output.status("loading the model files and the tokenizer…")
     report = inspect(
         media or None,
         _inputs.prompt_text(prompt, prompt_file),

@@ -79,7 +79,6 @@ def preprocess(
     ] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    from mmctl.choices import PixelFormat
     from mmctl.cli._output import Output
     from mmctl.offline import preprocess as run
     from mmctl.preprocessing.report import contact_sheet, save_npz, summary
@@ -88,7 +87,7 @@ def preprocess(
     with output.frames() as on_frame:
         pre = run(
             media,
-            pixel_dtype=pixel_dtype or PixelFormat.FLOAT32,
+            pixel_dtype=pixel_dtype,
             family=family,
             model_dir=model_dir,
             bundle=bundle,

@@ -48,9 +48,11 @@ MEDIA: video and image files, in the order the prompt shows them. Or
 --timeout, --request-id and the transport apply to it; options that shape a
 new request are refused).
 
-The answer streams to stdout; decisions, checks and timings follow. The
-timing rows add up to the total: set-up (connect + probe, model files,
-tokenizer load), then the request's own phases.
+stdout carries the answer alone (streamed in a terminal), so
+ANSWER=$(mmctl send clip.mp4) is the answer; decisions, checks and timings
+go to stderr (--json: one document on stdout with all of them). The timing
+rows add up to the total: set-up (connect + probe, model files, tokenizer
+load), then the request's own phases.
 
 Examples:
 
@@ -67,7 +69,8 @@ Exit codes: 0 answered; 2 usage; 3 bad input (or /dev/shm unusable with
 request; 5 worker unreachable, deadline passed, or it died; 6 a safety check
 refused to send; 9 the answer is partial (the worker aborted the generation,
 finish_reason abort, or its stream stopped early; --json still prints what
-came); 130 interrupted (shm files removed).
+came); 130 interrupted (shm files removed); 141 stdout closed by its reader
+(| head), quietly.
 """
 
 
@@ -169,7 +172,7 @@ def send(
 ) -> None:
     from mmctl.cli import _inputs
     from mmctl.cli._output import Output
-    from mmctl.cli._render import render_comparison, render_result
+    from mmctl.cli._render import follow, render_comparison, render_report
     from mmctl.client.client import Client
     from mmctl.client.options import Hooks, SendOptions, media_inputs, refuse, request_inputs
     from mmctl.errors import UsageError
@@ -181,7 +184,8 @@ def send(
         raise UsageError("--shm and --inline contradict each other")
     if bool(media) == (request is not None):
         raise UsageError("give MEDIA files or --request FILE (one of the two)")
-    timeline = Timeline()
+    timeline = Timeline(on_lap=follow(output))
+    output.status("checking the inputs…")
     opts = SendOptions(
         prompt=_inputs.prompt_text(prompt, prompt_file),
         transport=Transport.SHM if shm else Transport.INLINE if inline else transport,
@@ -263,12 +267,12 @@ def send(
                 on_warning=output.warn,
             )
             result = client.run(opts, inputs, hooks, timeline)
-    if streaming:
-        output.text("\n")
-    output.result(
-        result.as_dict(),
-        human=lambda console: render_result(console, result, answer_shown=streaming),
-    )
+    if json_out:
+        output.json_line(result.as_dict())
+    else:
+        # stdout is the answer alone (`ANSWER=$(mmctl send …)`); the report, stderr.
+        output.text(("" if streaming else result.answer) + "\n")
+        output.report(lambda console: render_report(console, result))
     if result.finish_reason == "abort":
         from mmctl.errors import GenerationIncomplete
 

@@ -24,9 +24,9 @@ request on stderr. SIGINT/SIGTERM stop it cleanly (exit 0).
 Examples:
 
 \b
-  mmctl stub-worker                        # 127.0.0.1:50051
+  mmctl stub-worker                        # 127.0.0.1:50051, as vllm serve: uint8 pixels
   mmctl stub-worker --port 0 --json        # a free port; a JSON ready line
-  mmctl stub-worker --device-normalize     # wants raw uint8 pixels
+  mmctl stub-worker --no-device-normalize  # wants normalized floats (model dtype)
   mmctl stub-worker --legacy-proto         # predates the modality field
   mmctl stub-worker --answer echo --delay-ms 50
   mmctl stub-worker --record requests/     # each accepted request as a .pb file
@@ -62,11 +62,15 @@ def stub_worker(
         typer.Option("--delay-ms", metavar="MS", help="Delay before each generated token."),
     ] = 0,
     device_normalize: Annotated[
-        bool,
+        bool | None,
         typer.Option(
-            "--device-normalize", help="Advertise mm_device_do_normalize: accept only uint8 pixels."
+            "--device-normalize/--no-device-normalize",
+            help="Advertise mm_device_do_normalize and accept only raw uint8 pixels (or, --no-: "
+            "only normalized floats)."
+            + default_text("as a default `vllm serve MODEL --grpc` for the family: on for Qwen"),
+            show_default=False,
         ),
-    ] = False,
+    ] = None,
     legacy_proto: Annotated[
         bool,
         typer.Option(
@@ -178,6 +182,8 @@ def stub_worker(
     check_bindable(host, port)  # before the model loads: a taken port fails at once
     model = model_for(model_dir=model_dir, bundle=bundle, family=family)
     model.tokenizer  # noqa: B018 - load now: a broken tokenizer fails at start, not per request
+    if device_normalize is None:
+        device_normalize = checks.normalizes_by_default(model.spec)
     policy = checks.Policy(
         device_normalize=device_normalize,
         legacy_proto=legacy_proto,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, overload
@@ -43,20 +44,51 @@ def resolve_target(
     ca_cert: Path | None = None,
     headers: list[str] | None = None,
 ) -> Target:
-    address = target or settings.target()
-    if address.startswith(("http://", "https://", "grpc://")):
-        raise UsageError(f"--target is host:port, not a URL: {address!r}")
-    if ":" not in address:
-        raise UsageError(f"--target needs a port: {address!r} (e.g. localhost:50051)")
+    address = check_address(target or settings.target())
     if ca_cert is not None and not tls:
         tls = True
-    pairs = []
-    for header in headers or []:
-        key, sep, value = header.partition(":")
-        if not sep or not key.strip():
-            raise UsageError(f"-H wants key:value, got {header!r}")
-        pairs.append((key.strip().lower(), value.strip()))
-    return Target(address, tls, ca_cert, tuple(pairs))
+    return Target(address, tls, ca_cert, tuple(metadata(header) for header in headers or []))
+
+
+def check_address(address: str) -> str:
+    """``host:port`` (``[v6]:port``, or a ``unix:`` path) with a port gRPC can
+    dial: checked here, since gRPC itself takes ``localhost:99999`` modulo 65536."""
+    if address.startswith(("http://", "https://", "grpc://")):
+        raise UsageError(f"--target is host:port, not a URL: {address!r}")
+    if address.startswith(("unix:", "unix-abstract:")):
+        return address
+    host, sep, port = address.rpartition(":")
+    if not sep or not host:
+        raise UsageError(f"--target needs a port: {address!r} (e.g. localhost:50051)")
+    if not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise UsageError(f"--target's port must be 1-65535, got {port!r} in {address!r}")
+    return address
+
+
+#: A metadata key as gRPC accepts it (HTTP/2 header names, lower case).
+_KEY = re.compile(r"[0-9a-z_.-]+")
+
+
+def metadata(header: str) -> tuple[str, str]:
+    """One ``-H 'key: value'`` as the (key, value) pair gRPC sends, checked as
+    gRPC checks it — otherwise its core refuses the call with a log line and
+    INTERNAL, which reads as if the worker had refused the request."""
+    key, sep, value = header.partition(":")
+    key, value = key.strip().lower(), value.strip()
+    if not sep or not key:
+        raise UsageError(f"-H wants key:value, got {header!r}")
+    if not _KEY.fullmatch(key):
+        raise UsageError(
+            f"-H {header!r}: a metadata key is lower-case letters, digits, '-', '_' and '.' "
+            f"only, got {key!r}"
+        )
+    if key.startswith("grpc-"):
+        raise UsageError(f"-H {header!r}: keys starting with 'grpc-' are reserved by gRPC")
+    if key.endswith("-bin"):
+        raise UsageError(f"-H {header!r}: binary (-bin) metadata cannot be given as text")
+    if any(not " " <= ch <= "~" for ch in value):
+        raise UsageError(f"-H {header!r}: a metadata value is printable ASCII only")
+    return key, value
 
 
 #: Most seconds to wait for a keepalive ping's answer (gRPC's own default).
@@ -178,8 +210,27 @@ def as_error(err: grpc.RpcError, target: Target, what: str) -> MmctlError:
         return WorkerUnavailable(f"{what}: the deadline passed before {target.address} answered")
     if code in UNAVAILABLE_CODES:
         first = details.splitlines()[0] if details else ""
+        if (known := _diagnosis(first, target)) is not None:
+            message, hint = known
+            return WorkerUnavailable(f"{what}: {message}", hint=hint)
         return WorkerUnavailable(
             f"{what}: worker at {target.address} unavailable ({name}{': ' + first if first else ''})",
             hint=f"is `vllm serve … --grpc` (or `mmctl stub-worker`) listening there? --target / ${settings.TARGET}",
         )
     return WorkerRejected(f"{what}: the worker refused it ({name}): {details}")
+
+
+def _diagnosis(details: str, target: Target) -> tuple[str, str] | None:
+    """What a connection failure means, from gRPC's own words for it."""
+    if "HTTP/2" in details or "http1.x" in details:
+        # An HTTP/1 server answered the HTTP/2 preface (vLLM's OpenAI port, a proxy).
+        return (
+            f"something answers at {target.address}, but not gRPC — vLLM's HTTP port?",
+            "`vllm serve MODEL --grpc` serves gRPC on its own port: --target HOST:GRPC_PORT",
+        )
+    if target.tls and ("handshake" in details.lower() or "SSL" in details):
+        return (
+            f"the TLS handshake with {target.address} failed: does it serve plaintext gRPC?",
+            "leave out --tls/--ca-cert for a plaintext worker",
+        )
+    return None

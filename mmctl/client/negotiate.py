@@ -24,9 +24,18 @@ from mmctl.request.tensors import LEGACY_DTYPES
 class Decision:
     value: str
     reason: str
+    #: Said to the user beside the decision: a choice that works but costs something.
+    warning: str | None = None
 
     def as_dict(self) -> dict:
-        return {"value": self.value, "reason": self.reason}
+        doc = {"value": self.value, "reason": self.reason}
+        if self.warning:
+            doc["warning"] = self.warning
+        return doc
+
+
+#: Floating-point pixel types by the bits of mantissa they keep.
+_HALF = ("bfloat16", "float16")
 
 
 def pixel_dtype(
@@ -66,6 +75,22 @@ def pixel_dtype(
                     "(an older worker takes float32 only)",
                     hint="drop --pixel-dtype, or --skip-checks",
                 )
+        model = _model_dtype(facts) if not normalizes else None
+        if model in _HALF and fmt.value in _HALF and fmt.value != model and not skip_checks:
+            # Measured on a real engine: fp16 pixels for a bf16 model changed the greedy answer.
+            raise CheckFailed(
+                f"--pixel-dtype {requested}: the model runs in {model}, so each pixel would be "
+                f"rounded twice ({requested}, then {model}) and the answer can change",
+                hint=f"--pixel-dtype {model} (or drop it: mmctl sends {model}), or --skip-checks",
+            )
+        if model == "float32" and fmt.value in _HALF:
+            return Decision(
+                fmt.value,
+                "--pixel-dtype",
+                warning=f"--pixel-dtype {requested}: the model runs in float32, so the pixels lose "
+                "precision the model would keep (the answer can differ from float32's); "
+                "drop --pixel-dtype to send float32",
+            )
         return Decision(fmt.value, "--pixel-dtype")
     if facts is None and spec is not None:
         return Decision(
@@ -86,10 +111,20 @@ def pixel_dtype(
             "float32", "worker does not advertise its capabilities (older worker): float32"
         )
     declared = facts.server.model_dtype
-    for name in ("bfloat16", "float16"):
-        if name in declared.lower():
-            return Decision(name, f"model dtype {declared}: the worker casts to it anyway")
+    model = _model_dtype(facts)
+    if model in _HALF:
+        return Decision(model, f"model dtype {declared}: the worker casts to it anyway")
     return Decision("float32", f"model dtype {declared or 'unknown'}: float32")
+
+
+def _model_dtype(facts: WorkerFacts | None) -> str | None:
+    """The model's float type as the worker reports it ("torch.bfloat16",
+    "bfloat16", "float32"…), by name; None when it does not say."""
+    declared = (facts.server.model_dtype if facts else "").lower()
+    for name in (*_HALF, "float32"):
+        if name in declared:
+            return name
+    return None
 
 
 def transport(

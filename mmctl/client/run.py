@@ -22,7 +22,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from mmctl.choices import DEFAULT_PROMPT, MediaRef, PixelFormat, Processing, Transport
+from mmctl.choices import (
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_PROMPT,
+    MediaRef,
+    PixelFormat,
+    Processing,
+    Transport,
+)
 from mmctl.client.channel import as_error, generate_method, response
 from mmctl.client.negotiate import Decision, pixel_dtype, processing_schemes, transport
 from mmctl.client.options import Hooks, Inputs, SendOptions, refuse
@@ -247,9 +254,11 @@ def _client_processing(
 ) -> Composed:
     facts, model = session.facts, session.model
     _check_limits(session, run, opts.skip_checks)
-    run.decisions["pixel_dtype"] = pixel_dtype(
+    run.decisions["pixel_dtype"] = decided = pixel_dtype(
         facts, opts.pixel_dtype.value if opts.pixel_dtype else None, opts.skip_checks
     )
+    if decided.warning:
+        run.warnings.append(decided.warning)
     if opts.vision.given():
         model = model.with_vision(opts.vision)
     composed = compose(
@@ -295,8 +304,32 @@ def _client_processing(
         }
         for it in composed.items
     ]
-    run.preprocess_busy_s, run.warnings = composed.preprocess_busy_s, composed.warnings
+    _check_context(session, run, len(composed.layout.ids), opts)
+    run.preprocess_busy_s = composed.preprocess_busy_s
+    run.warnings.extend(composed.warnings)
     return composed
+
+
+def _check_context(session: Session, run: Run, prompt_tokens: int, opts: SendOptions) -> None:
+    """The prompt and the tokens asked for must fit the worker's context:
+    vLLM refuses the request only after the pixels were shipped."""
+    limit = int(session.facts.model.max_context_length or 0)
+    if not limit:
+        run.checks.append(Check("context_length", False, reason="worker advertises none"))
+        return
+    if opts.skip_checks:
+        run.checks.append(Check("context_length", False, reason="--skip-checks"))
+        return
+    wanted = opts.sampling.max_tokens or DEFAULT_MAX_TOKENS
+    if prompt_tokens + wanted > limit:
+        room = limit - prompt_tokens
+        raise CheckFailed(
+            f"the prompt's {prompt_tokens:,} tokens and --max-tokens {wanted:,} exceed the "
+            f"worker's max_context_length {limit:,}",
+            hint=f"--max-tokens {room:,} or less" if room > 0 else "fewer or smaller media",
+        )
+    detail = {"limit": limit, "prompt_tokens": prompt_tokens, "max_tokens": wanted}
+    run.checks.append(Check("context_length", True, True, detail=detail))
 
 
 def _check_limits(session: Session, run: Run, skip: bool) -> None:

@@ -69,7 +69,7 @@ class Sampling:
         # The worker would refuse these after mmctl had probed it and shipped
         # the pixels, or the protobuf encoder would crash on them.
         if self.max_tokens is not None and not 1 <= self.max_tokens <= UINT32_MAX:
-            raise UsageError(f"max-tokens must be at least 1, got {self.max_tokens}")
+            raise UsageError(f"max-tokens must be 1 to {UINT32_MAX:,}, got {self.max_tokens:,}")
         if self.temperature is not None and not 0 <= self.temperature < math.inf:
             raise UsageError(f"temperature must be 0 (greedy) or more, got {self.temperature}")
         if self.top_p is not None and not 0 < self.top_p <= 1:

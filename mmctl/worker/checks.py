@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from mmctl.choices import PixelFormat
 from mmctl.errors import InputError
 from mmctl.media.probe import MediaKind
 from mmctl.models.base import ModelSpec
@@ -59,6 +60,13 @@ def worker_key(key: str, kind: MediaKind) -> str:
 
 class Rejected(ValueError):
     """One refusal; the message is what the client sees."""
+
+
+def normalizes_by_default(spec: ModelSpec) -> bool:
+    """Whether ``vllm serve MODEL --grpc`` (0.33) normalizes the family's pixels
+    on the device when not told otherwise: the stub's default, so that a file
+    ``build`` wrote for a default worker replays on the default stub."""
+    return spec.worker_pixels is PixelFormat.UINT8
 
 
 @dataclass(frozen=True)

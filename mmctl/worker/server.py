@@ -594,15 +594,22 @@ def check_bindable(host: str, port: int) -> None:
         family, kind, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     except socket.gaierror as err:
         raise UsageError(f"cannot listen on {host}:{port}: {err.strerror}") from None
-    if port == 0:
-        return
     with socket.socket(family, kind) as probe:
+        # Port 0 too: binding it fails only for an address this host does not have.
         # As gRPC does: a port in TIME_WAIT is free; one with a listener is not.
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(address)
         except OSError as err:
-            raise UsageError(f"cannot listen on {host}:{port}: {err.strerror}") from None
+            raise UsageError(f"cannot listen on {host}:{port}: {_why(err)}") from None
+
+
+def _why(err: OSError) -> str:
+    import errno
+
+    if err.errno == errno.EADDRNOTAVAIL:
+        return "this host has no such address (--host takes one of its own, e.g. 127.0.0.1)"
+    return err.strerror or str(err)
 
 
 def server_options(cfg: StubConfig) -> list[tuple[str, int]]:

@@ -45,6 +45,10 @@ def test_help_page(cli, path, command):
     assert "Examples:" in page and "Exit codes:" in page, page
     assert not TYPE_NAMES.search(page), TYPE_NAMES.search(page).group(0)
     assert "[default: (" not in page  # defaults read like values, not click's "(…)"
+    assert "\\b" not in page  # click's no-rewrap marker, escaped, runs examples together
+    examples = page.split("Examples:")[1].split("Exit codes:")[0]
+    commands = [line for line in examples.splitlines() if line.strip().startswith("mmctl ")]
+    assert len(commands) >= 2, examples  # one example a line, not one paragraph
     for param in command.params:
         if param.hidden or param.name == "help":
             continue

@@ -163,15 +163,21 @@ def test_bad_flag_value_is_usage(capsys, clip):
     assert err.startswith("Error: min-frames (9) is larger than max-frames (3)")
 
 
-def test_out_writes_exactly_the_path_it_prints(capsys, clip, tmp_path):
-    target = tmp_path / "x.txt"
-    code, out, err = _run(capsys, "preprocess", clip, "--out", target, "--preview", tmp_path / "s")
+@pytest.mark.parametrize("folder", ["", "a-folder-name-long-enough-to-wrap-an-80-column-line-" * 3])
+def test_out_writes_exactly_the_path_it_prints(capsys, clip, tmp_path, folder):
+    # Piped output is neither wrapped nor padded, whatever the path's length:
+    # the printed path is whole on its line, and nothing follows it.
+    base = tmp_path / folder
+    base.mkdir(exist_ok=True)
+    target = base / "x.txt"
+    code, out, err = _run(capsys, "preprocess", clip, "--out", target, "--preview", base / "s")
     assert code == 0, err
     assert re.search(rf"^saved +{re.escape(str(target))}$", out, re.M), out
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["s", "x.txt"]
+    assert not [line for line in out.splitlines() if line != line.rstrip()], out
+    assert sorted(p.name for p in base.iterdir()) == ["s", "x.txt"]
     with np.load(target) as saved:
         assert saved["grid_thw"].tolist() == [[4, 6, 8]]
-    assert (tmp_path / "s").read_bytes().startswith(b"\x89PNG")
+    assert (base / "s").read_bytes().startswith(b"\x89PNG")
 
 
 def test_out_into_a_missing_folder_is_bad_input(capsys, clip, tmp_path):

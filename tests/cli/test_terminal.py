@@ -12,6 +12,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 PROMPT = "Which colours appear, in order?"
 SGR = re.compile(rb"\x1b\[([0-9;]*)m")
 
@@ -30,6 +32,24 @@ def test_streamed_answer_stays_on_screen(terminal, stub, red_blue):
     assert "red, blue" in lines, shown.text  # ...and the answer is still on screen
     assert lines.index("red, blue") < next(i for i, x in enumerate(lines) if x.startswith("total"))
     assert "frames" not in shown.text  # the bar cleared itself
+
+
+def test_a_status_line_shows_the_set_up_and_leaves_no_trace(terminal, stub, red_blue):
+    # The tokenizer takes seconds to load: the screen says so, then clears it.
+    shown = terminal("send", red_blue, "--target", stub.running.address)
+    assert shown.code == 0, shown.text
+    assert b"loading the tokenizer" in shown.raw and b"connecting to the worker" in shown.raw
+    assert "…" not in shown.text, shown.text  # no status line left on the screen
+    assert shown.text.splitlines()[0] == "red, blue", shown.text
+
+
+@pytest.mark.parametrize("command", ["build", "inspect-tokens"])
+def test_offline_commands_show_a_status_while_loading(terminal, red_blue, tmp_path, command):
+    argv = [command, red_blue] + (["-o", tmp_path / "r.pb"] if command == "build" else [])
+    shown = terminal(*argv)
+    assert shown.code == 0, shown.text
+    assert b"loading the model files" in shown.raw
+    assert "loading the model files" not in shown.text, shown.text
 
 
 def test_image_answer_stays_on_screen(terminal, stub, picture):

@@ -46,11 +46,15 @@ def test_image_and_video_in_one_request(send_json, cli, stub, red_blue, picture)
     assert answer.endswith("red, blue") and ";" in answer  # image colours; video colours
 
 
-def test_human_output_streams_answer_then_timings(cli, stub, red_blue):
+def test_stdout_is_the_answer_alone_and_the_report_goes_to_stderr(cli, stub, red_blue):
+    # ANSWER=$(mmctl send clip.mp4) is the answer; decisions and timings are for a person.
     r = cli("send", red_blue, "--target", stub.running.address, "--shm")
     assert r.code == 0, r.err
-    assert r.out.startswith("red, blue\n")
-    assert "time to first token" in r.out and "transport shm" in r.out
+    assert r.out == "red, blue\n"
+    assert "time to first token" in r.err and "transport shm" in r.err
+    assert not [line for line in r.err.splitlines() if line != line.rstrip()], r.err
+    unstreamed = cli("send", red_blue, "--target", stub.running.address, "--no-stream")
+    assert unstreamed.code == 0 and unstreamed.out == "red, blue\n", unstreamed.err
 
 
 def test_replay_a_built_request(send_json, cli, stub, red_blue, tmp_path, no_leaks):
@@ -590,3 +594,22 @@ def test_an_aborted_generation_exits_9_with_the_partial_answer(cli, make_stub, r
     doc = json.loads(res.out)
     assert doc["finish_reason"] == "abort" and doc["completion_tokens"] > 0
     assert "the worker aborted the generation" in res.err
+
+
+def test_pixels_that_would_round_twice_are_refused(send_json, stub, red_blue):
+    # The stub's model runs in bfloat16: float16 pixels would be rounded twice.
+    r = send_json(stub, red_blue, "--pixel-dtype", "float16")
+    assert r.code == 6 and "rounded twice (float16, then bfloat16)" in r.err
+    forced = send_json(stub, red_blue, "--pixel-dtype", "float16", "--skip-checks")
+    assert forced.code == 0 and forced.json()["answer"] == "red, blue", forced.err
+
+
+def test_max_tokens_beyond_the_context_is_refused_before_sending(send_json, cli, stub, red_blue):
+    info = cli("info", "-t", stub.running.address, "--json").json()
+    limit = info["model"]["max_context_length"]
+    assert limit > 0
+    r = send_json(stub, red_blue, "--max-tokens", limit)
+    assert r.code == 6 and "max_context_length" in r.err and "--max-tokens" in r.err
+    shown = cli("info", "-t", stub.running.address)
+    assert f"{limit:,} tokens (max_context_length)" in shown.out
+    assert [line.split()[0] for line in shown.out.splitlines()].count("vision") <= 1

@@ -45,11 +45,11 @@ def test_human_timing_table_adds_up(cli, stub, red_blue):
     assert r.code == 0, r.err
     rows = dict(
         (m.group(1).strip(), float(m.group(2).replace(",", "")))
-        for m in re.finditer(r"^([a-z][a-z +-]*?)\s+([\d,]+\.\d) ms", r.out, re.M)
+        for m in re.finditer(r"^([a-z][a-z +-]*?)\s+([\d,]+\.\d) ms", r.err, re.M)
     )
     total = rows.pop("total")
     for setup in ("connect + probe", "model files", "tokenizer load"):
-        assert setup in rows, r.out
+        assert setup in rows, r.err
     assert sum(rows.values()) == pytest.approx(total, rel=0.05, abs=0.1 * len(rows))
 
 
@@ -96,7 +96,7 @@ def test_local_inputs_are_checked_before_the_worker(cli, red_blue, tmp_path, arg
         ("--top-p", "5", "top-p must be in (0, 1], got 5.0"),
         ("--top-p", "0", "top-p must be in (0, 1], got 0.0"),
         ("--top-k", "-3", "top-k must be 0 (no limit) or more, got -3"),
-        ("--max-tokens", "0", "max-tokens must be at least 1, got 0"),
+        ("--max-tokens", "0", "max-tokens must be 1 to 4,294,967,295, got 0"),
         ("--seed", str(2**40), "seed must be a 32-bit signed integer"),
         ("--fps", "0", "fps must be positive"),
         ("--num-frames", "0", "num-frames must be at least 1"),

@@ -26,7 +26,20 @@ def test_exit_codes_are_the_documented_ones():
         "ALL_FAILED": 8,
         "INCOMPLETE": 9,
         "INTERRUPTED": 130,
+        "OUTPUT_CLOSED": 141,
     }
+
+
+def test_every_exit_code_is_documented_in_the_root_help_and_the_readme():
+    from pathlib import Path
+
+    from mmctl.cli.app import HELP
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    codes = " ".join(HELP.split("Exit codes:")[1].split())
+    for code in ExitCode:
+        assert f" {int(code)} " in f" {codes} ", f"{code.name} missing from `mmctl --help`"
+        assert f"| {int(code)} | `{code.name}` |" in readme, f"{code.name} missing from README"
 
 
 def test_each_error_kind_has_its_exit_code():
@@ -64,3 +77,19 @@ def test_readme_table_matches_the_enum():
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     for code in ExitCode:
         assert f"| {int(code)} | `{code.name}` |" in readme, code
+
+
+def test_an_interruption_wrapped_by_python_is_still_exit_130(capsys, monkeypatch):
+    # SIGINT during an import can surface as "RuntimeError: Error calling
+    # __set_name__ …" whose cause is the interruption (seen while numpy loads).
+    from mmctl.cli import app
+
+    def wrapped(**_kw):
+        try:
+            raise Interrupted("SIGINT")
+        except Interrupted as stop:
+            raise RuntimeError("Error calling __set_name__") from stop
+
+    monkeypatch.setattr(app, "app", wrapped)
+    assert app.main(["send", "x.mp4"]) == 130
+    assert capsys.readouterr().err == "Error: interrupted by SIGINT\n"

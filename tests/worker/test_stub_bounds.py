@@ -126,8 +126,10 @@ def _bench(address: str, size: str) -> dict:
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads RSS from /proc")
 def test_memory_goes_back_after_a_500_mb_request(tmp_path):
+    # Normalized bf16 pixels: 500 MB of them fit one item under the encoder
+    # budget (as uint8 they would be twice the patches, and refused).
     argv = [sys.executable, "-m", "mmctl", "stub-worker", "--port", "0", "--json",
-            "--max-message-mb", "600"]  # fmt: skip
+            "--max-message-mb", "600", "--no-device-normalize"]  # fmt: skip
     with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as stub:
         try:
             assert stub.stdout is not None

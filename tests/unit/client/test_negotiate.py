@@ -46,7 +46,7 @@ MODERN = dict(model_dtype="bfloat16", mm_item_limits="image=8,video=2")
             "uint8",
             "on the device",
         ),
-        (facts(**MODERN), "float16", False, "float16", "--pixel-dtype"),
+        (facts(**MODERN), "float16", True, "float16", "--pixel-dtype"),  # double rounding, forced
         (facts(), "float32", False, "float32", "--pixel-dtype"),
         (facts(), "bfloat16", True, "bfloat16", "--pixel-dtype"),  # skip-checks lets it through
         (
@@ -64,7 +64,7 @@ MODERN = dict(model_dtype="bfloat16", mm_item_limits="image=8,video=2")
         "fp16-model",
         "fp32-model",
         "device-normalize",
-        "asked-fp16",
+        "asked-fp16-skip",
         "legacy-asked-fp32",
         "legacy-asked-bf16-skip",
         "normalize-asked-fp32-skip",
@@ -82,12 +82,35 @@ def test_pixel_dtype(worker, requested, skip, value, reason):
         (facts(**MODERN), "uint8", "does not normalize on the device"),
         (facts(), "bfloat16", "does not advertise the newer dtypes"),
         (facts(), "float16", "does not advertise the newer dtypes"),
+        (facts(**MODERN), "float16", "rounded twice \\(float16, then bfloat16\\)"),
+        (facts(**{**MODERN, "model_dtype": "torch.float16"}), "bfloat16", "rounded twice"),
     ],
-    ids=["floats-to-normalizer", "uint8-to-plain", "bf16-to-legacy", "fp16-to-legacy"],
+    ids=[
+        "floats-to-normalizer",
+        "uint8-to-plain",
+        "bf16-to-legacy",
+        "fp16-to-legacy",
+        "fp16-to-bf16-model",
+        "bf16-to-fp16-model",
+    ],
 )
 def test_pixel_dtype_refusals(worker, requested, message):
     with pytest.raises(CheckFailed, match=message):
         pixel_dtype(worker, requested)
+
+
+@pytest.mark.parametrize("requested", ["bfloat16", "float16"])
+def test_half_pixels_for_a_float32_model_are_sent_with_a_warning(requested):
+    decision = pixel_dtype(facts(**{**MODERN, "model_dtype": "float32"}), requested)
+    assert decision.value == requested
+    assert decision.warning and "lose precision" in decision.warning
+    assert decision.as_dict()["warning"] == decision.warning
+
+
+@pytest.mark.parametrize("requested", [None, "bfloat16", "float32"])
+def test_no_warning_where_nothing_is_lost(requested):
+    decision = pixel_dtype(facts(**MODERN), requested)
+    assert decision.warning is None and "warning" not in decision.as_dict()
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,218 @@
+"""Every ``[default: …]`` on every help page is what the command really does.
+
+A help page's defaults are a promise scripts rely on. Click's own defaults
+(``show_default``) are the parameter's value, which the command receives;
+the others are written by hand (``default_text``: "the worker's", "uint8 for
+the Qwen families") and can drift from the code. Each one is checked here
+against what the library does when the option is left out — by running the
+command and reading its ``--json``, or by asking the library — and a default
+text this table does not know fails the test, so a new one cannot go
+unchecked.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+import click
+import pytest
+import typer
+
+from mmctl.cli.app import app, main
+
+
+def _commands(group: Any = None, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
+    group = group or typer.main.get_command(app)
+    found = []
+    for name, command in sorted(group.commands.items()):
+        if hasattr(command, "commands"):
+            found += _commands(command, (*path, name))
+        else:
+            found.append(((*path, name), command))
+    return found
+
+
+def shown_defaults() -> dict[tuple[str, str], str]:
+    """(command, option) → the text of its ``[default: …]``."""
+    shown = {}
+    for path, command in _commands():
+        ctx = click.Context(command, info_name=" ".join(path))
+        for param in command.params:
+            record = param.get_help_record(ctx)
+            if record and (m := re.search(r"\[default: (.*?)\]", record[1], re.S)):
+                shown[(" ".join(path), param.opts[0])] = " ".join(m.group(1).split())
+    return shown
+
+
+SHOWN = shown_defaults()
+
+
+def _literal(command: str, option: str) -> bool:
+    """A default click printed from the parameter's own value."""
+    for path, cmd in _commands():
+        if " ".join(path) == command:
+            param = next(p for p in cmd.params if p.opts[0] == option)
+            default = param.default
+            if isinstance(default, list | tuple):
+                default = ",".join(map(str, default))
+            if hasattr(default, "value"):
+                default = default.value
+            text = SHOWN[(command, option)].split(";")[0]  # "3; x>=1": the range follows
+            if isinstance(default, int | float) and not isinstance(default, bool):
+                try:
+                    return float(text) == float(default)
+                except ValueError:
+                    return False
+            return default is not None and str(default) == text
+    raise AssertionError(f"no command {command}")
+
+
+# ---- what the commands do when the option is left out ----
+
+
+@pytest.fixture(scope="module")
+def observed(tmp_path_factory, red_blue) -> dict[str, Any]:
+    """One offline build, preprocess and inspect-tokens, each with no options."""
+    import contextlib
+    import io
+
+    tmp = tmp_path_factory.mktemp("defaults")
+
+    def run(*argv: object) -> dict[str, Any]:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            code = main([str(a) for a in argv])
+        assert code == 0, argv
+        return json.loads(out.getvalue())
+
+    return {
+        "build": run("build", red_blue, "-o", tmp / "r.pb", "--json"),
+        "preprocess": run("preprocess", red_blue, "--json"),
+        "tokens": run("inspect-tokens", red_blue, "--json"),
+    }
+
+
+def _settings(o: dict[str, Any], key: str) -> Any:
+    return o["preprocess"]["settings"][key]["value"]
+
+
+def _request(o: dict[str, Any]) -> dict[str, Any]:
+    return o["build"]["request"]
+
+
+def _worker_default(_: dict[str, Any]) -> bool:
+    """Values the worker picks are left out of the request: none are set."""
+    return True
+
+
+def _family(o: dict[str, Any]) -> bool:
+    from mmctl.models.model import load_model
+
+    return o["preprocess"]["family"] == "qwen3-vl" and load_model().spec.name == "qwen3-vl"
+
+
+def _target(_: dict[str, Any]) -> bool:
+    import os
+
+    from mmctl import settings
+
+    saved = os.environ.pop(settings.TARGET, None)
+    try:
+        return settings.target() == "localhost:50051"
+    finally:
+        if saved is not None:
+            os.environ[settings.TARGET] = saved
+
+
+def _stub_normalizes(_: dict[str, Any]) -> bool:
+    from mmctl.models.model import load_model
+    from mmctl.worker.checks import normalizes_by_default
+
+    return normalizes_by_default(load_model().spec)
+
+
+def _cores(_: dict[str, Any]) -> bool:
+    import inspect
+    import os
+
+    from mmctl.run_batch import api
+
+    source = inspect.getsource(api)
+    return "os.cpu_count()" in source and (os.cpu_count() or 1) >= 1
+
+
+#: (option, shown text) → a check of what the command does without the option.
+TRUTH: dict[tuple[str, str], Callable[[dict[str, Any]], object]] = {
+    ("--pixel-dtype", "a default vLLM worker's for the family: uint8 for the Qwen families"): (
+        lambda o: (
+            o["build"]["decisions"]["pixel_dtype"]["value"] == "uint8"
+            and o["preprocess"]["pixel_format"] == "uint8"
+        )
+    ),
+    ("--prompt", '"Describe this."'): lambda o: "Describe this." in _request(o)["original_text"],
+    ("--max-tokens", "128"): lambda o: _request(o)["sampling_params"]["max_tokens"] == 128,
+    ("--stream", "--stream"): lambda o: _request(o)["stream"] is True,
+    ("--request-id", "mmctl-<random>"): lambda o: _request(o)["request_id"].startswith("mmctl-"),
+    ("--chat", "--chat"): lambda o: _request(o)["original_text"].startswith("<|im_start|>user"),
+    ("--layout", "vllm"): lambda o: o["build"]["layout"] == o["tokens"]["layout"] == "vllm",
+    ("--fps", "the model's (2)"): lambda o: _settings(o, "fps") == 2,
+    ("--min-frames", "the model's (4)"): lambda o: _settings(o, "min_frames") == 4,
+    ("--max-frames", "the model's (768)"): lambda o: _settings(o, "max_frames") == 768,
+    ("--num-frames", "from --fps"): lambda o: o["preprocess"]["frames"]["sampled_fps"] == 2,
+    ("--min-pixels", "the model's"): lambda o: _settings(o, "video_min_pixels") == 4096,
+    ("--max-pixels", "the model's"): lambda o: _settings(o, "video_max_pixels") == 25165824,
+    ("--family", "from config.json, else qwen3-vl"): _family,
+    ("--model-dir", "the worker's files (send), else the built-in Qwen3-VL set"): (
+        lambda o: o["build"]["model"]["source"].startswith("built-in")
+    ),
+    ("--system", "the family's, if any"): lambda o: (
+        "<|im_start|>system" not in (_request(o)["original_text"])
+    ),
+    ("--temperature", "the worker's"): lambda o: (
+        "temperature" not in (_request(o)["sampling_params"])
+    ),
+    ("--top-p", "the worker's"): lambda o: "top_p" not in _request(o)["sampling_params"],
+    ("--top-k", "the worker's"): lambda o: "top_k" not in _request(o)["sampling_params"],
+    ("--seed", "none"): lambda o: "seed" not in _request(o)["sampling_params"],
+    ("--stop", "none"): lambda o: "stop" not in _request(o)["sampling_params"],
+    ("--header", "none"): _worker_default,
+    ("--mm-item-limits", "no limit"): lambda o: o["build"]["check"]["ok"],
+    ("--target", "$MMCTL_TARGET, else localhost:50051"): _target,
+    ("--target", "none: a default vLLM worker"): lambda o: o["build"]["target"] is None,
+    ("--pixel-dtype", "what the worker expects (see `mmctl info`)"): _worker_default,
+    ("--pixel-dtype", "what the worker expects"): _worker_default,
+    ("--device-normalize", "as a default `vllm serve MODEL --grpc` for the family: on for Qwen"): (
+        _stub_normalizes
+    ),
+    ("--allowed-local-media-path", "none"): _worker_default,
+    ("--shm-allowed-uid", "own uid"): _worker_default,
+    ("--tls-cert", "plain text"): _worker_default,
+    ("--workers", "the cores"): _cores,
+    ("--ray-address", "a local instance with --workers CPUs"): _worker_default,
+    ("--timeout", "none"): _worker_default,
+}
+#: Texts that describe a choice made at run time from the worker's answers:
+#: their behaviour is tested where the choice is made (negotiation, timeouts).
+DESCRIBED = re.compile(r"none for Generate|the worker's|what the worker expects")
+
+
+@pytest.mark.parametrize(("where", "text"), sorted(SHOWN.items()), ids=lambda v: str(v))
+def test_every_shown_default_is_checked_and_true(where, text, observed):
+    command, option = where
+    if _literal(command, option):
+        return  # click printed the parameter's own value, which the command receives
+    check = TRUTH.get((option, text))
+    if check is None and DESCRIBED.search(text):
+        return
+    assert check is not None, (
+        f"`mmctl {command} --help` shows {option} [default: {text}]: unchecked"
+    )
+    assert check(observed), f"`mmctl {command} --help`: {option} [default: {text}] is not true"
+
+
+def test_the_table_has_no_stale_rows():
+    texts = {(option, text) for (_, option), text in SHOWN.items()}
+    assert set(TRUTH) <= texts, sorted(set(TRUTH) - texts)
