@@ -134,6 +134,15 @@ def _stub_normalizes(_: dict[str, Any]) -> bool:
     return normalizes_by_default(load_model().spec)
 
 
+def _no_recording(_: dict[str, Any]) -> bool:
+    import dataclasses
+
+    from mmctl.worker.server import StubConfig
+
+    record = next(f for f in dataclasses.fields(StubConfig) if f.name == "record_dir")
+    return record.default is None
+
+
 def _cores(_: dict[str, Any]) -> bool:
     import inspect
     import os
@@ -190,6 +199,7 @@ TRUTH: dict[tuple[str, str], Callable[[dict[str, Any]], object]] = {
     ("--allowed-local-media-path", "none"): _worker_default,
     ("--shm-allowed-uid", "own uid"): _worker_default,
     ("--tls-cert", "plain text"): _worker_default,
+    ("--record", "off"): _no_recording,
     ("--workers", "the cores"): _cores,
     ("--ray-address", "a local instance with --workers CPUs"): _worker_default,
     ("--timeout", "none"): _worker_default,
