@@ -96,6 +96,11 @@ def green_jpeg(media_dir) -> Path:
     return synth.write_image(media_dir / "green.jpg", frame, quality=90)
 
 
+#: 127.0.0.1 only: a proxy from the environment must not carry these calls.
+LOCAL = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+NO_PROXY_ENV = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -132,7 +137,7 @@ class Pair:
             headers={"Content-Type": "application/json"},
         )
         try:
-            with urllib.request.urlopen(req, timeout=REQUEST_TIMEOUT_S) as resp:
+            with LOCAL.open(req, timeout=REQUEST_TIMEOUT_S) as resp:
                 return json.loads(resp.read())
         except urllib.error.HTTPError as err:
             pytest.fail(f"gateway answered {err.code}: {err.read()[:500]!r}\n{self.log.getvalue()}")
@@ -147,7 +152,7 @@ def _wait_ready(proc: subprocess.Popen, url: str, log: Path) -> None:
         if proc.poll() is not None:
             pytest.fail(f"smg exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
         try:
-            with urllib.request.urlopen(f"{url}/readiness", timeout=2) as resp:
+            with LOCAL.open(f"{url}/readiness", timeout=2) as resp:
                 if resp.status == 200:
                     return
         except (urllib.error.URLError, OSError):
@@ -192,7 +197,7 @@ def _running(
             "--shutdown-grace-period-secs", "1",
         ]  # fmt: skip
         with gateway_log.open("wb") as out:
-            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=NO_PROXY_ENV)
         http = f"http://127.0.0.1:{port}"
         _wait_ready(proc, http, gateway_log)
         with mmctl.Client(stub.address, model_dir=model_dir) as client:
