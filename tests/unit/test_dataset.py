@@ -57,7 +57,7 @@ def test_both_formats(tmp_path):
 
 def test_data_urls_become_files_removed_on_close(tmp_path):
     url = "data:video/mp4;base64," + base64.b64encode(b"not really a video").decode()
-    data = _write(tmp_path / "d.jsonl", {"id": 1, "prompt": "", "media": [url]})
+    data = _write(tmp_path / "d.jsonl", {"id": "1", "prompt": "", "media": [url]})
     with Items(data) as items:
         (item,) = list(items)
         assert item.media[0].read_bytes() == b"not really a video"
