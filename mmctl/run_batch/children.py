@@ -10,10 +10,13 @@ on their own:
   it was keeping (it outlived a killed batch only because the pool kept
   that pipe open);
 * a Ray instance mmctl started is watched by a small reaper process
-  (:func:`watch_ray`): it waits on a pipe from the batch; at the pipe's end
-  without the word that the batch shut Ray down itself, it kills the
-  processes of that Ray session (its agents outlive their raylet for half a
-  minute or more).
+  (:class:`RayReaper`), started before Ray: twice a second it notes the
+  batch's new descendants (Ray's GCS, raylet, agents, workers; Ray renames
+  its agents, so their command lines cannot be matched later); when its pipe
+  from the batch ends without the word that the batch stopped Ray itself,
+  it kills those still running (Ray's agents outlive their raylet for half
+  a minute or more). Processes the caller had before the batch are never
+  touched.
 """
 
 from __future__ import annotations
@@ -43,12 +46,12 @@ def die_with_parent(parent: int) -> None:
 
 
 class RayReaper:
-    """A process that kills the Ray session ``session_dir`` names unless
+    """A process that kills what the batch started under it unless
     :meth:`close` says that the batch stopped it."""
 
-    def __init__(self, session_dir: str) -> None:
+    def __init__(self) -> None:
         self.proc: subprocess.Popen[bytes] | None = subprocess.Popen(
-            [sys.executable, "-m", "mmctl.run_batch.children", session_dir],
+            [sys.executable, "-m", "mmctl.run_batch.children", str(os.getpid())],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -68,33 +71,69 @@ class RayReaper:
         self.proc = None
 
 
-def session_pids(session_dir: str) -> list[int]:
-    """The processes whose command line names ``session_dir`` (Linux ``/proc``)."""
-    needle = session_dir.encode()
-    found = []
-    me = os.getpid()
+#: How often the reaper notes the batch's descendants (s).
+_LOOK_EVERY_S = 0.5
+
+
+def descendants(root: int) -> dict[int, str]:
+    """``root``'s descendants now: pid → its start time (``/proc/PID/stat``
+    field 22, so that a reused pid is not mistaken for one of them)."""
+    parent: dict[int, int] = {}
+    started: dict[int, str] = {}
     for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == me:
+        if not name.isdigit():
             continue
-        with suppress(OSError), open(f"/proc/{name}/cmdline", "rb") as f:
-            if needle in f.read():
-                found.append(int(name))
+        with suppress(OSError, IndexError, ValueError):
+            with open(f"/proc/{name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            parent[int(name)] = int(fields[1])
+            started[int(name)] = fields[19].decode()
+    found: dict[int, str] = {}
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        for child, ppid in parent.items():
+            if ppid == pid and child not in found:
+                found[child] = started[child]
+                todo.append(child)
     return found
 
 
-def _reap(session_dir: str) -> int:
+def _start_time(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError):
+        return None
+
+
+def _reap(batch: int) -> int:
+    import select
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    me = os.getpid()
+    before = set(descendants(batch))  # the caller's own children stay out of it
+    seen: dict[int, str] = {}
     said = b""
-    with suppress(OSError):
-        while chunk := sys.stdin.buffer.read(64):
+    while True:
+        ready, _, _ = select.select([sys.stdin.buffer], [], [], _LOOK_EVERY_S)
+        if ready:
+            chunk = os.read(sys.stdin.fileno(), 64)
+            if not chunk:
+                break
             said += chunk
+            continue
+        for pid, start in descendants(batch).items():
+            if pid != me and pid not in before:
+                seen[pid] = start
     if said == _DONE:
         return 0
-    for pid in session_pids(session_dir):
-        with suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
+    for pid, start in seen.items():
+        if _start_time(pid) == start:
+            with suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(_reap(sys.argv[1]))
+    sys.exit(_reap(int(sys.argv[1])))

@@ -118,13 +118,13 @@ def run(
     started = time.perf_counter()
     ours = not ray.is_initialized()
     reaper = None
-    if ours:
-        context = _start(ray, address, workers)
-        if address is None:
-            from mmctl.run_batch.children import RayReaper
+    if ours and address is None:
+        from mmctl.run_batch.children import RayReaper
 
-            reaper = RayReaper(context.address_info["session_dir"])
+        reaper = RayReaper()  # before Ray starts: a kill during its start-up is covered
     try:
+        if ours:
+            _start(ray, address, workers)
         with warnings.catch_warnings():  # Ray's deprecation notices are not the user's
             warnings.simplefilter("ignore")
             context = ray.data.DataContext.get_current()

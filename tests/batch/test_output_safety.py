@@ -301,3 +301,58 @@ def test_kill_9_of_a_batch_leaves_no_pool_process_and_no_semaphore(make_stub, re
         time.sleep(0.1)
     assert not [k for k in kids if _alive(k)]
     assert not [s for s in sems if Path("/dev/shm", s).exists()]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_kill_9_of_a_ray_batch_leaves_no_ray_process(make_stub, red_blue, tmp_path):
+    """Ray's dashboard and runtime-env agents outlived a killed batch by 30 s
+    and more; the reaper kills what the batch started. Killed once Ray's
+    agents run (start-up is slow; the reaper covers it too)."""
+    pytest.importorskip("ray.data")
+    slow = make_stub(delay_ms=200)
+    data = _dataset(tmp_path / "in.jsonl", red_blue, 8)
+    run = _mmctl(tmp_path, data, "-o", tmp_path / "out.jsonl", "-t", slow.running.address,
+                 "--workers", "1", "--engine", "ray")  # fmt: skip
+    from mmctl.run_batch.children import descendants
+
+    def agents() -> dict[int, str]:
+        return {
+            pid: Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+            for pid in descendants(run.pid)
+            if Path(f"/proc/{pid}/cmdline").exists()
+        }
+
+    try:
+        _wait_for(lambda: any("Agent" in c for c in agents().values()), seconds=240)
+        time.sleep(1.5)  # the reaper looks twice a second
+        started = [pid for pid, cmd in agents().items() if "mmctl.run_batch.children" not in cmd]
+        assert len(started) >= 3  # GCS, raylet, agents
+    finally:
+        run.send_signal(signal.SIGKILL)
+        run.communicate(timeout=30)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and any(_alive(p) for p in started):
+        time.sleep(0.2)
+    assert not [p for p in started if _alive(p)]
+
+
+def test_ray_address_without_a_cluster_is_exit_5_in_mmctls_words(cli, stub, red_blue, tmp_path,
+                                                                 monkeypatch):  # fmt: skip
+    pytest.importorskip("ray.data")
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    data = _dataset(tmp_path / "in.jsonl", red_blue, 1)
+    res = cli("batch", data, "-o", tmp_path / "out.jsonl", "-t", stub.running.address,
+              "--engine", "ray", "--ray-address", "auto")  # fmt: skip
+    assert res.code == 5, res.err
+    first = res.err.splitlines()[0]
+    assert first.startswith("Error: --ray-address auto: no Ray cluster answers there")
+    assert "unexpected" not in res.err and "Traceback" not in res.err
+    assert not (tmp_path / "out.jsonl").exists()  # a run that wrote nothing leaves no file
+
+
+def test_ray_address_without_the_ray_engine_is_refused(cli, stub, red_blue, tmp_path):
+    data = _dataset(tmp_path / "in.jsonl", red_blue, 1)
+    res = cli("batch", data, "-o", tmp_path / "out.jsonl", "-t", stub.running.address,
+              "--ray-address", "auto")  # fmt: skip
+    assert res.code == 2
+    assert res.err.splitlines()[0] == "Error: --ray-address needs --engine ray"
