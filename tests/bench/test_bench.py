@@ -111,11 +111,9 @@ def test_plot_ticks_are_the_values_asked_for():
         return SimpleNamespace(ok=True, latency_s=0.01, arm="shm/bf16", payload_bytes=size,
                                item=item)  # fmt: skip
 
+    sizes = [(995_328, "1MB"), (3_981_312, "4MB"), (15_925_248, "16MB")]
     levels = [
-        SimpleNamespace(
-            concurrency=c,
-            records=[record(995_328, "1MB"), record(3_981_312, "4MB"), record(15_925_248, "16MB")],
-        )  # fmt: skip
+        SimpleNamespace(concurrency=c, records=[record(n, name) for n, name in sizes])
         for c in (1, 4, 16)
     ]
     fig = figure(SimpleNamespace(levels=levels))
