@@ -51,14 +51,14 @@ elsewhere) and put back when its health check passes.
 
 Examples:
 
-\\b
+\b
   mmctl batch eval.jsonl -o answers.jsonl
   mmctl batch eval.jsonl -o answers.jsonl -t gpu1:50051,gpu2:50051 --max-concurrency 16
   mmctl batch eval.jsonl -o answers.jsonl --resume      # after a crash or Ctrl-C
   mmctl batch eval.jsonl -o answers.jsonl --engine ray --ray-address auto
   mmctl batch -i eval.jsonl --output-file answers.jsonl   # vllm run-batch's spelling
 
-Exit codes, from what OUT holds at the end: 0 every item answered; 2 usage
+Exit codes: from what OUT holds at the end, 0 every item answered; 2 usage
 (OUT holds results without --resume/--overwrite, OUT is the input, another
 run holds OUT); 3 bad input; 5 no worker (or Ray cluster) answers; 6 a check
 refused the transport; 7 some items failed (their lines say why); 8 no item
@@ -119,7 +119,10 @@ def batch(
         int, typer.Option("--max-concurrency", metavar="C", help="Requests in flight at most.")
     ] = 8,
     resume: Annotated[
-        bool, typer.Option("--resume", help="Skip the ids already in OUT; append the rest.")
+        bool,
+        typer.Option(
+            "--resume", help="Continue OUT: skip the ids it answers, retry its failed ones."
+        ),
     ] = False,
     keep_failed: Annotated[
         bool,
