@@ -17,6 +17,10 @@ on their own:
   it kills those still running (Ray's agents outlive their raylet for half
   a minute or more). Processes the caller had before the batch are never
   touched.
+
+Semaphores that some other killed pool left behind (``sem.mp-*`` in
+``/dev/shm``: no process maps them any more) are found by :func:`semaphores`
+and removed by ``mmctl shm gc``.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ import signal
 import subprocess
 import sys
 from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
 from typing import IO
 
 #: ``PR_SET_PDEATHSIG`` from ``<linux/prctl.h>``.
@@ -137,3 +143,76 @@ def _reap(batch: int) -> int:
 
 if __name__ == "__main__":
     sys.exit(_reap(int(sys.argv[1])))
+
+
+# ---- multiprocessing's semaphores left in /dev/shm -------------------------------
+
+#: How multiprocessing names its semaphores (``/dev/shm/sem.mp-…`` on Linux).
+SEM_PREFIX = "sem.mp-"
+
+
+@dataclass(frozen=True)
+class Semaphore:
+    name: str
+    #: Some process maps it (a semaphore in use is always mapped by its creator).
+    in_use: bool
+
+
+def semaphores(folder: Path) -> list[Semaphore]:
+    """This user's ``sem.mp-*`` files in ``folder`` and whether a process maps
+    them. A pool killed before its resource tracker could clean up leaves
+    them; mmctl's own pool no longer does (see above). When a process of this
+    user cannot be read, every semaphore counts as in use."""
+    try:
+        found = [
+            e.name
+            for e in os.scandir(folder)
+            if e.name.startswith(SEM_PREFIX) and e.stat(follow_symlinks=False).st_uid == os.getuid()
+        ]
+    except OSError:
+        return []
+    if not found:
+        return []
+    mapped = _mapped(folder.resolve())
+    return [Semaphore(n, mapped is None or n in mapped) for n in sorted(found)]
+
+
+def remove_unused_semaphores(folder: Path) -> list[str]:
+    removed = []
+    for sem in semaphores(folder):
+        if not sem.in_use:
+            with suppress(FileNotFoundError):
+                (folder / sem.name).unlink()
+                removed.append(sem.name)
+    return removed
+
+
+def _mapped(folder: Path) -> set[str] | None:
+    """Names of files in ``folder`` that some process maps (``None``: unknown)."""
+    head = f"{folder}/{SEM_PREFIX}".encode()
+    names: set[str] = set()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/maps", "rb") as f:
+                maps = f.read()
+        except FileNotFoundError:
+            continue  # it exited
+        except OSError:
+            if pid == "1":
+                continue  # an init that hides its maps (a sandbox's) runs no batch pool
+            try:
+                mine = os.stat(f"/proc/{pid}").st_uid == os.getuid()
+            except OSError:
+                continue
+            if mine:
+                return None
+            continue
+        start = maps.find(head)
+        while start >= 0:
+            end = maps.find(b"\n", start)
+            path = maps[start : end if end >= 0 else len(maps)]
+            names.add(path.rsplit(b"/", 1)[1].split(b" ")[0].decode(errors="replace"))
+            start = maps.find(head, start + 1)
+    return names

@@ -356,3 +356,22 @@ def test_ray_address_without_the_ray_engine_is_refused(cli, stub, red_blue, tmp_
               "--ray-address", "auto")  # fmt: skip
     assert res.code == 2
     assert res.err.splitlines()[0] == "Error: --ray-address needs --engine ray"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_shm_gc_removes_pool_semaphores_no_process_maps(cli, tmp_path, monkeypatch):
+    import mmap
+
+    monkeypatch.setenv("MMCTL_SHM_DIR", str(tmp_path))
+    for name in ("sem.mp-dead", "sem.mp-live", "sem.other"):
+        (tmp_path / name).write_bytes(b"\0" * 32)
+    with (tmp_path / "sem.mp-live").open("r+b") as f, mmap.mmap(f.fileno(), 32):
+        dry = cli("shm", "gc", "--dry-run", "--json").json()
+        assert dry["semaphores"] == [
+            {"name": "sem.mp-dead", "in_use": False},
+            {"name": "sem.mp-live", "in_use": True},  # this process maps it
+        ]
+        assert dry["semaphores_removed"] == [] and (tmp_path / "sem.mp-dead").exists()
+        res = cli("shm", "gc", "--json").json()
+        assert res["semaphores_removed"] == ["sem.mp-dead"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sem.mp-live", "sem.other"]
