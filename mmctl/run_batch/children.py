@@ -12,10 +12,13 @@ on their own:
 * a Ray instance mmctl started is watched by a small reaper process
   (:class:`RayReaper`), started before Ray: twice a second it notes the
   batch's new descendants (Ray's GCS, raylet, agents, workers; Ray renames
-  its agents, so their command lines cannot be matched later); when its pipe
-  from the batch ends without the word that the batch stopped Ray itself,
-  it kills those still running (Ray's agents outlive their raylet for half
-  a minute or more). Processes the caller had before the batch are never
+  its agents and workers, so their command lines cannot be matched later),
+  and it is told the Ray session's folder once Ray runs. When its pipe from
+  the batch ends without the word that the batch stopped Ray itself, it
+  kills the descendants it noted and every process with a file open in the
+  session's folder (each Ray process logs there; this catches one started
+  after the last look). Ray's agents outlived their raylet for half a
+  minute or more. Processes the caller had before the batch are never
   touched.
 
 Semaphores that some other killed pool left behind (``sem.mp-*`` in
@@ -29,6 +32,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,6 +67,13 @@ class RayReaper:
             stderr=subprocess.DEVNULL,
             start_new_session=True,  # a Ctrl-C to the batch's group must not reach it
         )
+
+    def session(self, folder: str) -> None:
+        """Tell the reaper the Ray session's folder."""
+        if self.proc is not None and self.proc.stdin is not None:
+            with suppress(OSError):
+                self.proc.stdin.write(f"session {folder}\n".encode())
+                self.proc.stdin.flush()
 
     def close(self) -> None:
         if self.proc is None:
@@ -124,7 +135,7 @@ def _reap(batch: int) -> int:
     while True:
         ready, _, _ = select.select([sys.stdin.buffer], [], [], _LOOK_EVERY_S)
         if ready:
-            chunk = os.read(sys.stdin.fileno(), 64)
+            chunk = os.read(sys.stdin.fileno(), 4096)
             if not chunk:
                 break
             said += chunk
@@ -132,13 +143,41 @@ def _reap(batch: int) -> int:
         for pid, start in descendants(batch).items():
             if pid != me and pid not in before:
                 seen[pid] = start
-    if said == _DONE:
+    lines = said.decode(errors="replace").splitlines()
+    if _DONE.decode().strip() in lines:
         return 0
     for pid, start in seen.items():
         if _start_time(pid) == start:
             with suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
+    sessions = [line.split(" ", 1)[1] for line in lines if line.startswith("session ")]
+    for _ in range(3) if sessions else ():
+        for pid in _using(sessions[-1]):
+            if pid != me and pid not in before:
+                with suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+        time.sleep(_LOOK_EVERY_S)
     return 0
+
+
+def _using(folder: str) -> list[int]:
+    """Processes with ``folder`` in their command line or a file open in it."""
+    needle = folder.rstrip("/") + "/"
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        with suppress(OSError):
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                if needle.encode() in f.read():
+                    found.append(int(name))
+                    continue
+            for fd in os.listdir(f"/proc/{name}/fd"):
+                with suppress(OSError):
+                    if os.readlink(f"/proc/{name}/fd/{fd}").startswith(needle):
+                        found.append(int(name))
+                        break
+    return found
 
 
 if __name__ == "__main__":

@@ -151,6 +151,8 @@ class OutputFile:
     ) -> None:
         real = self.path.resolve()  # the lock and a rewrite act on the file, not a link to it
         self.real = real
+        if not real.parent.is_dir():
+            raise OutputFailed(f"cannot write {self.path}: no such folder {real.parent}")
         self._lock(real)
         self._created = not real.exists()
         self._fd = _open(real, os.O_RDWR | os.O_CREAT)

@@ -20,6 +20,7 @@ instance if this process is killed. An address where no cluster answers is
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import pickle
@@ -124,7 +125,10 @@ def run(
         reaper = RayReaper()  # before Ray starts: a kill during its start-up is covered
     try:
         if ours:
-            _start(ray, address, workers)
+            context = _start(ray, address, workers)
+            if reaper is not None:
+                with contextlib.suppress(AttributeError, KeyError, TypeError):
+                    reaper.session(context.address_info["session_dir"])
         with warnings.catch_warnings():  # Ray's deprecation notices are not the user's
             warnings.simplefilter("ignore")
             context = ray.data.DataContext.get_current()
