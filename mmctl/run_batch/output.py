@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from mmctl.dataset import id_key
-from mmctl.errors import OutputFailed, UsageError
+from mmctl.errors import InputError, OutputFailed, UsageError
 
 
 def success_line(
@@ -154,6 +154,8 @@ class OutputFile:
         if not real.parent.is_dir():
             raise OutputFailed(f"cannot write {self.path}: no such folder {real.parent}")
         self._lock(real)
+        with contextlib.suppress(FileNotFoundError):  # a rewrite a kill interrupted
+            _part(real).unlink()
         self._created = not real.exists()
         self._fd = _open(real, os.O_RDWR | os.O_CREAT)
         now = os.fstat(self._fd)
@@ -206,7 +208,7 @@ class OutputFile:
                 key = id_key(doc["custom_id"])
                 ok = doc["error"] is None
             except (ValueError, KeyError, TypeError, RecursionError):
-                raise UsageError(
+                raise InputError(
                     f"--resume: {self.path}:{n} is not a batch output line",
                     hint="is -o the output of an earlier mmctl batch?",
                 ) from None
@@ -229,7 +231,7 @@ class OutputFile:
 
     def _replace(self, real: Path, data: bytes) -> None:
         """``data`` becomes OUT atomically: a sibling, synced, renamed over it."""
-        part = real.with_name(real.name + ".resume-part")
+        part = _part(real)
         try:
             fd = _open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
             try:
@@ -294,6 +296,10 @@ class OutputFile:
                 self._lock_path.unlink()  # while still holding it (see _lock)
             os.close(self._lock_fd)
             self._lock_fd = -1
+
+
+def _part(real: Path) -> Path:
+    return real.with_name(real.name + ".resume-part")
 
 
 def _open(path: Path, flags: int) -> int:

@@ -375,3 +375,44 @@ def test_shm_gc_removes_pool_semaphores_no_process_maps(cli, tmp_path, monkeypat
         res = cli("shm", "gc", "--json").json()
         assert res["semaphores_removed"] == ["sem.mp-dead"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sem.mp-live", "sem.other"]
+
+
+def _line(custom_id, ok=True) -> str:
+    error = None if ok else {"code": "invalid_input", "message": "x"}
+    return json.dumps({"id": "l", "custom_id": custom_id, "response": {}, "error": error}) + "\n"
+
+
+def test_resume_drops_error_lines_through_a_rename_and_keeps_the_order(tmp_path):
+    out = tmp_path / "out.jsonl"
+    out.write_text(_line("a") + _line("b", ok=False) + _line("c") + _line(None, ok=False) + '{"cu')
+    (tmp_path / "out.jsonl.resume-part").write_text("left by a killed rewrite")
+    kept = OutputFile(out, resume=True, keep_failed=True)
+    kept.close()
+    assert kept.kept_failed == {"b", "\0null"} and kept.retried == 0
+    assert out.read_text().count("\n") == 4  # only the torn tail cut
+    retry = OutputFile(out, resume=True)
+    try:
+        assert retry.done == {"a", "c"} and retry.retried == 2
+        retry.write({"custom_id": "b", "error": None})
+    finally:
+        retry.close()
+    assert [d["custom_id"] for d in _lines(out)] == ["a", "c", "b"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl"]  # no part, no lock
+
+
+def test_a_device_is_written_as_it_is_and_cannot_be_resumed(tmp_path):
+    with pytest.raises(Exception, match="not a regular file"):
+        OutputFile(Path("/dev/null"), resume=True)
+    out = OutputFile(Path("/dev/null"))
+    out.write({"custom_id": "a", "error": None})
+    out.close()
+    assert out.lines == 1
+
+
+def test_a_foreign_file_is_refused_by_resume_with_exit_3(tmp_path):
+    out = tmp_path / "out.jsonl"
+    out.write_text("not json\n")
+    with pytest.raises(Exception, match="not a batch output line") as err:
+        OutputFile(out, resume=True)
+    assert err.value.exit_code == 3
+    assert out.read_text() == "not json\n"
