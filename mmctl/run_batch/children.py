@@ -29,6 +29,7 @@ and removed by ``mmctl shm gc``.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -131,6 +132,7 @@ def _reap(batch: int) -> int:
     me = os.getpid()
     before = set(descendants(batch))  # the caller's own children stay out of it
     seen: dict[int, str] = {}
+    found: set[str] = set()  # session folders the processes' command lines name
     said = b""
     while True:
         ready, _, _ = select.select([sys.stdin.buffer], [], [], _LOOK_EVERY_S)
@@ -141,8 +143,9 @@ def _reap(batch: int) -> int:
             said += chunk
             continue
         for pid, start in descendants(batch).items():
-            if pid != me and pid not in before:
+            if pid != me and pid not in before and pid not in seen:
                 seen[pid] = start
+                found.update(_sessions_named_by(pid))
     lines = said.decode(errors="replace").splitlines()
     if _DONE.decode().strip() in lines:
         return 0
@@ -150,14 +153,30 @@ def _reap(batch: int) -> int:
         if _start_time(pid) == start:
             with suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
-    sessions = [line.split(" ", 1)[1] for line in lines if line.startswith("session ")]
+    # Told once Ray runs; before that (killed during Ray's start-up), the
+    # folder its first processes' command lines name.
+    sessions = {line.split(" ", 1)[1] for line in lines if line.startswith("session ")} | found
     for _ in range(3) if sessions else ():
-        for pid in _using(sessions[-1]):
-            if pid != me and pid not in before:
-                with suppress(OSError):
-                    os.kill(pid, signal.SIGKILL)
+        for folder in sessions:
+            for pid in _using(folder):
+                if pid != me and pid not in before:
+                    with suppress(OSError):
+                        os.kill(pid, signal.SIGKILL)
         time.sleep(_LOOK_EVERY_S)
     return 0
+
+
+#: A Ray session's folder in a command line (``--log_dir=/tmp/ray/session_…/logs``).
+_SESSION_RE = re.compile(rb"(/[^\s=\x00]*/session_\d{4}-\d\d-\d\d_[\d_-]+)")
+
+
+def _sessions_named_by(pid: int) -> set[str]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            text = f.read()
+    except OSError:
+        return set()
+    return {m.decode(errors="replace") for m in _SESSION_RE.findall(text)}
 
 
 def _using(folder: str) -> list[int]:
