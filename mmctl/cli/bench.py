@@ -171,8 +171,7 @@ def bench(
         typer.Option(
             "--result-dir",
             metavar="DIR",
-            help="Folder of the --save-result file (vLLM's flag)."
-            + default_text("the current folder"),
+            help="Folder of the --save-result file (vLLM's flag; without it the current one).",
             show_default=False,
         ),
     ] = None,
@@ -181,8 +180,8 @@ def bench(
         typer.Option(
             "--result-filename",
             metavar="NAME.json",
-            help="Name of the --save-result file (vLLM's flag)."
-            + default_text("mmctl-bench-<rate>qps-<date>.json"),
+            help="Name of the --save-result file (vLLM's flag; without it "
+            "mmctl-bench-<rate>qps-<date>.json, as vLLM names its own).",
             show_default=False,
         ),
     ] = None,
