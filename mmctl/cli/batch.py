@@ -169,8 +169,6 @@ def batch(
         raise UsageError("no input: mmctl batch INPUT -o OUT.jsonl (or -i INPUT)")
     if output is None:
         raise UsageError("no output: -o/--output-file OUT.jsonl is required")
-    if keep_failed and not resume:
-        raise UsageError("--keep-failed goes with --resume")
     output_sink = Output(json_mode=json_out)
     bar = _Bar(output_sink)
     try:

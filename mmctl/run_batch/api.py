@@ -229,6 +229,8 @@ def batch(
         raise UsageError("--max-remote-mb must be at least 1")
     if ray_address is not None and engine != "ray":
         raise UsageError("--ray-address needs --engine ray")
+    if keep_failed and not resume:
+        raise UsageError("--keep-failed goes with --resume")
     warn = on_warning or (lambda message: None)
     source_path, out_path = Path(input), Path(output)
     if not source_path.is_file():
