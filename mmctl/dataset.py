@@ -13,7 +13,12 @@ removed on close), or — only when the caller allows it — an ``http(s)://``
 URL fetched with a size cap. A line that cannot map onto a gRPC request is an
 :class:`InputError` naming the line and the field; :meth:`Items.entries`
 yields it as an :class:`Entry` with that error, so a batch can write it as
-an error line and go on.
+an error line and go on. No line can stop :meth:`Items.entries`: one that is
+not UTF-8, over :data:`MAX_LINE_BYTES`, nested deeper than the JSON parser
+goes, or odd in any other way is that line's error (``invalid_line``). An
+``id``/``custom_id`` must be a string (an OpenAI batch's ``custom_id`` is
+one); any other JSON value is the line's ``invalid_id`` error, written back
+as the value it was. A UTF-8 byte-order mark before the first line is skipped.
 """
 
 from __future__ import annotations
@@ -34,6 +39,9 @@ from mmctl.errors import InputError
 #: Sampling fields a line may set (the rest of a chat body is refused by name).
 SAMPLING = ("max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "seed", "stop")
 _BODY_IGNORED = ("model", "stream", "n")
+#: The longest line read (a ``data:`` URL of a 256 MB clip is ~341 MB of base64).
+MAX_LINE_BYTES = 512 * 2**20
+_BOM = b"\xef\xbb\xbf"
 
 
 @dataclass
@@ -53,9 +61,35 @@ class Entry:
     """One line: its item, or why it cannot be one (``id`` as best the line says)."""
 
     number: int
+    #: The key of the line's id (:func:`id_key`): the id itself when it is a string.
     id: str
     item: Item | None = None
     error: str | None = None
+    #: The error's code in the output line: ``invalid_line`` or ``invalid_id``.
+    code: str = "invalid_line"
+    #: The id as the line gave it (a JSON value), when it is not a string.
+    raw_id: Any = None
+
+    @property
+    def custom_id(self) -> Any:
+        """The ``custom_id`` an output line carries: the id as it was."""
+        return self.raw_id if self.code == "invalid_id" else self.id
+
+
+class InvalidId(InputError):
+    """A line's id is not a string."""
+
+    def __init__(self, message: str, value: Any) -> None:
+        super().__init__(message)
+        self.value = value
+
+
+def id_key(value: Any) -> str:
+    """A string that names an id: the id when it is a string, else its JSON
+    (marked, so that the id ``"null"`` and a ``null`` id differ)."""
+    if isinstance(value, str):
+        return value
+    return "\0" + json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 class Items:
@@ -82,32 +116,63 @@ class Items:
 
     def __iter__(self) -> Iterator[Item]:
         """Every item; the first bad line raises its :class:`InputError`."""
-        for number, line in self._lines():
+        for number, line, problem in self._lines():
+            if problem is not None:
+                raise InputError(problem)
             yield self.parse(line, number)
 
     def entries(self) -> Iterator[Entry]:
         """Every line as an :class:`Entry`, bad ones included (read lazily)."""
-        for number, line in self._lines():
+        for number, line, problem in self._lines():
+            if problem is not None:
+                yield Entry(number, f"line-{number}", error=problem)
+                continue
             try:
                 item = self.parse(line, number)
+            except InvalidId as err:
+                yield Entry(number, id_key(err.value), error=err.message, code="invalid_id",
+                            raw_id=err.value)  # fmt: skip
             except InputError as err:
                 yield Entry(number, _line_id(line, number), error=err.message)
+            except Exception as err:  # an odd line is that line's error, never the run's
+                where = f"{self.path.name}:{number}"
+                message = f"{where}: cannot be read ({type(err).__name__}: {err})"
+                yield Entry(number, _line_id(line, number), error=message)
             else:
                 yield Entry(number, item.id, item)
 
     def count(self) -> int:
         return sum(1 for _ in self._lines())
 
-    def _lines(self) -> Iterator[tuple[int, str]]:
+    def _lines(self) -> Iterator[tuple[int, str, str | None]]:
+        """``(number, text, None)`` per non-blank line, or ``(number, "", why)``
+        for a line that cannot be text (not UTF-8, too long)."""
+        where = self.path.name
         try:
-            with self.path.open(encoding="utf-8") as f:
-                for number, line in enumerate(f, 1):
+            with self.path.open("rb") as f:
+                number = 0
+                while True:
+                    raw = f.readline(MAX_LINE_BYTES + 1)
+                    if not raw:
+                        return
+                    number += 1
+                    if number == 1 and raw.startswith(_BOM):
+                        raw = raw[len(_BOM) :]
+                    if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                        while (rest := f.readline(2**20)) and not rest.endswith(b"\n"):
+                            pass  # the rest of the line, unread
+                        problem = f"{where}:{number}: the line is over {MAX_LINE_BYTES:,} bytes"
+                        yield number, "", problem
+                        continue
+                    try:
+                        line = raw.decode("utf-8")
+                    except UnicodeDecodeError as err:
+                        yield number, "", f"{where}:{number}: not UTF-8 text (byte {err.start + 1})"
+                        continue
                     if line.strip():
-                        yield number, line
+                        yield number, line, None
         except OSError as err:
             raise InputError(f"cannot read {self.path}: {err.strerror}") from None
-        except UnicodeDecodeError:
-            raise InputError(f"{self.path} is not UTF-8 text (one JSON object a line)") from None
 
     def parse(self, line: str, number: int) -> Item:
         where = f"{self.path.name}:{number}"
@@ -115,6 +180,8 @@ class Items:
             doc = json.loads(line)
         except json.JSONDecodeError as err:
             raise InputError(f"{where}: not JSON ({err.msg})") from None
+        except RecursionError:
+            raise InputError(f"{where}: JSON nested too deep") from None
         if not isinstance(doc, dict):
             raise InputError(f"{where}: a line is one JSON object")
         if "body" in doc or "custom_id" in doc:
@@ -131,7 +198,7 @@ class Items:
         if not isinstance(prompt, str):
             raise InputError(f"{where}: prompt must be a string")
         return Item(
-            id=str(doc.get("id", where)),
+            id=_id(doc, "id", where),
             prompt=prompt,
             media=[self._media(m, where) for m in media],
             system=doc.get("system"),
@@ -176,7 +243,7 @@ class Items:
                         "image_url or video_url"
                     )
         return Item(
-            id=str(doc.get("custom_id", where)),
+            id=_id(doc, "custom_id", where),
             prompt="\n".join(texts),
             media=media,
             system=system,
@@ -240,15 +307,27 @@ class Items:
         return path
 
 
+def _id(doc: dict[str, Any], key: str, where: str) -> str:
+    """The line's id: a string as given, ``FILE:N`` when absent."""
+    if key not in doc:
+        return where
+    value = doc[key]
+    if not isinstance(value, str):
+        shown = json.dumps(value)
+        shown = shown if len(shown) <= 40 else shown[:37] + "..."
+        raise InvalidId(f"{where}: {key} must be a string; got {shown}", value)
+    return value
+
+
 def _line_id(line: str, number: int) -> str:
-    """The id a bad line names, if its JSON says one; else ``line-N``."""
+    """The id a bad line names, if its JSON says one (a string); else ``line-N``."""
     try:
         doc = json.loads(line)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):
         return f"line-{number}"
     if isinstance(doc, dict):
         for key in ("custom_id", "id"):
-            if isinstance(doc.get(key), str | int):
+            if isinstance(doc.get(key), str):
                 return str(doc[key])
     return f"line-{number}"
 

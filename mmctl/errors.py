@@ -33,6 +33,9 @@ class ExitCode(IntEnum):
     ALL_FAILED = 8
     #: The worker ended the generation early: aborted, or no completion came.
     INCOMPLETE = 9
+    #: ``batch``: its output file could not be written (disk full, I/O error); the
+    #: file ends at its last complete line and ``--resume`` continues.
+    OUTPUT_FAILED = 10
     #: Interrupted by SIGINT (Ctrl-C) or SIGTERM; nothing left behind.
     INTERRUPTED = 130
     #: stdout's reader went away (``| head``): output stopped there, quietly,
@@ -124,6 +127,12 @@ class GenerationIncomplete(MmctlError):
     """The answer is partial: the worker aborted it or the stream stopped early."""
 
     exit_code = ExitCode.INCOMPLETE
+
+
+class OutputFailed(MmctlError):
+    """A batch's output file could not be written; the run stopped there."""
+
+    exit_code = ExitCode.OUTPUT_FAILED
 
 
 class SomeFailed(MmctlError):

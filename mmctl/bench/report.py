@@ -16,6 +16,7 @@ import math
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from mmctl.bench.runner import BenchResult, Level, Record
@@ -188,6 +189,32 @@ def bench_doc(result: BenchResult) -> dict[str, Any]:
     if runs and runs[0]["shm_over_inline"]:
         doc["shm_over_inline"] = runs[0]["shm_over_inline"]
     return doc
+
+
+def result_paths(
+    levels: list[int],
+    *,
+    filename: str | None,
+    folder: Path | None,
+    request_rate: float,
+    now: datetime.datetime | None = None,
+) -> dict[int, Path]:
+    """Where ``--save-result`` writes each concurrency level's document.
+
+    ``filename`` (``--save-result FILE`` or ``--result-filename``) defaults
+    to vLLM's pattern, ``mmctl-bench-<rate>qps-<date>.json``; ``folder``
+    (``--result-dir``) to the current one. With several levels each file
+    gets ``-concurrencyC`` before its suffix, as vLLM names one run per
+    concurrency."""
+    if filename is None:
+        stamp = (now or datetime.datetime.now()).strftime("%Y%m%d-%H%M%S")
+        filename = f"mmctl-bench-{_rate(request_rate)}qps-{stamp}.json"
+    base = Path(filename)
+    if folder is not None and not base.is_absolute():
+        base = folder / base
+    if len(levels) == 1:
+        return {levels[0]: base}
+    return {c: base.with_name(f"{base.stem}-concurrency{c}{base.suffix}") for c in levels}
 
 
 def vllm_doc(result: BenchResult, level: Level) -> dict[str, Any]:

@@ -38,8 +38,11 @@ def from_videos(paths: Sequence[Path]) -> list[WorkItem]:
     return [WorkItem(p.name, media=(p,)) for p in paths]
 
 
-def from_sizes(sizes: Sequence[int]) -> list[WorkItem]:
-    return [WorkItem(_size_label(n), nbytes=n) for n in sizes]
+def from_sizes(sizes: Sequence[int], labels: Sequence[str] | None = None) -> list[WorkItem]:
+    """Synthetic items of these pixel-tensor sizes, named as asked (``labels``:
+    ``"1MB"`` stays ``1MB`` though the nearest tensor holds 0.995 MB)."""
+    names = [s.replace(" ", "") for s in labels] if labels else [_size_label(n) for n in sizes]
+    return [WorkItem(name, nbytes=n) for name, n in zip(names, sizes, strict=True)]
 
 
 def from_dataset(path: Path) -> list[WorkItem]:

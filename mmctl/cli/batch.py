@@ -34,10 +34,14 @@ folder; file:// and data: URLs work; http(s) media only with
 
 -o OUT.jsonl gets the OpenAI batch output shape ({"id", "custom_id",
 "response": {"status_code", "body": chat.completion}, "error"}) plus an
-"mmctl" key (timings, transport, bytes, worker), appended and flushed as
-each item finishes. A bad line or a failing item is an error line; the
-batch goes on. --resume skips the ids already in OUT, so a killed run
-continues where it stopped.
+"mmctl" key (timings, transport, bytes, worker), written as each item
+finishes. A bad line or a failing item is an error line; the batch goes on.
+--resume skips the ids OUT already answers and tries its failed ones again
+(--keep-failed: keeps them), so a killed run continues where it stopped.
+One run writes OUT at a time (OUT.lock beside it names the holder); OUT is
+never the input. If OUT cannot be written (disk full) the run stops, OUT
+ends at its last complete line, and --resume continues once there is room.
+The summary goes to stderr (--json: the counts on stdout).
 
 Engines: local (default) preprocesses in --workers processes and sends on
 one event loop; ray runs the same as a Ray Data pipeline across a cluster
@@ -52,20 +56,42 @@ Examples:
   mmctl batch eval.jsonl -o answers.jsonl -t gpu1:50051,gpu2:50051 --max-concurrency 16
   mmctl batch eval.jsonl -o answers.jsonl --resume      # after a crash or Ctrl-C
   mmctl batch eval.jsonl -o answers.jsonl --engine ray --ray-address auto
+  mmctl batch -i eval.jsonl --output-file answers.jsonl   # vllm run-batch's spelling
 
-Exit codes: 0 every item answered; 2 usage (OUT holds results without
---resume/--overwrite); 3 bad input; 5 no worker answers; 6 a check refused
-the transport; 7 some items failed (their lines say why); 8 no item
-succeeded; 130 interrupted (finished items are in OUT; --resume continues).
+Exit codes: from what OUT holds at the end, 0 every item answered; 2 usage
+(OUT holds results without --resume/--overwrite, OUT is the input, another
+run holds OUT); 3 bad input; 5 no worker (or Ray cluster) answers; 6 a check
+refused the transport; 7 some items failed (their lines say why); 8 no item
+answered; 10 OUT could not be written (--resume continues); 130 interrupted
+(finished items are in OUT; --resume continues).
 """
 
 
 def batch(
-    input: Annotated[Path, typer.Argument(metavar="INPUT", hidden=True, show_default=False)],
+    input: Annotated[
+        Path | None, typer.Argument(metavar="INPUT", hidden=True, show_default=False)
+    ] = None,
+    input_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--input-file",
+            "-i",
+            metavar="IN.jsonl",
+            help="The input, as vllm run-batch names it (or give INPUT).",
+            show_default=False,
+        ),
+    ] = None,
     output: Annotated[
-        Path,
-        typer.Option("--output", "-o", metavar="OUT.jsonl", help="Where the output lines go."),
-    ],
+        Path | None,
+        typer.Option(
+            "--output",
+            "--output-file",
+            "-o",
+            metavar="OUT.jsonl",
+            help="Where the output lines go (required).",
+            show_default=False,
+        ),
+    ] = None,
     target: TargetsOpt = None,
     engine: Annotated[
         str, typer.Option("--engine", metavar="[local|ray]", help="Where items are processed.")
@@ -93,7 +119,16 @@ def batch(
         int, typer.Option("--max-concurrency", metavar="C", help="Requests in flight at most.")
     ] = 8,
     resume: Annotated[
-        bool, typer.Option("--resume", help="Skip the ids already in OUT; append the rest.")
+        bool,
+        typer.Option(
+            "--resume", help="Continue OUT: skip the ids it answers, retry its failed ones."
+        ),
+    ] = False,
+    keep_failed: Annotated[
+        bool,
+        typer.Option(
+            "--keep-failed", help="With --resume: keep OUT's error lines (do not retry them)."
+        ),
     ] = False,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Start OUT over.")] = False,
     transport: Annotated[
@@ -124,14 +159,21 @@ def batch(
 ) -> None:
     from mmctl.cli._inputs import prompt_text
     from mmctl.cli._output import Output
-    from mmctl.errors import AllFailed, Interrupted, SomeFailed
+    from mmctl.errors import AllFailed, Interrupted, SomeFailed, UsageError
     from mmctl.run_batch.api import batch as run_batch
 
+    if input is not None and input_file is not None and input != input_file:
+        raise UsageError("give the input once: INPUT or -i/--input-file")
+    source = input or input_file
+    if source is None:
+        raise UsageError("no input: mmctl batch INPUT -o OUT.jsonl (or -i INPUT)")
+    if output is None:
+        raise UsageError("no output: -o/--output-file OUT.jsonl is required")
     output_sink = Output(json_mode=json_out)
     bar = _Bar(output_sink)
     try:
         counts = run_batch(
-            input,
+            source,
             output,
             targets=target,
             engine=engine,
@@ -139,6 +181,7 @@ def batch(
             max_concurrency=max_concurrency,
             resume=resume,
             overwrite=overwrite,
+            keep_failed=keep_failed,
             transport=transport,
             prompt=prompt_text(prompt, None),
             max_tokens=max_tokens,
@@ -153,28 +196,54 @@ def batch(
             ray_address=ray_address,
             on_start=bar.start,
             on_done=bar.done,
+            on_warning=output_sink.warn,
         )
     finally:
         bar.close()
     doc = counts.as_dict()
-    output_sink.result(doc, human=lambda console: _render(console, doc))
+    # The product is OUT: the summary is a report about it, so it goes to
+    # stderr; --json keeps the whole document on stdout.
+    if json_out:
+        output_sink.json_line(doc)
+    else:
+        _render(output_sink.err_console, doc)
     if counts.interrupted_by:
-        raise Interrupted(counts.interrupted_by, f"{output} holds the finished items; --resume")
-    sent = counts.succeeded + counts.failed
-    if counts.failed and counts.succeeded:
-        raise SomeFailed(f"{counts.failed} of {sent} items failed (error lines in {output})")
-    if counts.failed:
-        raise AllFailed(f"no item succeeded ({counts.failed} error lines in {output})")
+        raise Interrupted(
+            counts.interrupted_by,
+            f"{counts.not_started} of {counts.total} items not started; {output} holds the "
+            "finished ones; --resume continues",
+        )
+    failed, answered = counts.failed_in_output, counts.answered_in_output
+    if failed and answered:
+        raise SomeFailed(
+            f"{failed} of {failed + answered} items failed (error lines in {output})",
+            hint="--resume tries them again",
+        )
+    if failed:
+        raise AllFailed(f"no item answered ({failed} error lines in {output})")
 
 
 def _render(console: Any, doc: dict[str, Any]) -> None:
     errors = ", ".join(f"{n} {code}" for code, n in doc["errors"].items())
+    skipped = f", {doc['skipped']} already in {doc['output']}"
+    if doc["kept_failed"]:
+        skipped += f" ({doc['kept_failed']} of them failed, kept)"
+    retried = f", {doc['retried']} failed before and tried again" if doc["retried"] else ""
+    left = f", {doc['not_started']} not started" if doc["interrupted_by"] else ""
     console.print(
         f"{doc['total']} items: {doc['succeeded']} answered, {doc['failed']} failed"
         + (f" ({errors})" if errors else "")
-        + f", {doc['skipped']} already in {doc['output']}; {doc['wall_s']:.1f} s"
-        + (f" ({doc['startup_s']:.1f} s Ray start-up)" if doc["engine"] == "ray" else "")
+        + skipped
+        + retried
+        + left
+        + f"; {doc['wall_s']:.1f} s"
+        + (f" ({doc['startup_s']:.1f} s Ray start-up)" if doc["engine"] == "ray" else ""),
+        markup=False,
     )
+    if len(doc["by_target"]) > 1 or any(c["failed"] for c in doc["by_target"].values()):
+        for target, c in doc["by_target"].items():
+            console.print(f"  {target}: {c['answered']} answered, {c['failed']} failed",
+                          markup=False)  # fmt: skip
 
 
 class _Bar:

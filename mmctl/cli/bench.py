@@ -50,6 +50,7 @@ Examples:
   mmctl bench --dataset eval.jsonl -t gpu1:50051,gpu2:50051 --transport inline
   mmctl bench --sizes 4MB --request-rate 20 --burstiness 0.5 --json | jq .shm_over_inline
   mmctl bench --video clip.mp4 --save-result run.json --per-request requests.jsonl
+  mmctl bench --sizes 1MB --max-concurrency 1,4 --save-result --result-dir results/
 
 Exit codes: 0 every request answered; 2 usage; 3 bad input (media,
 dataset); 4 some requests failed (the report names their gRPC codes); 5 a
@@ -153,11 +154,34 @@ def bench(
         ),
     ] = "50,90,99",
     save_result: Annotated[
-        Path | None,
+        bool,
         typer.Option(
             "--save-result",
-            metavar="FILE.json",
-            help="vllm bench serve's result document (one per concurrency: -concurrencyC before .json).",
+            help="Save vllm bench serve's result document: to FILE.json when one follows, "
+            "else to --result-dir/--result-filename (several concurrencies: one file each, "
+            "-concurrencyC before .json). Every file written is named on stderr.",
+        ),
+    ] = False,
+    save_to: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="[FILE.json]", hidden=True, show_default=False),
+    ] = None,
+    result_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--result-dir",
+            metavar="DIR",
+            help="Folder of the --save-result file (vLLM's flag; without it the current one).",
+            show_default=False,
+        ),
+    ] = None,
+    result_filename: Annotated[
+        str | None,
+        typer.Option(
+            "--result-filename",
+            metavar="NAME.json",
+            help="Name of the --save-result file (vLLM's flag; without it "
+            "mmctl-bench-<rate>qps-<date>.json, as vLLM names its own).",
             show_default=False,
         ),
     ] = None,
@@ -216,6 +240,7 @@ def bench(
     from mmctl.request.build import Sampling
 
     output = Output(json_mode=json_out)
+    saving = _save_target(save_result, save_to, result_dir, result_filename)
     sources = [s for s in (video, dataset, sizes) if s]
     if len(sources) != 1:
         raise UsageError("give one workload: --video FILE…, --dataset FILE.jsonl or --sizes SIZE,…")
@@ -224,7 +249,8 @@ def bench(
     elif dataset is not None:
         items = workload.from_dataset(dataset)
     else:
-        items = workload.from_sizes([parse_size(s) for s in _csv(sizes)])
+        asked = _csv(sizes)
+        items = workload.from_sizes([parse_size(s) for s in asked], labels=asked)
     if plot is not None:
         from mmctl.bench.plot import require
 
@@ -269,7 +295,8 @@ def bench(
         result = run(cfg, live)
     finally:
         live.close()
-    _write_files(result, save_result, per_request, plot)
+    for path in _write_files(result, saving, per_request, plot):
+        output.note(f"wrote {path}")
     from mmctl.bench.report import bench_doc
 
     doc = bench_doc(result)
@@ -277,17 +304,48 @@ def bench(
     _exit_status(result)
 
 
-def _write_files(
-    result: BenchResult, save: Path | None, per_request: Path | None, plot: Path | None
-) -> None:
-    from mmctl.bench.report import vllm_doc
+def _save_target(
+    flag: bool, after: list[str] | None, folder: Path | None, filename: str | None
+) -> tuple[str | None, Path | None] | None:
+    """``--save-result [FILE.json]``, ``--result-dir``, ``--result-filename`` →
+    (file name, folder), or ``None`` when nothing is to be saved."""
+    from mmctl.errors import UsageError
 
+    after = after or []
+    if after and not flag:
+        raise UsageError(f"unexpected argument {after[0]!r}")
+    if len(after) > 1:
+        raise UsageError("--save-result takes one FILE.json")
+    if after and filename is not None:
+        raise UsageError("give the file once: --save-result FILE.json or --result-filename")
+    if not (flag or folder is not None or filename is not None):
+        return None
+    return (after[0] if after else filename), folder
+
+
+def _write_files(
+    result: BenchResult,
+    save: tuple[str | None, Path | None] | None,
+    per_request: Path | None,
+    plot: Path | None,
+) -> list[Path]:
+    """Write the files asked for; their paths, in order."""
+    from mmctl.bench.report import result_paths, vllm_doc
+
+    written = []
     if save is not None:
+        if save[1] is not None:  # vLLM creates --result-dir too
+            _make_dir(save[1])
+        paths = result_paths(
+            [level.concurrency for level in result.levels],
+            filename=save[0],
+            folder=save[1],
+            request_rate=result.config.request_rate,
+        )
         for level in result.levels:
-            path = save
-            if len(result.levels) > 1:
-                path = save.with_name(f"{save.stem}-concurrency{level.concurrency}{save.suffix}")
+            path = paths[level.concurrency]
             _write(path, json.dumps(vllm_doc(result, level), indent=1).encode())
+            written.append(path)
     if per_request is not None:
         lines = [
             json.dumps(r.as_dict(), separators=(",", ":"))
@@ -295,10 +353,22 @@ def _write_files(
             for r in level.records
         ]
         _write(per_request, "".join(line + "\n" for line in lines).encode())
+        written.append(per_request)
     if plot is not None:
         from mmctl.bench.plot import write
 
         write(result, plot)
+        written.append(plot)
+    return written
+
+
+def _make_dir(folder: Path) -> None:
+    from mmctl.errors import InputError
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InputError(f"cannot create --result-dir {folder}: {err.strerror or err}") from None
 
 
 def _write(path: Path, data: bytes) -> None:

@@ -18,6 +18,8 @@ the worker removes each file it reads and mmctl removes the rest on every
 way out. A killed process can still leave files behind: `mmctl shm gc`
 removes those (send also sweeps them before it writes new ones). A file is
 "in use" while its process holds its lock, whatever PID namespace it runs in.
+It also removes Python multiprocessing's semaphores (sem.mp-*) of a killed
+process pool: this user's, once no process maps them.
 
 Examples:
 
@@ -30,7 +32,8 @@ Exit codes: 0 done; 2 usage.
 
 GC_HELP = """List mmctl's files in /dev/shm and remove those whose process is gone.
 
-Files of running mmctl processes are in use and kept.
+Files of running mmctl processes are in use and kept; so are sem.mp-*
+semaphores that a process still maps.
 
 Examples:
 
@@ -59,17 +62,22 @@ def gc(
     json_out: JsonOpt = False,
 ) -> None:
     from mmctl.cli._output import Output
+    from mmctl.run_batch.children import remove_unused_semaphores, semaphores
     from mmctl.transport.shm import leftovers, shm_dir, sweep_dead
 
     output = Output(json_mode=json_out)
     found = list(leftovers())
+    sems = semaphores(shm_dir())
     removed = [] if dry_run else sweep_dead()
+    sems_removed = [] if dry_run else remove_unused_semaphores(shm_dir())
     doc = {
         "dir": str(shm_dir()),
         "files": [
             {"name": f.name, "pid": f.pid, "alive": f.alive, "bytes": f.nbytes} for f in found
         ],
         "removed": removed,
+        "semaphores": [{"name": s.name, "in_use": s.in_use} for s in sems],
+        "semaphores_removed": sems_removed,
         "dry_run": dry_run,
     }
 
@@ -79,5 +87,8 @@ def gc(
         for f in found:
             state = "in use" if f.alive else ("would remove" if dry_run else "removed")
             console.print(f"{f.name}  pid {f.pid}  {f.nbytes:,} B  {state}", markup=False)
+        for s in sems:
+            state = "in use" if s.in_use else ("would remove" if dry_run else "removed")
+            console.print(f"{s.name}  (a process pool's semaphore)  {state}", markup=False)
 
     output.result(doc, human=human)

@@ -50,9 +50,28 @@ class BatchCounts:
     errors: dict[str, int] = field(default_factory=dict)
     interrupted_by: str | None = None
     output: str = ""
+    #: Items of the input not finished when the run stopped (interrupted).
+    not_started: int = 0
+    #: Error lines of an earlier run dropped from OUT, their items tried again.
+    retried: int = 0
+    #: Error lines of an earlier run kept (``keep_failed``); counted in ``skipped``.
+    kept_failed: int = 0
+    #: Per target: the items this run sent it, answered and failed.
+    by_target: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    @property
+    def failed_in_output(self) -> int:
+        """Error lines OUT holds for this input at the end (this run's and kept ones)."""
+        return self.failed + self.kept_failed
+
+    @property
+    def answered_in_output(self) -> int:
+        return self.succeeded + self.skipped - self.kept_failed
 
     def as_dict(self) -> dict[str, Any]:
-        return dict(vars(self))
+        doc = dict(vars(self))
+        doc["in_output"] = {"answered": self.answered_in_output, "failed": self.failed_in_output}
+        return doc
 
 
 @dataclass
@@ -68,6 +87,7 @@ class Fleetwide:
 def _setup(
     targets: Sequence[str],
     *,
+    on_warning: Callable[[str], None],
     transport_mode: str,
     headers: Mapping[str, str] | Sequence[str] | None,
     tls: bool | str | Path | None,
@@ -90,8 +110,13 @@ def _setup(
         for client in clients:
             try:
                 facts.append(client.facts())
-            except WorkerUnavailable:
+            except WorkerUnavailable as err:
                 facts.append(None)  # starts out of the fleet; probed again while running
+                if len(clients) > 1:
+                    on_warning(
+                        f"{client.target.address} does not answer ({err.message}); left out of "
+                        "the fleet, probed again while the batch runs"
+                    )
         answering = [(c, f) for c, f in zip(clients, facts, strict=True) if f is not None]
         if not answering:
             raise WorkerUnavailable(
@@ -154,6 +179,7 @@ def batch(
     max_concurrency: int = 8,
     resume: bool = False,
     overwrite: bool = False,
+    keep_failed: bool = False,
     transport: str = "auto",
     prompt: str | None = None,
     max_tokens: int | None = None,
@@ -169,14 +195,20 @@ def batch(
     ray_address: str | None = None,
     on_start: Callable[[int], None] | None = None,
     on_done: Callable[[bool], None] | None = None,
+    on_warning: Callable[[str], None] | None = None,
 ) -> BatchCounts:
     """Run every line of ``input`` (JSONL: OpenAI batch or short form) through
     the workers at ``targets`` (``"host:port,host:port"`` or a list; default
     ``$MMCTL_TARGET``); append one output line per input line to ``output``.
 
-    ``resume`` skips the ids already in ``output``; without it an ``output``
-    that holds results is refused unless ``overwrite``. ``on_start(total)``
-    and ``on_done(succeeded)`` report progress.
+    ``resume`` skips the ids ``output`` already answers and tries its failed
+    ones again (``keep_failed``: skips those too); without it an ``output``
+    that holds results is refused unless ``overwrite``. One run writes an
+    ``output`` at a time (a second is refused, :class:`UsageError`); it is
+    never the input. A line that cannot be written stops the run
+    (:class:`~mmctl.errors.OutputFailed`). ``on_start(total)`` and
+    ``on_done(succeeded)`` report progress, ``on_warning(message)`` a target
+    taken out of the fleet or put back.
 
     The local engine spawns its preprocessing processes, which import the
     calling script again (Python's ``spawn``): call it from under
@@ -195,9 +227,73 @@ def batch(
         raise UsageError("--workers and --max-concurrency must be at least 1")
     if max_remote_mb < 1:
         raise UsageError("--max-remote-mb must be at least 1")
+    if ray_address is not None and engine != "ray":
+        raise UsageError("--ray-address needs --engine ray")
+    if keep_failed and not resume:
+        raise UsageError("--keep-failed goes with --resume")
+    warn = on_warning or (lambda message: None)
     source_path, out_path = Path(input), Path(output)
     if not source_path.is_file():
         raise UsageError(f"no such input file: {source_path}")
+    # OUT first: a second run on it, or OUT being the input, is refused
+    # before anything starts; the lock is held until the end.
+    out = OutputFile(
+        out_path, input=source_path, resume=resume, overwrite=overwrite, keep_failed=keep_failed
+    )
+    try:
+        return _run(
+            source_path,
+            out,
+            targets=targets,
+            engine=engine,
+            workers=workers,
+            max_concurrency=max_concurrency,
+            transport=transport,
+            prompt=prompt,
+            max_tokens=max_tokens,
+            pixel_dtype=pixel_dtype,
+            remote_cap=max_remote_mb * 10**6 if allow_remote_media else None,
+            headers=headers,
+            tls=tls,
+            timeout=timeout,
+            model_dir=model_dir,
+            bundle=bundle,
+            family=family,
+            ray_address=ray_address,
+            on_start=on_start,
+            on_done=on_done,
+            on_warning=warn,
+            start=start,
+        )
+    finally:
+        out.close()
+
+
+def _run(
+    source_path: Path,
+    out: OutputFile,
+    *,
+    targets: list[str],
+    engine: str,
+    workers: int,
+    max_concurrency: int,
+    transport: str,
+    prompt: str | None,
+    max_tokens: int | None,
+    pixel_dtype: str | None,
+    remote_cap: int | None,
+    headers: Mapping[str, str] | Sequence[str] | None,
+    tls: bool | str | Path | None,
+    timeout: float | None,
+    model_dir: str | Path | None,
+    bundle: str | Path | None,
+    family: str | None,
+    ray_address: str | None,
+    on_start: Callable[[int], None] | None,
+    on_done: Callable[[bool], None] | None,
+    on_warning: Callable[[str], None],
+    start: float,
+) -> BatchCounts:
     pool = None
     if engine == "ray":
         from mmctl.run_batch.ray_engine import require
@@ -210,6 +306,7 @@ def batch(
     try:
         fleetwide = _setup(
             targets,
+            on_warning=on_warning,
             transport_mode=transport,
             headers=headers,
             tls=tls,
@@ -221,48 +318,44 @@ def batch(
             sampling=Sampling(max_tokens=max_tokens),
             pixel=pixel_dtype,
         )
-        cap = max_remote_mb * 10**6 if allow_remote_media else None
-        out = OutputFile(out_path, resume=resume, overwrite=overwrite)
-        try:
-            with Items(source_path, remote_cap=cap) as items:
-                total = items.count()
-                if on_start is not None:
-                    on_start(total)
-                done = on_done or (lambda ok: None)
-                startup = 0.0
-                if pool is not None:
-                    from mmctl.run_batch import local
+        with Items(source_path, remote_cap=remote_cap) as items:
+            total = items.count()
+            if on_start is not None:
+                on_start(total)
+            done = on_done or (lambda ok: None)
+            startup = 0.0
+            if pool is not None:
+                from mmctl.run_batch import local
 
-                    tally = asyncio.run(
-                        local.run(
-                            pool,
-                            fleetwide.settings,
-                            fleetwide.model,
-                            items.entries(),
-                            out,
-                            fleetwide.members,
-                            fleetwide.model_name,
-                            workers=workers,
-                            max_concurrency=max_concurrency,
-                            timeout=timeout,
-                            on_done=done,
-                        )
-                    )
-                else:
-                    from mmctl.run_batch import ray_engine
-
-                    tally, startup = ray_engine.run(
-                        fleetwide,
+                tally = asyncio.run(
+                    local.run(
+                        pool,
+                        fleetwide.settings,
+                        fleetwide.model,
                         items.entries(),
                         out,
+                        fleetwide.members,
+                        fleetwide.model_name,
                         workers=workers,
                         max_concurrency=max_concurrency,
                         timeout=timeout,
-                        address=ray_address,
                         on_done=done,
+                        on_warning=on_warning,
                     )
-        finally:
-            out.close()
+                )
+            else:
+                from mmctl.run_batch import ray_engine
+
+                tally, startup = ray_engine.run(
+                    fleetwide,
+                    items.entries(),
+                    out,
+                    workers=workers,
+                    max_concurrency=max_concurrency,
+                    timeout=timeout,
+                    address=ray_address,
+                    on_done=done,
+                )
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
@@ -276,5 +369,9 @@ def batch(
         startup_s=startup,
         errors=tally.errors,
         interrupted_by=tally.interrupted_by,
-        output=str(out_path),
+        output=str(out.path),
+        not_started=max(0, total - tally.succeeded - tally.failed - tally.skipped),
+        retried=out.retried,
+        kept_failed=tally.kept_failed,
+        by_target=tally.by_target,
     )

@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import itertools
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -185,9 +185,11 @@ class Fleet:
         tokenizer: Any,
         model_name: str,
         timeout: float | None = None,
+        on_warning: Callable[[str], None] = lambda message: None,
     ) -> None:
         self.members = list(members)
         self.tokenizer, self.model_name, self.timeout = tokenizer, model_name, timeout
+        self.on_warning = on_warning
         self.channels = [open_aio_channel(m.target) for m in self.members]
         self.calls = [generate_method(ch) for ch in self.channels]
         engine = proto.engine_pb2
@@ -220,7 +222,13 @@ class Fleet:
             try:
                 return await self._attempt(prep, index, attempt)
             except _Gone as gone:
-                member.up = False
+                if member.up:
+                    member.up = False
+                    self.on_warning(
+                        f"{member.target.address} stopped answering ({gone.code}: "
+                        f"{gone.message or 'no detail'}); taken out of the fleet, its items "
+                        "go to the others; probed again every second"
+                    )
                 self._changed.set()
                 tried.add(index)
                 if attempt == 2:
@@ -300,6 +308,7 @@ class Fleet:
                     continue
                 if reply.healthy:
                     member.up = True
+                    self.on_warning(f"{member.target.address} answers again; back in the fleet")
                     self._changed.set()
 
 

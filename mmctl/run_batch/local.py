@@ -16,13 +16,17 @@ items, not by the dataset.
 Ctrl-C (or SIGTERM) stops reading the input and lets the items in flight
 finish and be written; a second one cancels them (their shm files are
 removed). The pool processes ignore SIGINT: the terminal sends it to them
-too, and only this process decides.
+too, and only this process decides; they die with this process
+(:func:`~mmctl.run_batch.children.die_with_parent`), so a ``kill -9`` of
+it leaves no pool behind. An output line that cannot be written stops the
+run at once: the items in flight are cancelled, nothing more is sent.
 """
 
 from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import os
 import signal
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
@@ -47,11 +51,20 @@ class Tally:
     succeeded: int = 0
     failed: int = 0
     skipped: int = 0
+    #: Of ``skipped``: error lines of an earlier run, kept (``--keep-failed``).
+    kept_failed: int = 0
     errors: dict[str, int] = field(default_factory=dict)
     interrupted_by: str | None = None
+    #: Per target: ``{"answered": n, "failed": m}`` of the items it was sent.
+    by_target: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def count(self, doc: dict[str, Any]) -> bool:
-        if doc["error"] is None:
+        ok = doc["error"] is None
+        worker = (doc.get("mmctl") or {}).get("worker")
+        if worker is not None:
+            counts = self.by_target.setdefault(worker, {"answered": 0, "failed": 0})
+            counts["answered" if ok else "failed"] += 1
+        if ok:
             self.succeeded += 1
             return True
         self.failed += 1
@@ -60,10 +73,20 @@ class Tally:
         return False
 
 
+def skip_done(out: OutputFile, entry: Entry, tally: Tally) -> bool:
+    """Count an entry OUT already holds a line for; ``False`` when it does not."""
+    if entry.id not in out.done:
+        return False
+    tally.skipped += 1
+    if entry.id in out.kept_failed:
+        tally.kept_failed += 1
+    return True
+
+
 def write_entry_error(out: OutputFile, entry: Entry, tally: Tally, seen: set[str]) -> bool:
     """Write the error line of an entry that cannot be sent; ``False`` when it can."""
     if entry.error is not None:
-        doc = output.error_line(entry.id, "invalid_line", entry.error)
+        doc = output.error_line(entry.custom_id, entry.code, entry.error)
     elif entry.id in seen:
         doc = output.error_line(
             entry.id, "duplicate_id", f"line {entry.number}: the id {entry.id!r} came before"
@@ -76,14 +99,20 @@ def write_entry_error(out: OutputFile, entry: Entry, tally: Tally, seen: set[str
     return True
 
 
-def _quiet_worker() -> None:
+def _pool_process(parent: int) -> None:
+    from mmctl.run_batch.children import die_with_parent
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent(parent)
 
 
 def start_pool(workers: int) -> ProcessPoolExecutor:
     """``workers`` spawned processes, starting now (each gets a warm-up task)."""
     pool = ProcessPoolExecutor(
-        workers, mp_context=multiprocessing.get_context("spawn"), initializer=_quiet_worker
+        workers,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_pool_process,
+        initargs=(os.getpid(),),
     )
     for _ in range(workers):
         pool.submit(warm)
@@ -103,10 +132,12 @@ async def run(
     max_concurrency: int,
     timeout: float | None,
     on_done: Callable[[bool], None],
+    on_warning: Callable[[str], None] = lambda message: None,
 ) -> Tally:
-    fleet = Fleet(members, model.tokenizer, model_name, timeout)
+    fleet = Fleet(members, model.tokenizer, model_name, timeout, on_warning=on_warning)
     preparer = Preparer(settings, model)
     job = _Job(pool, preparer, fleet, out, on_done, workers + max_concurrency, max_concurrency)
+    job.tally.by_target = {m.target.address: {"answered": 0, "failed": 0} for m in members}
     try:
         with stop_signals(asyncio.get_running_loop(), job.on_signal):
             await job.feed(entries)
@@ -138,6 +169,8 @@ class _Job:
         self.tasks: set[asyncio.Task[None]] = set()
         self.seen: set[str] = set()
         self.broken = False
+        #: Why the run stopped early: the output failed, or a bug in mmctl.
+        self.fault: BaseException | None = None
 
     def on_signal(self, sig: signal.Signals) -> None:
         if self.stop.is_set():  # the second: cancel what is in flight
@@ -152,9 +185,8 @@ class _Job:
         for entry in entries:
             if self.stop.is_set():
                 break
-            if entry.id in self.out.done:
-                self.tally.skipped += 1
-                self.on_done(True)
+            if skip_done(self.out, entry, self.tally):
+                self.on_done(entry.id not in self.out.kept_failed)
                 continue
             if write_entry_error(self.out, entry, self.tally, self.seen):
                 self.on_done(False)
@@ -167,10 +199,9 @@ class _Job:
             self.tasks.add(task)
             task.add_done_callback(self.tasks.discard)
         while self.tasks:
-            done, _ = await asyncio.wait(list(self.tasks))
-            for task in done:  # a bug in mmctl, not an item's failure: stop
-                if not task.cancelled() and task.exception() is not None:
-                    raise task.exception()  # type: ignore[misc]
+            await asyncio.wait(list(self.tasks))
+        if self.fault is not None:
+            raise self.fault
         if self.broken:
             raise MmctlError(
                 "a preprocessing process died (out of memory?); the finished items are in "
@@ -201,11 +232,28 @@ class _Job:
                 )
             else:
                 async with self.sending:
+                    if self.fault is not None:
+                        return  # the run is stopping: this item is not sent
                     doc = await self.fleet.send(prepared)
+            if self.fault is not None:
+                return  # OUT failed meanwhile: this answer has nowhere to go
             self.out.write(doc)
             self.on_done(self.tally.count(doc))
+        except Exception as err:
+            # OUT cannot be written (or a bug in mmctl, not an item's
+            # failure): stop now; nothing more is sent.
+            self._halt(err)
         finally:
             self.slots.release()
+
+    def _halt(self, err: BaseException) -> None:
+        if self.fault is None:
+            self.fault = err
+        self.stop.set()
+        current = asyncio.current_task()
+        for task in self.tasks:
+            if task is not current:
+                task.cancel()
 
     async def cancel(self) -> None:
         for task in self.tasks:

@@ -12,11 +12,15 @@ shares the worker's ``/dev/shm`` (the namespace is checked where it runs).
 
 Ray Data is an optional extra (``pip install 'mmctl[ray]'``). Without an
 address mmctl starts a local Ray instance with ``--workers`` CPUs and stops
-it at the end; its start-up time is reported apart (``startup_s``).
+it at the end; its start-up time is reported apart (``startup_s``). A
+reaper process (:class:`~mmctl.run_batch.children.RayReaper`) stops that
+instance if this process is killed. An address where no cluster answers is
+:class:`~mmctl.errors.WorkerUnavailable` (exit 5).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import pickle
@@ -27,9 +31,9 @@ from dataclasses import replace
 from typing import Any
 
 from mmctl.dataset import Entry
-from mmctl.errors import UsageError
+from mmctl.errors import UsageError, WorkerUnavailable
 from mmctl.run_batch import output
-from mmctl.run_batch.local import Tally, write_entry_error
+from mmctl.run_batch.local import Tally, skip_done, write_entry_error
 from mmctl.run_batch.output import OutputFile
 
 
@@ -102,21 +106,29 @@ def run(
     import ray.data
 
     tally = Tally()
+    tally.by_target = {m.target.address: {"answered": 0, "failed": 0} for m in fleetwide.members}
     seen: set[str] = set()
     rows = []
     for entry in entries:
-        if entry.id in out.done:
-            tally.skipped += 1
-            on_done(True)
+        if skip_done(out, entry, tally):
+            on_done(entry.id not in out.kept_failed)
         elif write_entry_error(out, entry, tally, seen):
             on_done(False)
         else:
             rows.append({"number": entry.number, "item": pickle.dumps(entry.item)})
     started = time.perf_counter()
     ours = not ray.is_initialized()
-    if ours:
-        _start(ray, address, workers)
+    reaper = None
+    if ours and address is None:
+        from mmctl.run_batch.children import RayReaper
+
+        reaper = RayReaper()  # before Ray starts: a kill during its start-up is covered
     try:
+        if ours:
+            context = _start(ray, address, workers)
+            if reaper is not None:
+                with contextlib.suppress(AttributeError, KeyError, TypeError):
+                    reaper.session(context.address_info["session_dir"])
         with warnings.catch_warnings():  # Ray's deprecation notices are not the user's
             warnings.simplefilter("ignore")
             context = ray.data.DataContext.get_current()
@@ -139,9 +151,11 @@ def run(
     finally:
         if ours:
             ray.shutdown()
+        if reaper is not None:
+            reaper.close()
 
 
-def _start(ray: Any, address: str | None, workers: int) -> None:
+def _start(ray: Any, address: str | None, workers: int) -> Any:
     """``ray.init``; a local instance is tried twice: on a loaded machine its
     GCS or raylet can miss one of Ray's own start-up deadlines (seen in CI:
     "Timed out waiting for file …/gcs_server_port_…" (RuntimeError), "The
@@ -149,18 +163,34 @@ def _start(ray: Any, address: str | None, workers: int) -> None:
     hard-coded 30 s))."""
     for attempt in (1, 2):
         try:
-            ray.init(
+            return ray.init(
                 address=address,
                 num_cpus=workers if address is None else None,
                 include_dashboard=False,
                 log_to_driver=False,
                 logging_level=logging.ERROR,
             )
-            return
+        except ConnectionError as err:
+            ray.shutdown()
+            if address is not None:
+                raise WorkerUnavailable(
+                    f"--ray-address {address}: no Ray cluster answers there ({_first(err)})",
+                    hint="`ray start --head` starts one; without --ray-address mmctl starts "
+                    "a local instance",
+                ) from None
+            if attempt == 2:
+                raise
         except Exception:
             ray.shutdown()
             if attempt == 2 or address is not None:
                 raise
+    raise AssertionError("unreachable")
+
+
+def _first(err: BaseException) -> str:
+    """The first sentence of Ray's message (the rest is advice about its own flags)."""
+    text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    return text.split(". ")[0].rstrip(".")
 
 
 def _pipeline(

@@ -189,6 +189,9 @@ def test_a_worker_stopping_mid_run_loses_no_item(cli, make_stub, red_blue, tmp_p
     assert workers == {first.running.address, second.running.address}
     late = [d for d in lines if d["mmctl"]["worker"] == first.running.address]
     assert len(late) > 8  # the second one's share went to the first
+    assert f"Warning: {second.running.address} stopped answering" in res.err
+    by_target = json.loads(res.out)["by_target"]
+    assert by_target[first.running.address]["answered"] == len(late)
 
 
 def test_the_ray_engine_gives_the_local_answers(cli, stub, mixed, tmp_path, no_leaks):
@@ -247,5 +250,39 @@ def test_ctrl_c_finishes_the_items_in_flight_and_keeps_them(make_stub, red_blue,
     lines = _lines(out)
     assert counts["interrupted_by"] == "SIGINT" and counts["succeeded"] == len(lines) < 30
     assert all(d["error"] is None for d in lines)  # in-flight items finished, not cut
-    assert "--resume" in stderr
+    assert counts["not_started"] == 30 - len(lines)
+    assert f"{30 - len(lines)} of 30 items not started" in stderr and "--resume continues" in stderr
     assert not [p for p in os.listdir("/dev/shm") if p.startswith(f"mmctl-{run.pid}-")]
+
+
+def test_a_target_that_never_answers_is_named_and_counted(cli, stub, red_blue, tmp_path):
+    data = tmp_path / "in.jsonl"
+    data.write_text(
+        "".join(json.dumps({"id": f"n{i}", "media": [str(red_blue)]}) + "\n" for i in range(4))
+    )
+    targets = f"127.0.0.1:1,{stub.running.address}"
+    res = cli("batch", data, "-o", tmp_path / "out.jsonl", "-t", targets, "--workers", "1",
+              "--json")  # fmt: skip
+    assert res.code == 0, res.err
+    assert res.err.startswith("Warning: 127.0.0.1:1 does not answer")
+    assert json.loads(res.out)["by_target"] == {
+        "127.0.0.1:1": {"answered": 0, "failed": 0},
+        stub.running.address: {"answered": 4, "failed": 0},
+    }
+    human = cli("batch", data, "-o", tmp_path / "again.jsonl", "-t", targets, "--workers", "1")
+    assert human.out == ""  # the product is the output file; the summary is stderr's
+    assert "  127.0.0.1:1: 0 answered, 0 failed" in human.err.splitlines()
+
+
+def test_vllm_run_batch_spellings(cli, stub, red_blue, tmp_path):
+    data = tmp_path / "in.jsonl"
+    data.write_text(json.dumps({"id": "a", "media": [str(red_blue)]}) + "\n")
+    out = tmp_path / "out.jsonl"
+    res = cli("batch", "-i", data, "--output-file", out, "-t", stub.running.address,
+              "--workers", "1")  # fmt: skip
+    assert res.code == 0, res.err
+    assert _answers(out) == {"a": "red, blue"}
+    both = cli("batch", data, "-i", tmp_path / "other.jsonl", "-o", out)
+    assert both.code == 2 and "give the input once" in both.err
+    assert cli("batch", "-o", out).code == 2
+    assert cli("batch", data, "-o", out, "--keep-failed").code == 2

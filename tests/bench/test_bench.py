@@ -75,6 +75,54 @@ def test_files_vllm_result_per_request_and_plot(cli, stub, tmp_path, no_leaks):
     first = [r["arm"] for r in records if r["concurrency"] == 1]
     assert first != sorted(first)  # interleaved, not one block then the other
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    wrote = [line for line in res.err.splitlines() if line.startswith("wrote ")]
+    assert wrote == [  # every file named, the two result names it chose too
+        f"wrote {tmp_path / 'run-concurrency1.json'}",
+        f"wrote {tmp_path / 'run-concurrency3.json'}",
+        f"wrote {lines}",
+        f"wrote {plot}",
+    ]
+
+
+def test_vllm_spellings_of_save_result(cli, stub, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    args = ("--sizes", "128KB", "--num-prompts", "2", "--no-floors", "--transport", "inline")
+    res = _bench(cli, stub, *args, "--save-result", "--result-dir", tmp_path / "out",
+                 "--result-filename", "r.json", "--json")  # fmt: skip
+    assert res.code == 0, res.err
+    assert json.loads((tmp_path / "out" / "r.json").read_text())["num_prompts"] == 2
+    assert f"wrote {tmp_path / 'out' / 'r.json'}" in res.err.splitlines()
+    json.loads(res.out)  # --json: stdout is still the one document
+    bare = _bench(cli, stub, *args, "--save-result")
+    assert bare.code == 0, bare.err
+    (saved,) = tmp_path.glob("mmctl-bench-infqps-*.json")  # vLLM's naming, this folder
+    assert f"wrote {saved.name}" in bare.err.splitlines()
+    stray = _bench(cli, stub, *args, "extra.json")
+    assert stray.code == 2 and "unexpected argument 'extra.json'" in stray.err
+
+
+def test_plot_ticks_are_the_values_asked_for():
+    pytest.importorskip("matplotlib")
+    from types import SimpleNamespace
+
+    from mmctl.bench.plot import figure
+
+    def record(size: int, item: str) -> SimpleNamespace:
+        return SimpleNamespace(ok=True, latency_s=0.01, arm="shm/bf16", payload_bytes=size,
+                               item=item)  # fmt: skip
+
+    sizes = [(995_328, "1MB"), (3_981_312, "4MB"), (15_925_248, "16MB")]
+    levels = [
+        SimpleNamespace(concurrency=c, records=[record(n, name) for n, name in sizes])
+        for c in (1, 4, 16)
+    ]
+    fig = figure(SimpleNamespace(levels=levels))
+    fig.canvas.draw()
+    by_size, by_conc = fig.axes
+    assert [t.get_text() for t in by_conc.get_xticklabels()] == ["1", "4", "16"]
+    assert [t.get_text() for t in by_size.get_xticklabels()] == ["1MB", "4MB", "16MB"]
+    assert by_conc.get_legend_handles_labels()[1] == ["shm/bf16 1MB", "shm/bf16 4MB",
+                                                      "shm/bf16 16MB"]  # fmt: skip
 
 
 def test_video_and_dataset_workloads(cli, stub, red_blue, tmp_path):

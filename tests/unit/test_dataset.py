@@ -57,7 +57,7 @@ def test_both_formats(tmp_path):
 
 def test_data_urls_become_files_removed_on_close(tmp_path):
     url = "data:video/mp4;base64," + base64.b64encode(b"not really a video").decode()
-    data = _write(tmp_path / "d.jsonl", {"id": 1, "prompt": "", "media": [url]})
+    data = _write(tmp_path / "d.jsonl", {"id": "1", "prompt": "", "media": [url]})
     with Items(data) as items:
         (item,) = list(items)
         assert item.media[0].read_bytes() == b"not really a video"
@@ -92,3 +92,67 @@ def test_bad_lines_are_named(tmp_path, line, says):
     data = _write(tmp_path / "d.jsonl", line)
     with pytest.raises(InputError, match=says.replace("(", r"\(")), Items(data) as items:
         list(items)
+
+
+# ---- no line can stop the run (issue #27) ----
+
+
+def _entries(path):
+    with Items(path) as items:
+        return list(items.entries())
+
+
+def test_a_bom_before_the_first_line_is_skipped(tmp_path):
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps({"id": "first", "prompt": "hi"}).encode() + b"\n")
+    (entry,) = _entries(path)
+    assert entry.error is None and entry.id == "first"
+
+
+def test_a_line_nested_100000_deep_is_that_lines_error(tmp_path):
+    path = tmp_path / "deep.jsonl"
+    deep = b'{"id": "deep", "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    path.write_bytes(deep + b"\n" + json.dumps({"id": "next"}).encode() + b"\n")
+    bad, good = _entries(path)
+    assert (bad.id, bad.code) == ("line-1", "invalid_line")
+    assert "nested too deep" in bad.error
+    assert good.error is None and good.id == "next"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [None, {"a": 1}, 7, 1.5, True, ["x"]],
+    ids=["null", "object", "int", "float", "bool", "list"],
+)
+@pytest.mark.parametrize("key", ["id", "custom_id"])
+def test_an_id_that_is_not_a_string_is_invalid_id_and_kept_as_its_json_value(tmp_path, key, value):
+    doc = {key: value, "prompt": "hi"} if key == "id" else {key: value, "body": {"messages": []}}
+    (entry,) = _entries(_write(tmp_path / "ids.jsonl", doc))
+    assert entry.code == "invalid_id"
+    assert entry.custom_id == value  # written back as the value it was, not its repr
+    assert "must be a string" in entry.error
+
+
+def test_a_line_that_is_not_utf8_is_that_lines_error(tmp_path):
+    path = tmp_path / "latin1.jsonl"
+    path.write_bytes(b'{"id": "caf\xe9"}\n' + json.dumps({"id": "next"}).encode() + b"\n")
+    bad, good = _entries(path)
+    assert bad.code == "invalid_line" and "not UTF-8" in bad.error
+    assert good.id == "next"
+
+
+def test_a_line_over_the_size_cap_is_that_lines_error(tmp_path, monkeypatch):
+    import mmctl.dataset
+
+    monkeypatch.setattr(mmctl.dataset, "MAX_LINE_BYTES", 1000)
+    path = tmp_path / "long.jsonl"
+    path.write_text(json.dumps({"id": "long", "prompt": "x" * 5000}) + "\n" + '{"id": "next"}\n')
+    bad, good = _entries(path)
+    assert "over 1,000 bytes" in bad.error
+    assert good.id == "next"
+
+
+def test_an_odd_structure_is_that_lines_error_never_an_exception(tmp_path):
+    odd = {"custom_id": "odd", "body": {"messages": [{"role": "user", "content": 5}]}}
+    (entry,) = _entries(_write(tmp_path / "odd.jsonl", odd))
+    assert entry.id == "odd" and entry.code == "invalid_line"

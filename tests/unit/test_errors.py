@@ -25,6 +25,7 @@ def test_exit_codes_are_the_documented_ones():
         "SOME_FAILED": 7,
         "ALL_FAILED": 8,
         "INCOMPLETE": 9,
+        "OUTPUT_FAILED": 10,
         "INTERRUPTED": 130,
         "OUTPUT_CLOSED": 141,
     }
