@@ -38,8 +38,8 @@ Examples:
 Exit codes: 0 ok, 1 unexpected (a bug: run with --debug), 2 usage, 3 bad
 input, 4 rejected by the worker, 5 worker unavailable, 6 check failed, 7
 batch: some items failed, 8 batch: none succeeded, 9 the answer is partial,
-130 interrupted, 141 stdout closed by its reader (| head: quiet, as a Unix
-tool on SIGPIPE).
+10 batch: its output could not be written, 130 interrupted, 141 stdout
+closed by its reader (| head: quiet, as a Unix tool on SIGPIPE).
 """
 
 app = typer.Typer(
