@@ -26,6 +26,7 @@ model files (scripts/families/README.md), and ``vllm_equals_hf``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -53,8 +54,7 @@ VIDEOS = {case.name: case for case in hf_cases.VIDEO_CASES}
 # (golden name, media names); an "v:" prefix is a video.
 CASES = {
     "llava": [(f"image-{n}", (n,)) for n in IMAGES] + [("two_images", ("rgb_odd", "large"))],
-    "llava_next": [(f"image-{n}", (n,)) for n in IMAGES]
-    + [("two_images", ("rgb_odd", "large"))],
+    "llava_next": [(f"image-{n}", (n,)) for n in IMAGES] + [("two_images", ("rgb_odd", "large"))],
     "llama4": [(f"image-{n}", (n,)) for n in IMAGES] + [("two_images", ("rgb_odd", "large"))],
     "llava_onevision": [(f"image-{n}", (n,)) for n in IMAGES]
     + [
@@ -75,10 +75,8 @@ def load_image(path: Path):
     from PIL import Image, ImageOps
 
     image = Image.open(path)
-    try:
+    with contextlib.suppress(Exception):  # as vLLM's normalize_image
         image = ImageOps.exif_transpose(image)
-    except Exception:  # vLLM suppresses any error here too
-        pass
     image.load()
     if image.mode in ("RGBA", "LA", "PA") or "transparency" in image.info:
         if image.mode != "RGBA":

@@ -55,7 +55,9 @@ def _added(token_id: int, content: str, *, special: bool = True) -> dict:
 
 
 def _decoder_entry(entry: dict) -> dict:
-    return {k: entry[k] for k in ("content", "lstrip", "normalized", "rstrip", "single_word", "special")}
+    return {
+        k: entry[k] for k in ("content", "lstrip", "normalized", "rstrip", "single_word", "special")
+    }
 
 
 def llama2_tokenizer(tokdir: Path) -> dict:
@@ -80,7 +82,7 @@ def qwen2_tokenizer() -> dict:
     keep = [a for a in tok["added_tokens"] if a["id"] <= 151645]
     assert [a["content"] for a in keep] == ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
     assert len(tok["model"]["vocab"]) == 151643
-    tok["added_tokens"] = keep + [_added(151646, "<image>"), _added(151647, "<video>")]
+    tok["added_tokens"] = [*keep, _added(151646, "<image>"), _added(151647, "<video>")]
     return tok
 
 
@@ -139,7 +141,9 @@ def _self_check(folder: Path, probes: dict[str, int]) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tokdir", type=Path, required=True, help="unpacked npm tokenizer packages")
+    parser.add_argument(
+        "--tokdir", type=Path, required=True, help="unpacked npm tokenizer packages"
+    )
     args = parser.parse_args()
 
     llama2 = llama2_tokenizer(args.tokdir)
