@@ -64,6 +64,12 @@ CASES = {
         ("video-portrait", ("v:portrait",)),
         ("video-odd_count", ("v:odd_count",)),
         ("video-max_frames", ("v:max_frames",)),
+        ("video-rotated", ("v:rotated",)),
+        ("video-vfr", ("v:vfr",)),
+        ("video-webm", ("v:webm",)),
+        ("video-gif", ("v:gif",)),
+        ("video-mov", ("v:mov",)),
+        ("video-ntsc", ("v:ntsc",)),
         ("image_then_video", ("rgba", "v:film")),
     ],
 }
@@ -88,12 +94,19 @@ def load_image(path: Path):
 
 
 def load_video(path: Path) -> tuple[np.ndarray, np.ndarray, int]:
-    """Every decoded frame (PyAV rgb24), then vLLM's default VideoBackend choice:
-    min(32, n) frames, all of them when n <= 32, else linspace(0, n-1, 32) truncated."""
+    """Every decoded frame (PyAV rgb24, display rotation applied), then vLLM's default
+    VideoBackend choice: min(32, n) frames, all of them when n <= 32, else
+    linspace(0, n-1, 32) truncated."""
     import av
 
+    frames = []
     with av.open(str(path)) as container:
-        frames = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
+        for frame in container.decode(video=0):
+            rgb = frame.to_ndarray(format="rgb24")
+            # vLLM's OpenCV decoder honours the display matrix (ran: rotated.mp4 comes
+            # out 96x64); PyAV leaves it to the caller.
+            quarter = round(int(frame.rotation or 0) / 90) % 4
+            frames.append(np.ascontiguousarray(np.rot90(rgb, quarter)) if quarter else rgb)
     total = len(frames)
     count = max(1, min(VLLM_NUM_FRAMES, total))
     if count == total:
