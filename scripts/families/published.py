@@ -4,7 +4,7 @@ Sources (read with the search tools; no hub access here): transformers'
 conversion scripts (``models/llava*/convert_*_weights_to_hf.py``,
 ``models/llama4/convert_llama4_weights_to_hf.py``: chat templates, special
 tokens, processor arguments), the processors' own defaults, and the configs of
-``llava-hf/llava-1.5-7b-hf``, ``llava-hf/llava-v1.6-vicuna-7b-hf``,
+``llava-hf/llava-1.5-7b-hf``, ``llava-hf/llava-v1.6-mistral-7b-hf``,
 ``meta-llama/Llama-4-Scout-17B-16E-Instruct`` and
 ``llava-hf/llava-onevision-qwen2-7b-ov-hf`` as published. Where a value is a
 reconstruction, scripts/families/README.md says so.
@@ -42,7 +42,7 @@ VICUNA_TEXT = {
     "vocab_size": 32064,
 }
 
-# llava-hf's chat_template for llava-1.5 and llava-v1.6-vicuna (the same text).
+# llava-hf's chat_template for llava-1.5 (llava-v1.6-vicuna ships the same text).
 LLAVA_TEMPLATE = (
     "{% for message in messages %}{% if message['role'] != 'system' %}"
     "{{ message['role'].upper() + ': '}}{% endif %}"
@@ -58,6 +58,25 @@ LLAVA_TEMPLATE = (
     "{% generation %}{{ content['text'] + ' '}}{% endgeneration %}{% endfor %}"
     "{% endif %}{% endfor %}"
     "{% if add_generation_prompt %}{{ 'ASSISTANT:' }}{% endif %}"
+)
+
+# llava-hf/llava-v1.6-mistral-7b-hf chat_template.json (as quoted by openvino.genai's
+# tokenizer_impl.cpp fallback map, "tiny-random-llava-next, llava-v1.6-mistral"). It has no
+# add_generation_prompt branch: the prompt ends with " [/INST]".
+LLAVA_NEXT_MISTRAL_TEMPLATE = (
+    "{% for message in messages %}{% if message['role'] == 'system' %}"
+    "{{ '<<SYS>>\n' + message['content'][0]['text'] + '\n<</SYS>>\n\n' }}"
+    "{% elif message['role'] == 'user' %}{{ '[INST] ' }}"
+    "{# Render all images first #}"
+    "{% for content in message['content'] | selectattr('type', 'equalto', 'image') %}"
+    "{{ '<image>\n' }}{% endfor %}"
+    "{# Render all text next #}"
+    "{% for content in message['content'] | selectattr('type', 'equalto', 'text') %}"
+    "{{ content['text'] }}{% endfor %}{{' [/INST]' }}"
+    "{% elif message['role'] == 'assistant' %}"
+    "{{ ' ' + message['content'][0]['text'] + '<\\\\s> '}}"
+    "{% else %}{{ raise_exception('Only user and assistant roles are supported!') }}"
+    "{% endif %}{% endfor %}"
 )
 
 # convert_llava_onevision_weights_to_hf.py, ``chat_template``.
@@ -153,7 +172,20 @@ LLAVA_NEXT = {
             "image_token_index": 32000,
             "model_type": "llava_next",
             "projector_hidden_act": "gelu",
-            "text_config": {**VICUNA_TEXT, "pad_token_id": 0, "torch_dtype": "bfloat16"},
+            "pad_token_id": 32001,
+            "text_config": {
+                "_name_or_path": "mistralai/Mistral-7B-Instruct-v0.2",
+                "architectures": ["MistralForCausalLM"],
+                "intermediate_size": 14336,
+                "max_position_embeddings": 32768,
+                "model_type": "mistral",
+                "num_key_value_heads": 8,
+                "rms_norm_eps": 1e-05,
+                "rope_theta": 1000000.0,
+                "sliding_window": None,
+                "torch_dtype": "bfloat16",
+                "vocab_size": 32064,
+            },
             "tie_word_embeddings": False,
             "torch_dtype": "float16",
             "use_image_newline_parameter": True,
@@ -187,9 +219,14 @@ LLAVA_NEXT = {
             "processor_class": "LlavaNextProcessor",
             "vision_feature_select_strategy": "default",
         },
-        "chat_template.jinja": LLAVA_TEMPLATE,
+        "chat_template.jinja": LLAVA_NEXT_MISTRAL_TEMPLATE,
     },
-    "tokenizer_config": {**LLAVA_TOKENIZER, "processor_class": "LlavaNextProcessor"},
+    # Mistral-7B-Instruct-v0.2's settings (legacy SentencePiece behaviour) + llava-hf's additions.
+    "tokenizer_config": {
+        **LLAVA_TOKENIZER,
+        "legacy": True,
+        "processor_class": "LlavaNextProcessor",
+    },
 }
 
 ONEVISION_PINPOINTS = [[384 * i, 384 * j] for i in range(1, 7) for j in range(1, 7)]
