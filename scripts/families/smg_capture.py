@@ -45,6 +45,10 @@ MIME = {
     ".png": ("image", "image/png"),
     ".jpg": ("image", "image/jpeg"),
     ".mp4": ("video", "video/mp4"),
+    ".gif": ("video", "image/gif"),
+    ".webm": ("video", "video/webm"),
+    ".mov": ("video", "video/quicktime"),
+    ".mkv": ("video", "video/x-matroska"),
 }
 
 
