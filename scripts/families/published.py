@@ -1,0 +1,492 @@
+"""The published settings of the four checkpoints whose folders make_folders.py writes.
+
+Sources (read with the search tools; no hub access here): transformers'
+conversion scripts (``models/llava*/convert_*_weights_to_hf.py``,
+``models/llama4/convert_llama4_weights_to_hf.py``: chat templates, special
+tokens, processor arguments), the processors' own defaults, and the configs of
+``llava-hf/llava-1.5-7b-hf``, ``llava-hf/llava-v1.6-mistral-7b-hf``,
+``meta-llama/Llama-4-Scout-17B-16E-Instruct`` and
+``llava-hf/llava-onevision-qwen2-7b-ov-hf`` as published. Where a value is a
+reconstruction, scripts/families/README.md says so.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]
+CLIP_STD = [0.26862954, 0.26130258, 0.27577711]
+RESCALE = 0.00392156862745098
+
+CLIP_VISION_336 = {
+    "hidden_size": 1024,
+    "image_size": 336,
+    "intermediate_size": 4096,
+    "model_type": "clip_vision_model",
+    "num_attention_heads": 16,
+    "num_hidden_layers": 24,
+    "patch_size": 14,
+    "projection_dim": 768,
+    "vocab_size": 32000,
+}
+
+VICUNA_TEXT = {
+    "_name_or_path": "lmsys/vicuna-7b-v1.5",
+    "architectures": ["LlamaForCausalLM"],
+    "max_position_embeddings": 4096,
+    "model_type": "llama",
+    "rms_norm_eps": 1e-05,
+    "torch_dtype": "float16",
+    "vocab_size": 32064,
+}
+
+# llava-hf's chat_template for llava-1.5 (llava-v1.6-vicuna ships the same text).
+LLAVA_TEMPLATE = (
+    "{% for message in messages %}{% if message['role'] != 'system' %}"
+    "{{ message['role'].upper() + ': '}}{% endif %}"
+    "{# Render all images first #}"
+    "{% for content in message['content'] | selectattr('type', 'equalto', 'image') %}"
+    "{{ '<image>\n' }}{% endfor %}"
+    "{# Render all text next #}"
+    "{% if message['role'] != 'assistant' %}"
+    "{% for content in message['content'] | selectattr('type', 'equalto', 'text') %}"
+    "{{ content['text'] + ' '}}{% endfor %}"
+    "{% else %}"
+    "{% for content in message['content'] | selectattr('type', 'equalto', 'text') %}"
+    "{% generation %}{{ content['text'] + ' '}}{% endgeneration %}{% endfor %}"
+    "{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}{{ 'ASSISTANT:' }}{% endif %}"
+)
+
+# llava-hf/llava-v1.6-mistral-7b-hf chat_template.json (as quoted by openvino.genai's
+# tokenizer_impl.cpp fallback map, "tiny-random-llava-next, llava-v1.6-mistral"). It has no
+# add_generation_prompt branch: the prompt ends with " [/INST]".
+LLAVA_NEXT_MISTRAL_TEMPLATE = (
+    "{% for message in messages %}{% if message['role'] == 'system' %}"
+    "{{ '<<SYS>>\n' + message['content'][0]['text'] + '\n<</SYS>>\n\n' }}"
+    "{% elif message['role'] == 'user' %}{{ '[INST] ' }}"
+    "{# Render all images first #}"
+    "{% for content in message['content'] | selectattr('type', 'equalto', 'image') %}"
+    "{{ '<image>\n' }}{% endfor %}"
+    "{# Render all text next #}"
+    "{% for content in message['content'] | selectattr('type', 'equalto', 'text') %}"
+    "{{ content['text'] }}{% endfor %}{{' [/INST]' }}"
+    "{% elif message['role'] == 'assistant' %}"
+    "{{ ' ' + message['content'][0]['text'] + '<\\\\s> '}}"
+    "{% else %}{{ raise_exception('Only user and assistant roles are supported!') }}"
+    "{% endif %}{% endfor %}"
+)
+
+# convert_llava_onevision_weights_to_hf.py, ``chat_template``.
+ONEVISION_TEMPLATE = (
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n'}}"
+    "{# Render all images first #}"
+    "{% for content in message['content'] | selectattr('type', 'equalto', 'image') %}"
+    "{{ '<image>\n' }}{% endfor %}"
+    "{# Render all video then #}"
+    "{% for content in message['content'] | selectattr('type', 'equalto', 'video') %}"
+    "{{ '<video>\n' }}{% endfor %}"
+    "{# Render all text next #}"
+    "{% if message['role'] != 'assistant' %}"
+    "{% for content in message['content'] | selectattr('type', 'equalto', 'text') %}"
+    "{{ content['text'] }}{% endfor %}"
+    "{% else %}"
+    "{% for content in message['content'] | selectattr('type', 'equalto', 'text') %}"
+    "{% generation %}{{ content['text'] }}{% endgeneration %}{% endfor %}"
+    "{% endif %}{{'<|im_end|>' + '\n'}}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+LLAVA_TOKENIZER = {
+    "add_bos_token": True,
+    "add_eos_token": False,
+    "bos_token": "<s>",
+    "clean_up_tokenization_spaces": False,
+    "eos_token": "</s>",
+    "legacy": False,
+    "model_max_length": 1000000000000000019884624838656,
+    "pad_token": "<pad>",
+    "padding_side": "left",
+    "sp_model_kwargs": {},
+    "tokenizer_class": "LlamaTokenizer",
+    "unk_token": "<unk>",
+    "use_default_system_prompt": False,
+}
+
+LLAVA = {
+    "files": {
+        "config.json": {
+            "architectures": ["LlavaForConditionalGeneration"],
+            "ignore_index": -100,
+            "image_seq_length": 576,
+            "image_token_index": 32000,
+            "model_type": "llava",
+            "pad_token_id": 32001,
+            "projector_hidden_act": "gelu",
+            "text_config": VICUNA_TEXT,
+            "tie_word_embeddings": False,
+            "torch_dtype": "float16",
+            "vision_config": CLIP_VISION_336,
+            "vision_feature_layer": -2,
+            "vision_feature_select_strategy": "default",
+            "vocab_size": 32064,
+        },
+        "preprocessor_config.json": {
+            "crop_size": {"height": 336, "width": 336},
+            "do_center_crop": True,
+            "do_convert_rgb": True,
+            "do_normalize": True,
+            "do_rescale": True,
+            "do_resize": True,
+            "image_mean": CLIP_MEAN,
+            "image_processor_type": "CLIPImageProcessor",
+            "image_std": CLIP_STD,
+            "processor_class": "LlavaProcessor",
+            "resample": 3,
+            "rescale_factor": RESCALE,
+            "size": {"shortest_edge": 336},
+        },
+        "processor_config.json": {
+            "image_token": "<image>",
+            "num_additional_image_tokens": 1,
+            "patch_size": 14,
+            "processor_class": "LlavaProcessor",
+            "vision_feature_select_strategy": "default",
+        },
+        "chat_template.jinja": LLAVA_TEMPLATE,
+    },
+    "tokenizer_config": {**LLAVA_TOKENIZER, "processor_class": "LlavaProcessor"},
+}
+
+LLAVA_NEXT_PINPOINTS = [[336, 672], [672, 336], [672, 672], [1008, 336], [336, 1008]]
+
+LLAVA_NEXT = {
+    "files": {
+        "config.json": {
+            "architectures": ["LlavaNextForConditionalGeneration"],
+            "ignore_index": -100,
+            "image_grid_pinpoints": LLAVA_NEXT_PINPOINTS,
+            "image_seq_length": 576,
+            "image_token_index": 32000,
+            "model_type": "llava_next",
+            "projector_hidden_act": "gelu",
+            "pad_token_id": 32001,
+            "text_config": {
+                "_name_or_path": "mistralai/Mistral-7B-Instruct-v0.2",
+                "architectures": ["MistralForCausalLM"],
+                "intermediate_size": 14336,
+                "max_position_embeddings": 32768,
+                "model_type": "mistral",
+                "num_key_value_heads": 8,
+                "rms_norm_eps": 1e-05,
+                "rope_theta": 1000000.0,
+                "sliding_window": None,
+                "torch_dtype": "bfloat16",
+                "vocab_size": 32064,
+            },
+            "tie_word_embeddings": False,
+            "torch_dtype": "float16",
+            "use_image_newline_parameter": True,
+            "vision_config": CLIP_VISION_336,
+            "vision_feature_layer": -2,
+            "vision_feature_select_strategy": "default",
+            "vocab_size": 32064,
+        },
+        "preprocessor_config.json": {
+            "aspect_ratio_setting": "anyres",
+            "crop_size": {"height": 336, "width": 336},
+            "do_center_crop": True,
+            "do_convert_rgb": True,
+            "do_normalize": True,
+            "do_pad": True,
+            "do_rescale": True,
+            "do_resize": True,
+            "image_grid_pinpoints": LLAVA_NEXT_PINPOINTS,
+            "image_mean": CLIP_MEAN,
+            "image_processor_type": "LlavaNextImageProcessor",
+            "image_std": CLIP_STD,
+            "processor_class": "LlavaNextProcessor",
+            "resample": 3,
+            "rescale_factor": RESCALE,
+            "size": {"shortest_edge": 336},
+        },
+        "processor_config.json": {
+            "image_token": "<image>",
+            "num_additional_image_tokens": 1,
+            "patch_size": 14,
+            "processor_class": "LlavaNextProcessor",
+            "vision_feature_select_strategy": "default",
+        },
+        "chat_template.jinja": LLAVA_NEXT_MISTRAL_TEMPLATE,
+    },
+    # Mistral-7B-Instruct-v0.2's settings (legacy SentencePiece behaviour) + llava-hf's additions.
+    "tokenizer_config": {
+        **LLAVA_TOKENIZER,
+        "legacy": True,
+        "processor_class": "LlavaNextProcessor",
+    },
+}
+
+ONEVISION_PINPOINTS = [[384 * i, 384 * j] for i in range(1, 7) for j in range(1, 7)]
+
+LLAVA_ONEVISION = {
+    "files": {
+        "config.json": {
+            "architectures": ["LlavaOnevisionForConditionalGeneration"],
+            "ignore_index": -100,
+            "image_grid_pinpoints": ONEVISION_PINPOINTS,
+            "image_token_index": 151646,
+            "model_type": "llava_onevision",
+            "projector_hidden_act": "gelu",
+            "text_config": {
+                "_name_or_path": "Qwen/Qwen2-7B-Instruct",
+                "architectures": ["Qwen2ForCausalLM"],
+                "bos_token_id": 151643,
+                "eos_token_id": 151645,
+                "hidden_size": 3584,
+                "intermediate_size": 18944,
+                "max_position_embeddings": 32768,
+                "max_window_layers": 28,
+                "model_type": "qwen2",
+                "num_attention_heads": 28,
+                "num_hidden_layers": 28,
+                "num_key_value_heads": 4,
+                "rope_theta": 1000000.0,
+                "sliding_window": 131072,
+                "tie_word_embeddings": False,
+                "torch_dtype": "bfloat16",
+                "use_sliding_window": False,
+                "vocab_size": 152128,
+            },
+            "tie_word_embeddings": False,
+            "torch_dtype": "float16",
+            "use_image_newline_parameter": True,
+            "video_token_index": 151647,
+            "vision_aspect_ratio": "anyres_max_9",
+            "vision_config": {
+                "hidden_size": 1152,
+                "image_size": 384,
+                "intermediate_size": 4304,
+                "model_type": "siglip_vision_model",
+                "num_attention_heads": 16,
+                "num_hidden_layers": 26,
+                "patch_size": 14,
+                "vision_use_head": False,
+            },
+            "vision_feature_layer": -1,
+            "vision_feature_select_strategy": "full",
+        },
+        "preprocessor_config.json": {
+            "do_convert_rgb": True,
+            "do_normalize": True,
+            "do_pad": True,
+            "do_rescale": True,
+            "do_resize": True,
+            "image_grid_pinpoints": ONEVISION_PINPOINTS,
+            "image_mean": [0.5, 0.5, 0.5],
+            "image_processor_type": "LlavaOnevisionImageProcessor",
+            "image_std": [0.5, 0.5, 0.5],
+            "processor_class": "LlavaOnevisionProcessor",
+            "resample": 3,
+            "rescale_factor": RESCALE,
+            "size": {"height": 384, "width": 384},
+        },
+        "video_preprocessor_config.json": {
+            "do_convert_rgb": True,
+            "do_normalize": True,
+            "do_rescale": True,
+            "do_resize": True,
+            "image_mean": [0.5, 0.5, 0.5],
+            "image_std": [0.5, 0.5, 0.5],
+            "processor_class": "LlavaOnevisionProcessor",
+            "resample": 3,
+            "rescale_factor": RESCALE,
+            "size": {"height": 384, "width": 384},
+            "video_processor_type": "LlavaOnevisionVideoProcessor",
+        },
+        "processor_config.json": {
+            "image_token": "<image>",
+            "num_image_tokens": 729,
+            "processor_class": "LlavaOnevisionProcessor",
+            "video_token": "<video>",
+            "vision_aspect_ratio": "anyres_max_9",
+            "vision_feature_select_strategy": "full",
+        },
+        "chat_template.jinja": ONEVISION_TEMPLATE,
+    },
+    "tokenizer_config": {
+        "add_prefix_space": False,
+        "additional_special_tokens": ["<|im_start|>", "<|im_end|>"],
+        "bos_token": None,
+        "clean_up_tokenization_spaces": False,
+        "eos_token": "<|im_end|>",
+        "errors": "replace",
+        "model_max_length": 32768,
+        "pad_token": "<|endoftext|>",
+        "padding_side": "left",
+        "processor_class": "LlavaOnevisionProcessor",
+        "split_special_tokens": False,
+        "tokenizer_class": "Qwen2Tokenizer",
+        "unk_token": None,
+    },
+}
+
+
+def _reserved(name: str, count: int, start: int = 0) -> list[str]:
+    return [f"<|{name}_reserved_special_token_{i}|>" for i in range(start, start + count)]
+
+
+# convert_llama4_weights_to_hf.py: BASIC_SPECIAL_TOKENS + LLAMA4_SPECIAL_TOKENS, ids from 200000.
+LLAMA4_SPECIAL_TOKENS = [
+    "<|begin_of_text|>",
+    "<|end_of_text|>",
+    "<|fim_prefix|>",
+    "<|fim_middle|>",
+    "<|fim_suffix|>",
+    "<|header_start|>",
+    "<|header_end|>",
+    "<|eom|>",
+    "<|eot|>",
+    "<|step|>",
+    *_reserved("text_post_train", 6),
+    "<|python_start|>",
+    "<|python_end|>",
+    "<|finetune_right_pad|>",
+    *_reserved("text_post_train", 61, 8),
+    "<|image_start|>",
+    "<|image_end|>",
+    "<|vision_reserved_special_token_0|>",
+    "<|vision_reserved_special_token_1|>",
+    "<|tile_x_separator|>",
+    "<|tile_y_separator|>",
+    *_reserved("vision", 4, 2),
+    "<|image|>",
+    "<|vision_reserved_special_token_6|>",
+    "<|patch|>",
+    *_reserved("vision", 1041, 7),
+]
+assert len(LLAMA4_SPECIAL_TOKENS) == 1134
+
+O200K_PATTERN = (
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+"
+    r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+"
+    r"[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+
+LLAMA4 = {
+    "files": {
+        "config.json": {
+            "architectures": ["Llama4ForConditionalGeneration"],
+            "boi_token_index": 200080,
+            "eoi_token_index": 200081,
+            "image_token_index": 200092,
+            "model_type": "llama4",
+            "text_config": {
+                "attention_bias": False,
+                "attention_chunk_size": 8192,
+                "attention_dropout": 0.0,
+                "bos_token_id": 200000,
+                "eos_token_id": [200001, 200007, 200008],
+                "for_llm_compressor": False,
+                "head_dim": 128,
+                "hidden_act": "silu",
+                "hidden_size": 5120,
+                "initializer_range": 0.02,
+                "interleave_moe_layer_step": 1,
+                "intermediate_size": 8192,
+                "intermediate_size_mlp": 16384,
+                "max_position_embeddings": 10485760,
+                "model_type": "llama4_text",
+                "num_attention_heads": 40,
+                "num_experts_per_tok": 1,
+                "num_hidden_layers": 48,
+                "num_key_value_heads": 8,
+                "num_local_experts": 16,
+                "output_router_logits": False,
+                "pad_token_id": 200018,
+                "rms_norm_eps": 1e-05,
+                "rope_scaling": {
+                    "factor": 16.0,
+                    "high_freq_factor": 1.0,
+                    "low_freq_factor": 1.0,
+                    "original_max_position_embeddings": 8192,
+                    "rope_type": "llama3",
+                },
+                "rope_theta": 500000.0,
+                "router_aux_loss_coef": 0.001,
+                "router_jitter_noise": 0.0,
+                "torch_dtype": "bfloat16",
+                "use_cache": True,
+                "use_qk_norm": True,
+                "vocab_size": 202048,
+            },
+            "tie_word_embeddings": False,
+            "torch_dtype": "bfloat16",
+            "vision_config": {
+                "attention_dropout": 0.0,
+                "hidden_act": "gelu",
+                "hidden_size": 1408,
+                "image_size": 336,
+                "initializer_range": 0.02,
+                "intermediate_size": 5632,
+                "model_type": "llama4_vision_model",
+                "multi_modal_projector_bias": False,
+                "norm_eps": 1e-05,
+                "num_attention_heads": 16,
+                "num_channels": 3,
+                "num_hidden_layers": 34,
+                "patch_size": 14,
+                "pixel_shuffle_ratio": 0.5,
+                "projector_dropout": 0.0,
+                "projector_input_dim": 4096,
+                "projector_output_dim": 4096,
+                "rope_theta": 10000,
+                "vision_feature_layer": -1,
+                "vision_feature_select_strategy": "default",
+                "vision_output_dim": 4096,
+            },
+        },
+        "preprocessor_config.json": {
+            "crop_size": None,
+            "data_format": "channels_first",
+            "default_to_square": True,
+            "device": None,
+            "do_center_crop": None,
+            "do_convert_rgb": True,
+            "do_normalize": True,
+            "do_rescale": True,
+            "do_resize": True,
+            "image_mean": [0.5, 0.5, 0.5],
+            "image_processor_type": "Llama4ImageProcessorFast",
+            "image_std": [0.5, 0.5, 0.5],
+            "input_data_format": None,
+            "max_patches": 16,
+            "processor_class": "Llama4Processor",
+            "resample": 2,
+            "rescale_factor": RESCALE,
+            "resize_to_max_canvas": False,
+            "return_tensors": None,
+            "size": {"height": 336, "width": 336},
+        },
+        "processor_config.json": {
+            "fake_image_token": "<|image|>",
+            "image_token": "<|image|>",
+            "patch_size": 14,
+            "processor_class": "Llama4Processor",
+        },
+        "chat_template.jinja": (HERE / "llama4_chat_template.jinja").read_text(encoding="utf-8"),
+    },
+    "tokenizer_config": {
+        "bos_token": "<|begin_of_text|>",
+        "clean_up_tokenization_spaces": False,
+        "eos_token": "<|eot|>",
+        "model_input_names": ["input_ids", "attention_mask"],
+        "model_max_length": 10485760,
+        "pad_token": "<|finetune_right_pad|>",
+        "processor_class": "Llama4Processor",
+        "tokenizer_class": "PreTrainedTokenizerFast",
+    },
+}
