@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import signal
 import subprocess
 import sys
 import tempfile
@@ -430,6 +431,8 @@ def run_worker(
     finally:
         sender.close()
         proc.stop()
+        if proc.removed_shm:
+            log(f"{label}: removed {len(proc.removed_shm)} /dev/shm file(s) the worker left")
     return inline
 
 
@@ -533,7 +536,8 @@ def _offline_env() -> dict[str, str]:
 
     from worker import ENGINE_ENV
 
-    return {**os.environ, **ENGINE_ENV}
+    # The engine core in this process: one start-up instead of two.
+    return {**os.environ, **ENGINE_ENV, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 
 
 def table(results: list[CaseResult]) -> str:
@@ -582,6 +586,8 @@ def main() -> int:
     parser.add_argument("--family", action="append", choices=sorted(FAMILIES))
     parser.add_argument("--logs", type=Path, help="keep the worker logs here")
     args = parser.parse_args()
+    # SIGTERM as an exception: every worker's ``finally`` stops it by PID.
+    signal.signal(signal.SIGTERM, _terminated)
 
     families = [FAMILIES[f] for f in (args.family or list(FAMILIES))]
     results: list[CaseResult] = []
@@ -627,6 +633,10 @@ def main() -> int:
     if args.json:
         args.json.write_text(json.dumps(doc, indent=2) + "\n")
     return 0 if ok else 1
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def _versions(engine_python: Path) -> dict[str, str]:

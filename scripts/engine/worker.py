@@ -11,6 +11,7 @@ caching, and none of the servicer's warm-up (up to 300 s of it before SERVING).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -44,7 +45,17 @@ def engine_settings(model: Path, dtype: str, device_normalize: bool) -> dict[str
         "max_model_len": 4096,
         "max_num_seqs": 4,
         "enable_prefix_caching": False,
+        # The model runs in the engine-core process: no third process to start
+        # (each one imports vLLM again, ~30-50 s on a busy 2-core machine).
+        "distributed_executor_backend": "uni",
         "mm_device_do_normalize": device_normalize,
+        # Small dummy media for vLLM's start-up profiling and processor warm-up:
+        # at the processors' published maxima (16 M pixels) the warm-up alone
+        # took 66 s here. Real requests are not limited by the sizes.
+        "limit_mm_per_prompt": {
+            "image": {"count": 2, "width": 256, "height": 256},
+            "video": {"count": 1, "num_frames": 8, "width": 256, "height": 256},
+        },
     }
 
 
@@ -58,7 +69,7 @@ def engine_args(settings: dict[str, object]) -> list[str]:
         elif value is False:
             args.append("--no-" + flag[2:])
         else:
-            args += [flag, str(value)]
+            args += [flag, json.dumps(value) if isinstance(value, dict) else str(value)]
     return args
 
 
@@ -74,6 +85,7 @@ class EngineWorker:
         self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self.started_s = 0.0
+        self.removed_shm: list[str] = []
 
     @property
     def target(self) -> str:
@@ -126,17 +138,61 @@ class EngineWorker:
         return "\n".join(text[-lines:])
 
     def stop(self) -> None:
-        """SIGTERM to the worker's process group; SIGKILL to what is left of the
-        group (vLLM's engine-core children too) after the grace period."""
+        """SIGTERM to the worker (its launcher shuts the engine down); SIGKILL to
+        what is left of its process group after the grace period; then remove
+        the /dev/shm files the group had mapped that outlived it (vLLM's
+        message-queue buffers leak when a process dies before its clean-up)."""
         proc, self.proc = self.proc, None
         if proc is None:
             return
         pgid = proc.pid  # start_new_session: the worker leads its own group
+        mapped = _group_shm_files(pgid)
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(pgid, signal.SIGTERM)
+            os.kill(proc.pid, signal.SIGTERM)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=STOP_GRACE_S)
+        mapped |= _group_shm_files(pgid)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pgid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=STOP_GRACE_S)
+        deadline = time.monotonic() + STOP_GRACE_S
+        while _group_pids(pgid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        for path in sorted(mapped):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+                self.removed_shm.append(path.name)
+
+
+def _group_pids(pgid: int) -> list[int]:
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:  # after ")": state, ppid, pgrp
+            pids.append(int(stat.parent.name))
+    return pids
+
+
+def _group_shm_files(pgid: int) -> set[Path]:
+    """The /dev/shm files the process group has mapped or open now."""
+    found: set[Path] = set()
+    for pid in _group_pids(pgid):
+        try:
+            maps = Path(f"/proc/{pid}/maps").read_text()
+        except OSError:
+            continue
+        for line in maps.splitlines():
+            at = line.find("/dev/shm/")
+            if at >= 0:
+                found.add(Path(line[at:].removesuffix(" (deleted)")))
+        with contextlib.suppress(OSError):
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                with contextlib.suppress(OSError):
+                    target = os.readlink(fd)
+                    if target.startswith("/dev/shm/"):
+                        found.add(Path(target.removesuffix(" (deleted)")))
+    return found
