@@ -43,12 +43,13 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 
 from families import FAMILIES, Case, Family, Worker  # noqa: E402
-from worker import EngineWorker, engine_args, engine_settings  # noqa: E402
+from worker import Engine, EngineWorker, engine_args, engine_settings  # noqa: E402
 
 PROMPT = "Describe this."
 MAX_TOKENS = 8
 TOP_K = 5
 REQUEST_TIMEOUT_S = 600.0
+OFFLINE_TIMEOUT_S = 900.0
 
 
 # ---- results ------------------------------------------------------------------
@@ -177,8 +178,13 @@ class Sender:
         self.client.close()
 
     def healthy(self) -> bool:
+        # A client of its own per probe: a channel that failed to connect while
+        # the worker started backs off for up to two minutes before it retries.
+        import mmctl
+
         try:
-            return bool(self.client.health(timeout=5.0).healthy)
+            with mmctl.Client(self.client.target, timeout=REQUEST_TIMEOUT_S) as probe:
+                return bool(probe.health(timeout=5.0).healthy)
         except Exception:
             return False
 
@@ -367,36 +373,48 @@ def log(message: str) -> None:
     print(f"[engine-check] {message}", file=sys.stderr, flush=True)
 
 
-def run_worker(
-    family: Family,
-    worker: Worker,
-    model: Path,
-    engine_python: Path,
-    logs: Path,
-    results: list[CaseResult],
-    timings: dict[str, float],
+@dataclass
+class Slot:
+    """One configuration of a family: its worker process and model."""
+
+    family: Family
+    worker: Worker
+    model: Path
+    proc: EngineWorker
+
+    @property
+    def label(self) -> str:
+        return f"{self.family.name} {self.worker.label}"
+
+
+@dataclass
+class Offline:
+    """The offline reference, running in the background for one slot."""
+
+    slot: Slot
+    cases: list[Case]
+    inline: dict[str, tuple[Outcome, dict[str, Any]]]
+    proc: Engine
+    out: Path
+
+
+def run_cases(
+    slot: Slot, results: list[CaseResult], timings: dict[str, float]
 ) -> dict[str, tuple[Outcome, dict[str, Any], list[int]]]:
-    """Start one worker, run every case on it, stop it. Returns mmctl's inline
-    outcomes by case name, with what mmctl sent and the unexpanded prompt ids of
-    its media_refs request (for the offline reference)."""
-    label = f"{family.name} {worker.label}"
-    proc = EngineWorker(
-        engine_python,
-        engine_args(engine_settings(model, worker.model_dtype, worker.device_normalize)),
-        logs / f"worker-{family.name}-{worker.model_dtype}-{int(worker.device_normalize)}.log",
-    )
+    """Every case of the family on the slot's (started) worker. Returns mmctl's
+    inline outcomes of the offline cases, with what mmctl sent and the
+    unexpanded prompt ids of its media_refs request."""
+    family, worker, proc = slot.family, slot.worker, slot.proc
     inline: dict[str, tuple[Outcome, dict[str, Any], list[int]]] = {}
-    proc.start()
-    log(f"{label}: worker pid {proc.proc.pid if proc.proc else '?'} on {proc.target}")
     sender = Sender(proc.target)
     try:
         started = proc.wait_ready(sender.healthy)
-        timings[f"start {label}"] = round(started, 1)
+        timings[f"start {slot.label}"] = round(started, 1)
         facts = sender.facts()
-        log(f"{label}: serving after {started:.0f} s ({facts})")
+        log(f"{slot.label}: serving after {started:.0f} s ({facts})")
         if facts["mm_device_do_normalize"] != worker.device_normalize:
             raise RuntimeError(
-                f"{label}: the worker reports mm_device_do_normalize="
+                f"{slot.label}: the worker reports mm_device_do_normalize="
                 f"{facts['mm_device_do_normalize']}, not {worker.device_normalize}"
             )
         t_cases = time.monotonic()
@@ -408,37 +426,30 @@ def run_worker(
                 mine, encoder = sender.mmctl_request(media, transport, case.reverse)
                 if transport == "inline" and case.name in family.offline_cases:
                     inline[case.name] = (mine, encoder, sender.unexpanded_prompt(media))
+                seconds = time.monotonic() - t0
                 results.append(
-                    _result(
-                        family,
-                        worker,
-                        case,
-                        media,
-                        transport,
-                        "media_refs",
-                        mine,
-                        ref,
-                        encoder,
-                        time.monotonic() - t0,
-                    )
+                    _result(slot, case, media, transport, "media_refs", mine, ref, encoder, seconds)
                 )
                 log(_line(results[-1]))
                 t0 = time.monotonic()
-        timings[f"cases {label}"] = round(time.monotonic() - t_cases, 1)
+        timings[f"cases {slot.label}"] = round(time.monotonic() - t_cases, 1)
     except Exception:
-        log(f"{label}: worker log tail:\n{proc.tail()}")
+        log(f"{slot.label}: worker log tail:\n{proc.tail()}")
         raise
     finally:
         sender.close()
-        proc.stop()
-        if proc.removed_shm:
-            log(f"{label}: removed {len(proc.removed_shm)} /dev/shm file(s) the worker left")
     return inline
 
 
+def stop(procs: list[Engine]) -> None:
+    for proc in procs:
+        proc.stop()
+        if proc.removed_shm:
+            log(f"removed {len(proc.removed_shm)} /dev/shm file(s) left by {proc.log.stem}")
+
+
 def _result(
-    family: Family,
-    worker: Worker,
+    slot: Slot,
     case: Case,
     media: list[Path],
     transport: str,
@@ -448,6 +459,7 @@ def _result(
     encoder: dict[str, Any],
     seconds: float,
 ) -> CaseResult:
+    family, worker = slot.family, slot.worker
     diff = first_difference(mine, ref)
     expect = "different" if case.reverse else "identical"
     dtypes = sorted({b["pixel_dtype"] for b in encoder.get("batches", [])})
@@ -479,19 +491,18 @@ def _line(r: CaseResult) -> str:
     )
 
 
-def run_offline(
-    family: Family,
-    worker: Worker,
-    model: Path,
+def start_offline(
+    slot: Slot,
     engine_python: Path,
     inline: dict[str, tuple[Outcome, dict[str, Any], list[int]]],
+    work: Path,
     logs: Path,
-    results: list[CaseResult],
-    timings: dict[str, float],
-) -> None:
+) -> Offline:
+    """``offline.py`` for the family's offline cases, in the background."""
+    family, worker = slot.family, slot.worker
     cases = [c for c in family.cases if c.name in family.offline_cases]
     job = {
-        "engine": engine_settings(model, worker.model_dtype, worker.device_normalize),
+        "engine": engine_settings(slot.model, worker.model_dtype, worker.device_normalize),
         "max_tokens": MAX_TOKENS,
         "top_k": TOP_K,
         "cases": [
@@ -503,41 +514,69 @@ def run_offline(
             for c in cases
         ],
     }
-    with tempfile.TemporaryDirectory(prefix="mmctl-engine-") as tmp:
-        job_path, out_path = Path(tmp) / "job.json", Path(tmp) / "out.json"
-        job_path.write_text(json.dumps(job))
-        t0 = time.monotonic()
-        log_path = logs / f"offline-{family.name}-{worker.model_dtype}.log"
-        with log_path.open("wb") as out:
-            done = subprocess.run(
-                [str(engine_python), str(HERE / "offline.py"), str(job_path), str(out_path)],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=_offline_env(),
-                check=False,
-            )
-        if done.returncode != 0:
-            tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-40:])
-            raise RuntimeError(f"offline reference failed ({done.returncode}):\n{tail}")
-        timings[f"offline {family.name} {worker.label}"] = round(time.monotonic() - t0, 1)
-        outcomes = json.loads(out_path.read_text())
-    for case in cases:
-        mine, encoder, _ = inline[case.name]
+    stem = f"offline-{family.name}-{worker.model_dtype}"
+    job_path, out_path = work / f"{stem}.job.json", work / f"{stem}.out.json"
+    job_path.write_text(json.dumps(job))
+    proc = Engine(
+        [str(engine_python), str(HERE / "offline.py"), str(job_path), str(out_path)],
+        logs / f"{stem}.log",
+        # The engine core in this process: one start-up instead of two.
+        env={"VLLM_ENABLE_V1_MULTIPROCESSING": "0"},
+    )
+    proc.start()
+    log(f"{slot.label}: offline reference pid {proc.pid}")
+    mine = {name: (o, e) for name, (o, e, _) in inline.items()}
+    return Offline(slot, cases, mine, proc, out_path)
+
+
+def finish_offline(off: Offline, results: list[CaseResult], timings: dict[str, float]) -> None:
+    code = off.proc.wait(OFFLINE_TIMEOUT_S)
+    if code != 0:
+        raise RuntimeError(f"offline reference failed ({code}):\n{off.proc.tail()}")
+    timings[f"offline {off.slot.label}"] = round(time.monotonic() - off.proc.t_start, 1)
+    outcomes = json.loads(off.out.read_text())
+    for case in off.cases:
+        mine, encoder = off.inline[case.name]
         ref = Outcome.from_doc(outcomes[case.name])
         media = [ROOT / m for m in case.media]
-        results.append(
-            _result(family, worker, case, media, "inline", "offline", mine, ref, encoder, 0.0)
-        )
+        results.append(_result(off.slot, case, media, "inline", "offline", mine, ref, encoder, 0.0))
         log(_line(results[-1]))
 
 
-def _offline_env() -> dict[str, str]:
-    import os
-
-    from worker import ENGINE_ENV
-
-    # The engine core in this process: one start-up instead of two.
-    return {**os.environ, **ENGINE_ENV, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+def run_family(
+    family: Family,
+    engine_python: Path,
+    cache: Path,
+    work: Path,
+    logs: Path,
+    running: list[Engine],
+    offline: list[Offline],
+    results: list[CaseResult],
+    timings: dict[str, float],
+) -> None:
+    """The family's workers, started together (start-up is mostly waiting, and
+    each takes minutes), then their cases one worker at a time; each worker is
+    stopped when its cases are done. The offline reference starts in the
+    background after the first worker's cases (it needs their prompt ids)."""
+    slots = []
+    for worker in family.workers:
+        model = model_dir(cache, family, worker.model_dtype, engine_python)
+        settings = engine_settings(model, worker.model_dtype, worker.device_normalize)
+        stem = f"worker-{family.name}-{worker.model_dtype}-{int(worker.device_normalize)}"
+        proc = EngineWorker(engine_python, engine_args(settings), logs / f"{stem}.log")
+        slots.append(Slot(family, worker, model, proc))
+    for slot in slots:
+        running.append(slot.proc)
+        slot.proc.start()
+        log(f"{slot.label}: worker pid {slot.proc.pid} on {slot.proc.target}")
+    for index, slot in enumerate(slots):
+        inline = run_cases(slot, results, timings)
+        running.remove(slot.proc)
+        stop([slot.proc])
+        if index == 0 and family.offline_cases:
+            off = start_offline(slot, engine_python, inline, work, logs)
+            running.append(off.proc)
+            offline.append(off)
 
 
 def table(results: list[CaseResult]) -> str:
@@ -595,20 +634,31 @@ def main() -> int:
     error: str | None = None
     t_all = time.monotonic()
     logs = args.logs or Path(tempfile.mkdtemp(prefix="mmctl-engine-logs-"))
+    running: list[Engine] = []
+    offline: list[Offline] = []
     try:
-        for family in families:
-            for index, worker in enumerate(family.workers):
-                model = model_dir(args.cache, family, worker.model_dtype, args.engine_python)
-                inline = run_worker(
-                    family, worker, model, args.engine_python, logs, results, timings
+        with tempfile.TemporaryDirectory(prefix="mmctl-engine-") as work:
+            for family in families:
+                run_family(
+                    family,
+                    args.engine_python,
+                    args.cache,
+                    Path(work),
+                    logs,
+                    running,
+                    offline,
+                    results,
+                    timings,
                 )
-                if index == 0 and family.offline_cases:
-                    run_offline(
-                        family, worker, model, args.engine_python, inline, logs, results, timings
-                    )
+            for off in offline:
+                finish_offline(off, results, timings)
+                running.remove(off.proc)
+                stop([off.proc])
     except Exception as err:
         error = f"{type(err).__name__}: {err}"
         log(f"error: {error}")
+    finally:
+        stop(running)
     timings["total"] = round(time.monotonic() - t_all, 1)
     ok = error is None and bool(results) and all(r.ok for r in results)
     print(table(results))

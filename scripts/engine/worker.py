@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 START_TIMEOUT_S = 900.0  # 90–190 s measured on a quiet 2-core machine; CI may be busier
@@ -24,6 +25,9 @@ STOP_GRACE_S = 30.0
 
 ENGINE_ENV = {
     "SMG_VLLM_SERVICER_WARMUP": "off",
+    # Off: the servicer's KV-event publisher listens on all interfaces at a
+    # port of its choosing (tcp://*), and nothing here subscribes.
+    "SMG_VLLM_SERVICER_KV_EVENTS": "0",
     # media_refs: the worker fetches the media and runs vLLM's own processor.
     "SMG_VLLM_MM_PROCESSOR": "inprocess",
     "VLLM_CPU_KVCACHE_SPACE": "1",
@@ -73,62 +77,53 @@ def engine_args(settings: dict[str, object]) -> list[str]:
     return args
 
 
+def _listening(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(1.0)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
 
 
-class EngineWorker:
-    def __init__(self, python: Path, args: list[str], log: Path) -> None:
-        self.python, self.args, self.log = python, args, log
-        self.port = free_port()
+class Engine:
+    """One engine process in the engine environment, in a session of its own."""
+
+    def __init__(self, cmd: list[str], log: Path, env: dict[str, str] | None = None) -> None:
+        self.cmd, self.log = cmd, log
+        self.env = {**os.environ, **ENGINE_ENV, **(env or {})}
         self.proc: subprocess.Popen[bytes] | None = None
-        self.started_s = 0.0
+        self.t_start = 0.0
         self.removed_shm: list[str] = []
 
     @property
-    def target(self) -> str:
-        return f"127.0.0.1:{self.port}"
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
 
     def start(self) -> None:
-        env = {**os.environ, **ENGINE_ENV}
-        cmd = [
-            str(self.python),
-            "-m",
-            "vllm.entrypoints.launchers.grpc_server",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(self.port),
-            *self.args,
-        ]
         self.log.parent.mkdir(parents=True, exist_ok=True)
+        self.t_start = time.monotonic()
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(
-                cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+                self.cmd,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+                start_new_session=True,
             )
 
-    def wait_ready(self, healthy: object) -> float:
-        """Poll ``healthy()`` until it is true; the seconds it took. Raises when
-        the worker exits or does not come up in time (the log's tail in the message)."""
+    def wait(self, timeout: float) -> int:
+        """The exit status; raises when it runs past ``timeout`` seconds."""
         assert self.proc is not None
-        t0 = time.monotonic()
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(
-                    f"the engine worker exited with {self.proc.returncode} while starting:\n"
-                    + self.tail()
-                )
-            if healthy():  # type: ignore[operator]
-                self.started_s = time.monotonic() - t0
-                return self.started_s
-            if time.monotonic() - t0 > START_TIMEOUT_S:
-                raise RuntimeError(
-                    f"the engine worker did not become healthy in {START_TIMEOUT_S:.0f} s:\n"
-                    + self.tail()
-                )
-            time.sleep(2.0)
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(
+                f"{self.cmd[1:3]} ran past {timeout:.0f} s:\n{self.tail()}"
+            ) from None
 
     def tail(self, lines: int = 40) -> str:
         try:
@@ -147,8 +142,9 @@ class EngineWorker:
             return
         pgid = proc.pid  # start_new_session: the worker leads its own group
         mapped = _group_shm_files(pgid)
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(proc.pid, signal.SIGTERM)
+        if proc.poll() is None:  # not reaped: the pid is still the worker's
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGTERM)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=STOP_GRACE_S)
         mapped |= _group_shm_files(pgid)
@@ -196,3 +192,46 @@ def _group_shm_files(pgid: int) -> set[Path]:
                     if target.startswith("/dev/shm/"):
                         found.add(Path(target.removesuffix(" (deleted)")))
     return found
+
+
+class EngineWorker(Engine):
+    """vLLM's gRPC launcher on 127.0.0.1 and a free port."""
+
+    def __init__(self, python: Path, args: list[str], log: Path) -> None:
+        self.port = free_port()
+        cmd = [
+            str(python),
+            "-m",
+            "vllm.entrypoints.launchers.grpc_server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            *args,
+        ]
+        super().__init__(cmd, log)
+        self.started_s = 0.0
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def wait_ready(self, healthy: Callable[[], bool]) -> float:
+        """Poll ``healthy()`` until it is true; the seconds since the start. Raises
+        when the worker exits or does not come up in time (the log's tail in the message)."""
+        assert self.proc is not None
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"the engine worker exited with {self.proc.returncode} while starting:\n"
+                    + self.tail()
+                )
+            if _listening(self.port) and healthy():
+                self.started_s = time.monotonic() - self.t_start
+                return self.started_s
+            if time.monotonic() - self.t_start > START_TIMEOUT_S:
+                raise RuntimeError(
+                    f"the engine worker did not become healthy in {START_TIMEOUT_S:.0f} s:\n"
+                    + self.tail()
+                )
+            time.sleep(2.0)
