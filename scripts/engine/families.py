@@ -77,7 +77,8 @@ class Family:
     processor_files: dict[str, dict[str, Any]]
     workers: tuple[Worker, ...]
     cases: tuple[Case, ...]
-    # Offline LLM.generate reference for these case names (on the first worker).
+    # The offline LLM.generate reference for these case names (first worker's
+    # settings); it runs in the background while the next family starts.
     offline_cases: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -209,7 +210,9 @@ QWEN2_5_VL = Family(
     },
     workers=(Worker("float32", True), Worker("bfloat16", False)),
     cases=_CASES,
-    offline_cases=("video",),
+    # None: run last, it would add its whole start-up to the check's time (Qwen3-VL's
+    # overlaps the next family's start). ("video",) passed when tried (fp32, uint8).
+    offline_cases=(),
 )
 
 FAMILIES = {f.name: f for f in (QWEN3_VL, QWEN2_5_VL)}

@@ -155,6 +155,7 @@ def test_the_family_table_covers_the_issue(engine_check: Any) -> None:
         assert any(c.reverse for c in family.cases), "each family needs a negative control"
         assert {w.device_normalize for w in family.workers} == {True, False}
         assert set(family.offline_cases) <= {c.name for c in family.cases}
+    assert any(f.offline_cases for f in families.values())
     dtypes = {w.model_dtype for f in families.values() for w in f.workers}
     assert dtypes == {"float32", "bfloat16"}
     assert identical >= 8
