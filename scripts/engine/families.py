@@ -210,8 +210,9 @@ QWEN2_5_VL = Family(
     },
     workers=(Worker("float32", True), Worker("bfloat16", False)),
     cases=_CASES,
-    # None: run last, it would add its whole start-up to the check's time (Qwen3-VL's
-    # overlaps the next family's start). ("video",) passed when tried (fp32, uint8).
+    # Empty: as the last family its offline run would add a whole engine start-up
+    # to the check (Qwen3-VL's overlaps this family's start). ("video",) passed
+    # when tried (fp32 model, uint8 pixels).
     offline_cases=(),
 )
 
