@@ -13,9 +13,10 @@ real worker on 127.0.0.1, and for each case sends
 
 both greedy with top-k logprobs and prompt logprobs, and compares output ids,
 top-k logprobs and prompt logprobs exactly. The offline reference
-(``offline.py``: ``vllm.LLM.generate`` in-process, the media loaded with the
-model's processor named) runs after the worker stops, for the cases a family
-lists. Every mmctl request carries content hashes never seen before, so vLLM's
+(``offline.py``: ``vllm.LLM.generate``, the media loaded by vLLM's connector
+with the model's video processor named) runs in the background for the cases
+a family lists, after its first worker's cases. A family's workers start
+together; each is stopped by PID when its cases are done. Every mmctl request carries content hashes never seen before, so vLLM's
 encoder cache cannot answer it from an earlier request: the encoder runs on
 mmctl's pixels every time.
 
