@@ -522,7 +522,8 @@ def start_offline(
         [str(engine_python), str(HERE / "offline.py"), str(job_path), str(out_path)],
         logs / f"{stem}.log",
         # Its engine core in a process of its own, as in the worker: in-process,
-        # fp32 logprobs came out ~1e-6 apart from the worker's (CPU threading).
+        # a fp32 case's prompt logprobs came out ~1e-6 apart from the worker's
+        # (same tokens; a numerical difference of the CPU set-up).
         env={"VLLM_ENABLE_V1_MULTIPROCESSING": "1"},
     )
     proc.start()
