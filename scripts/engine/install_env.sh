@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the engine environment of scripts/engine-check, or reuses the cached one.
-# Usage: bash scripts/engine/install_env.sh  -> prints the environment's directory on stdout.
+# Usage: bash scripts/engine/install_env.sh CACHE_DIR  -> prints the environment's directory.
 # The directory is keyed by a hash of this script, requirements.txt and the Python used, so a
 # change to any of them builds a new one; a half-built one (no .complete) is rebuilt.
 # Everything it installs comes from the package index (pip as set up on the machine); a
@@ -8,7 +8,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 python="${ENGINE_PYTHON:-python3}"
-cache="${MMCTL_CACHE:-$HOME/.cache/mmctl}"
+cache="${1:?usage: install_env.sh CACHE_DIR}"
 pyver="$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
 key="$(cat "$here/install_env.sh" "$here/requirements.txt" <(echo "$pyver") | sha256sum | cut -c1-16)"
 env_dir="$cache/engine-env-$key"
@@ -17,9 +17,16 @@ if [[ -f "$env_dir/.complete" ]]; then
     exit 0
 fi
 log() { echo "[engine-env] $*" >&2; }
+mkdir -p "$cache"
+# One builder at a time; a second waits, then finds the environment ready.
+exec 9>"$cache/engine-env.lock"
+flock 9
+if [[ -f "$env_dir/.complete" ]]; then
+    echo "$env_dir"
+    exit 0
+fi
 log "building $env_dir (a new machine pays this once: ~3.5 GB, several minutes)"
 rm -rf "$env_dir"
-mkdir -p "$cache"
 "$python" -m venv "$env_dir"
 pip=("$env_dir/bin/python" -m pip install -q --disable-pip-version-check)
 req() { grep -E "^$1==" "$here/requirements.txt"; }
