@@ -44,7 +44,7 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 
 from families import FAMILIES, Case, Family, Worker  # noqa: E402
-from worker import Engine, EngineWorker, engine_args, engine_settings  # noqa: E402
+from vllm_worker import Engine, EngineWorker, engine_args, engine_settings  # noqa: E402
 
 PROMPT = "Describe this."
 MAX_TOKENS = 8

@@ -3,7 +3,7 @@ the engine flags and the family table (the engine itself runs in CI's engine ste
 
 from __future__ import annotations
 
-import importlib
+import importlib.util
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,11 +16,22 @@ ROOT = Path(__file__).resolve().parents[2]
 ENGINE = ROOT / "scripts" / "engine"
 
 
+def _load(name: str) -> Any:
+    # By path, under a name of its own: a plain "check" or "worker" would be
+    # whatever module of that name the test session imported first.
+    spec = importlib.util.spec_from_file_location(f"mmctl_engine_{name}", ENGINE / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.fixture(scope="module")
 def engine_check() -> Iterator[Any]:
-    sys.path.insert(0, str(ENGINE))
+    sys.path.insert(0, str(ENGINE))  # check.py imports its siblings
     try:
-        yield importlib.import_module("check")
+        yield _load("check")
     finally:
         sys.path.remove(str(ENGINE))
 
@@ -121,7 +132,7 @@ def test_fresh_hashes_change_every_item_and_every_time(engine_check: Any) -> Non
 
 
 def test_engine_flags(engine_check: Any) -> None:
-    worker = importlib.import_module("worker")
+    worker = _load("vllm_worker")
     settings = worker.engine_settings(Path("/m"), "bfloat16", False)
     args = worker.engine_args(settings)
     assert args[:4] == ["--model", "/m", "--dtype", "bfloat16"]
@@ -137,7 +148,7 @@ def test_the_family_table_covers_the_issue(engine_check: Any) -> None:
     from mmctl.media.probe import MediaKind, check_media
     from mmctl.models import registry
 
-    families = importlib.import_module("families").FAMILIES
+    families = _load("families").FAMILIES
     assert set(families) >= {"qwen3-vl", "qwen2.5-vl"}
     identical = 0
     for family in families.values():
