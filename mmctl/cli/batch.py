@@ -170,6 +170,12 @@ def batch(
     if output is None:
         raise UsageError("no output: -o/--output-file OUT.jsonl is required")
     output_sink = Output(json_mode=json_out)
+    # Seconds pass before the first item (probing, the tokenizer; Ray's start-up).
+    output_sink.status(
+        "starting Ray and the pipeline…"
+        if engine == "ray"
+        else "probing the workers, loading the model files…"
+    )
     bar = _Bar(output_sink)
     try:
         counts = run_batch(

@@ -226,6 +226,8 @@ def test_what_a_person_sees(terminal, stub, red_blue, tmp_path):
     # The summary names OUT, whose length is the temp folder's: it may wrap.
     assert any(x.startswith("4 items: 4 answered, 0 failed") for x in screen.text.splitlines())
     assert "items (" not in screen.text  # the progress bar cleared itself
+    assert b"probing the workers" in screen.raw  # the set-up's status line ran…
+    assert "probing the workers" not in screen.text  # …and left no trace
 
 
 def test_ctrl_c_finishes_the_items_in_flight_and_keeps_them(make_stub, red_blue, tmp_path):
