@@ -101,8 +101,9 @@ def batch(
         typer.Option(
             "--ray-address",
             metavar="ADDR",
-            help="A Ray cluster (auto: the one this host belongs to)."
-            + default_text("a local instance with --workers CPUs"),
+            help="A Ray cluster: auto (the one this host belongs to), HOST:6379, or "
+            "ray://HOST:10001 (Ray Client)."
+            + default_text("$RAY_ADDRESS, else a local instance with --workers CPUs"),
             show_default=False,
         ),
     ] = None,
@@ -111,7 +112,8 @@ def batch(
         typer.Option(
             "--workers",
             metavar="N",
-            help="Preprocessing processes (or Ray CPUs)." + default_text("the cores"),
+            help="Preprocessing processes (Ray: preprocessing actors, one CPU each)."
+            + default_text("the cores; on a Ray cluster, its CPUs"),
             show_default=False,
         ),
     ] = None,

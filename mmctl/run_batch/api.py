@@ -58,6 +58,9 @@ class BatchCounts:
     kept_failed: int = 0
     #: Per target: the items this run sent it, answered and failed.
     by_target: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: The Ray engine's sizes (``preprocess_tasks``, ``send_actors``,
+    #: ``calls_per_send_actor``); empty for the local engine.
+    pools: dict[str, int] = field(default_factory=dict)
 
     @property
     def failed_in_output(self) -> int:
@@ -222,8 +225,7 @@ def batch(
     if isinstance(targets, str):
         targets = [t.strip() for t in targets.split(",") if t.strip()]
     targets = list(targets or [env.target()])
-    workers = workers or os.cpu_count() or 1
-    if workers < 1 or max_concurrency < 1:
+    if (workers is not None and workers < 1) or max_concurrency < 1:
         raise UsageError("--workers and --max-concurrency must be at least 1")
     if max_remote_mb < 1:
         raise UsageError("--max-remote-mb must be at least 1")
@@ -275,7 +277,7 @@ def _run(
     *,
     targets: list[str],
     engine: str,
-    workers: int,
+    workers: int | None,
     max_concurrency: int,
     transport: str,
     prompt: str | None,
@@ -295,14 +297,17 @@ def _run(
     start: float,
 ) -> BatchCounts:
     pool = None
+    ray_run = None
     if engine == "ray":
-        from mmctl.run_batch.ray_engine import require
+        from mmctl.run_batch import ray_engine
 
-        require()
+        ray_engine.require()
+        # Ray, its send actors and warm-up tasks start before the set-up below.
+        ray_run = ray_engine.begin(ray_address, workers, max_concurrency)
     else:
         from mmctl.run_batch.local import start_pool
 
-        pool = start_pool(workers)  # starting while the set-up below runs
+        pool = start_pool(workers or os.cpu_count() or 1)  # starting while the set-up runs
     try:
         fleetwide = _setup(
             targets,
@@ -324,6 +329,7 @@ def _run(
                 on_start(total)
             done = on_done or (lambda ok: None)
             startup = 0.0
+            pools: dict[str, int] = {}
             if pool is not None:
                 from mmctl.run_batch import local
 
@@ -336,7 +342,7 @@ def _run(
                         out,
                         fleetwide.members,
                         fleetwide.model_name,
-                        workers=workers,
+                        workers=workers or os.cpu_count() or 1,
                         max_concurrency=max_concurrency,
                         timeout=timeout,
                         on_done=done,
@@ -344,21 +350,17 @@ def _run(
                     )
                 )
             else:
-                from mmctl.run_batch import ray_engine
-
-                tally, startup = ray_engine.run(
-                    fleetwide,
-                    items.entries(),
-                    out,
-                    workers=workers,
-                    max_concurrency=max_concurrency,
-                    timeout=timeout,
-                    address=ray_address,
-                    on_done=done,
+                assert ray_run is not None
+                startup = ray_run.startup_s
+                pools = {k: int(v) for k, v in vars(ray_run.layout).items()}
+                tally = ray_engine.run(
+                    ray_run, fleetwide, items.entries(), out, timeout=timeout, on_done=done
                 )
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
+        if ray_run is not None:
+            ray_run.close()
     return BatchCounts(
         total=total,
         succeeded=tally.succeeded,
@@ -374,4 +376,5 @@ def _run(
         retried=out.retried,
         kept_failed=tally.kept_failed,
         by_target=tally.by_target,
+        pools=pools,
     )

@@ -9,8 +9,8 @@ down) — takes that member out and is sent once more to another; a member
 that is out is probed with ``HealthCheck`` every second and put back when it
 answers. Any other failure is the item's own: an error line, no retry.
 
-:class:`Fleet` does this on ``grpc.aio`` (the local engine); :func:`send_blocking`
-on blocking channels (a Ray task). Both build the same output lines.
+:class:`Fleet` does this on ``grpc.aio``: on the local engine's event loop, and
+on each Ray send actor's.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from mmctl.client.channel import (
     Target,
     generate_method,
     open_aio_channel,
-    open_channel,
 )
 from mmctl.client.options import SHM_MIN_BYTES
 from mmctl.client.placement import THREAD_MIN_BYTES, ShmPlacer
@@ -145,7 +144,7 @@ def _extras(
     sizes: dict[str, int],
     attempts: int,
 ) -> dict[str, Any]:
-    return {
+    return ({"node": prep.node} if prep.node else {}) | {
         "worker": member.target.address if member else None,
         "transport": ("shm" if member.shm else "inline") if member else None,
         "attempts": attempts,
@@ -310,69 +309,3 @@ class Fleet:
                     member.up = True
                     self.on_warning(f"{member.target.address} answers again; back in the fleet")
                     self._changed.set()
-
-
-# ---- blocking (a Ray task) ---------------------------------------------------------
-
-
-class BlockingFleet:
-    """The same on blocking channels, for one thread (a Ray actor)."""
-
-    def __init__(
-        self, members: Sequence[Member], tokenizer: Any, model_name: str, timeout: float | None
-    ) -> None:
-        self.members = list(members)
-        self.tokenizer, self.model_name, self.timeout = tokenizer, model_name, timeout
-        self.channels = [open_channel(m.target) for m in self.members]
-        self.calls = [generate_method(ch) for ch in self.channels]
-        self._turn = itertools.count()
-
-    def close(self) -> None:
-        for channel in self.channels:
-            channel.close()
-
-    def send(self, prep: Prepared) -> dict[str, Any]:
-        tried: set[int] = set()
-        n = len(self.members)
-        for attempt in (1, 2):
-            candidates = [i for i in range(n) if i not in tried]
-            if not candidates:
-                break
-            up = [i for i in candidates if self.members[i].up] or candidates
-            index = up[next(self._turn) % len(up)]
-            member = self.members[index]
-            try:
-                return self._attempt(prep, index, attempt)
-            except _Gone as gone:
-                member.up = False
-                tried.add(index)
-                if attempt == 2:
-                    return _failed(prep, member, gone.code, gone.message, attempt, 503)
-            except grpc.RpcError as err:
-                code = err.code()
-                details = err.details() or ""
-                return _failed(prep, member, code.name.lower(), details, attempt, _status(code))
-        return _failed(prep, None, "unavailable", "no worker is up", 2, 503)
-
-    def _attempt(self, prep: Prepared, index: int, attempts: int) -> dict[str, Any]:
-        member = self.members[index]
-        start = time.perf_counter()
-        with ShmArena() as arena:
-            wire = _encode(prep, member, arena)
-            sent = time.perf_counter()
-            answer = _Answer()
-            call = self.calls[index](
-                wire.data, timeout=self.timeout, metadata=member.target.headers
-            )
-            try:
-                for resp in call:
-                    answer.feed(resp, sent)
-            except grpc.RpcError as err:
-                if err.code() in GONE:
-                    raise _Gone("unavailable", str(err.details())) from None
-                raise
-            finally:
-                call.cancel()
-            answer.check()
-        send_s = time.perf_counter() - start
-        return _line(prep, member, wire, answer, self.tokenizer, self.model_name, send_s, attempts)

@@ -1,8 +1,8 @@
 """One dataset item → a prepared request, wherever it runs (a pool process, a Ray task).
 
 :class:`Settings` is everything a preparing process needs, picklable: the
-model files (a source folder, or their bytes when the folder may not exist
-where the task runs — another Ray node), the pixel dtype the workers
+model files (a source folder; the Ray engine writes a copy on a node that
+lacks it), the pixel dtype the workers
 expect, their item limits and encoder budget, and the request defaults. A
 :class:`Preparer` loads the model once per process and turns
 :class:`~mmctl.dataset.Item` s into :class:`Prepared` requests, or
@@ -12,7 +12,6 @@ stops a batch.
 
 from __future__ import annotations
 
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -38,12 +37,6 @@ class Settings:
     encoder_budget: int = 0
     prompt: str | None = None
     sampling: Sampling = field(default_factory=Sampling)
-    #: The model files' bytes by name, for processes where ``source`` is not on disk.
-    files: dict[str, bytes] | None = None
-
-    def shippable(self) -> Settings:
-        """The same settings carrying the model files themselves (for other hosts)."""
-        return replace(self, files={n: p.read_bytes() for n, p in self.source.files().items()})
 
 
 @dataclass
@@ -57,6 +50,8 @@ class Prepared:
     payload_bytes: int
     preprocess_s: float
     warnings: list[str] = field(default_factory=list)
+    #: The Ray node that preprocessed it (``None``: this process's pool).
+    node: str | None = None
 
 
 @dataclass
@@ -78,6 +73,8 @@ class Preprocessed:
     number: int
     media: list[MediaItem]
     preprocess_s: float
+    #: The Ray node that preprocessed it (``None``: this process's pool).
+    node: str | None = None
 
 
 class Preparer:
@@ -93,19 +90,7 @@ class Preparer:
         from mmctl.models.model import load_model
 
         self.settings = settings
-        self.model: Model = model or load_model(source=self._source(), family=settings.family)
-
-    def _source(self) -> ModelSource:
-        """The model files: their folder, or a copy of the shipped bytes where it is absent."""
-        settings = self.settings
-        source = settings.source
-        if settings.files is not None and not all(f.is_dir() for f in source.folders):
-            self._tmp = tempfile.TemporaryDirectory(prefix="mmctl-model-")
-            folder = Path(self._tmp.name)
-            for name, data in settings.files.items():
-                (folder / name).write_bytes(data)
-            source = ModelSource(source.label, (folder,))
-        return source
+        self.model: Model = model or load_model(source=settings.source, family=settings.family)
 
     def __call__(self, item: Item, number: int) -> Prepared | Failure:
         done = self.preprocess(item, number)
@@ -165,6 +150,7 @@ class Preparer:
             payload_bytes=sum(b.pixel_values.nbytes for b in composed.plan.batches),
             preprocess_s=done.preprocess_s + time.perf_counter() - start,
             warnings=composed.warnings,
+            node=done.node,
         )
 
 

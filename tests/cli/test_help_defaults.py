@@ -13,6 +13,7 @@ unchecked.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable
 from typing import Any
@@ -153,6 +154,26 @@ def _cores(_: dict[str, Any]) -> bool:
     return "os.cpu_count()" in source and (os.cpu_count() or 1) >= 1
 
 
+def _cores_or_the_clusters(observed: dict[str, Any]) -> object:
+    from mmctl.run_batch.ray_plan import plan
+
+    return _cores(observed) and plan(6, 2, None, 8).preprocess_tasks == 6
+
+
+def _ray_address(observed: dict[str, Any]) -> object:
+    from mmctl.run_batch.ray_connect import address_wanted
+
+    saved = os.environ.pop("RAY_ADDRESS", None)
+    try:
+        empty = address_wanted(None)
+        os.environ["RAY_ADDRESS"] = "ray://127.0.0.1:10001"
+        return empty is None and address_wanted(None) == "ray://127.0.0.1:10001"
+    finally:
+        os.environ.pop("RAY_ADDRESS", None)
+        if saved is not None:
+            os.environ["RAY_ADDRESS"] = saved
+
+
 #: (option, shown text) → a check of what the command does without the option.
 TRUTH: dict[tuple[str, str], Callable[[dict[str, Any]], object]] = {
     ("--pixel-dtype", "a default vLLM worker's for the family: uint8 for the Qwen families"): (
@@ -200,8 +221,8 @@ TRUTH: dict[tuple[str, str], Callable[[dict[str, Any]], object]] = {
     ("--shm-allowed-uid", "own uid"): _worker_default,
     ("--tls-cert", "plain text"): _worker_default,
     ("--record", "off"): _no_recording,
-    ("--workers", "the cores"): _cores,
-    ("--ray-address", "a local instance with --workers CPUs"): _worker_default,
+    ("--workers", "the cores; on a Ray cluster, its CPUs"): _cores_or_the_clusters,
+    ("--ray-address", "$RAY_ADDRESS, else a local instance with --workers CPUs"): _ray_address,
     ("--timeout", "none"): _worker_default,
 }
 #: Texts that describe a choice made at run time from the worker's answers:

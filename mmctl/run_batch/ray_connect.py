@@ -1,0 +1,157 @@
+"""Reaching Ray the way Ray users do, or starting a local instance on loopback.
+
+The address, in this order: ``--ray-address`` (``auto``, ``HOST:6379``,
+``ray://HOST:10001`` for Ray Client), else ``$RAY_ADDRESS`` (what ``ray job
+submit`` sets for the job's driver), else a local instance that mmctl starts
+with ``cpus`` CPUs and stops at the end.
+
+Loopback stays loopback. Ray turns ``127.0.0.1`` — in ``_node_ip_address``,
+in an address, in the ``auto`` file — into the machine's external address
+("a remotely reachable IP", ``services.resolve_ip_for_localhost``) unless
+its single-host switch is on (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, the
+default on macOS and Windows). So a local instance starts with that switch
+(its GCS, raylet and workers then bind and advertise 127.0.0.1 only), and
+a connection to a cluster on loopback (``ray start --head
+--node-ip-address 127.0.0.1`` under the same switch, or a test cluster)
+makes it for the time of ``ray.init``.
+
+Token authentication (on by default since Ray 2.60): this process presents
+``$RAY_AUTH_TOKEN``, ``$RAY_AUTH_TOKEN_PATH``'s file or ``~/.ray/auth_token``,
+as every Ray client does. A cluster that refuses it, or wants a token this
+process does not have, is :class:`~mmctl.errors.WorkerUnavailable` (exit 5)
+in one sentence with the way to fix it; so is an address where no cluster
+answers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from mmctl.errors import WorkerUnavailable
+
+#: A local instance's address on this host: loopback only.
+LOOPBACK = "127.0.0.1"
+#: Ray's single-host switch (``ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR``).
+SINGLE_HOST_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+#: What Ray prints when token authentication fails (``ray/_private/authentication``).
+_AUTH_WORDS = ("authentication token", "token authentication", "unauthenticated")
+
+
+@dataclass(frozen=True)
+class Connection:
+    """How this process reached Ray."""
+
+    #: The address asked for (``None``: a local instance).
+    address: str | None
+    #: ``True`` when mmctl started the instance (it stops it at the end).
+    local: bool
+    #: Ray Client (``ray://``): this process is not a node of the cluster.
+    client: bool
+    startup_s: float
+    session_dir: str | None
+
+
+def address_wanted(address: str | None) -> str | None:
+    """``--ray-address``, else ``$RAY_ADDRESS``, else ``None`` (a local instance)."""
+    return address or os.environ.get("RAY_ADDRESS") or None
+
+
+def connect(ray: Any, address: str | None, cpus: int) -> Connection:
+    """``ray.init`` for ``address`` (see the module docstring); a local instance
+    is tried twice: on a loaded machine its GCS or raylet can miss one of Ray's
+    own start-up deadlines (seen in CI: "Timed out waiting for file
+    …/gcs_server_port_…" (RuntimeError), "The current node timed out during
+    startup" (a bare Exception, after Ray's hard-coded 30 s))."""
+    started = time.perf_counter()
+    client = address is not None and address.startswith("ray://")
+    for attempt in (1, 2):
+        try:
+            with _loopback(ray, address):
+                context = _init(ray, address, cpus, client)
+            break
+        except Exception as err:
+            ray.shutdown()
+            if address is not None:
+                raise _unreachable(address, err) from None
+            if attempt == 2:
+                raise
+    session = None
+    info = getattr(context, "address_info", None)
+    if isinstance(info, dict):
+        session = info.get("session_dir")
+    return Connection(address, address is None, client, time.perf_counter() - started, session)
+
+
+def is_loopback(ray: Any, address: str | None) -> bool:
+    """Whether ``address`` (``None``: a local instance) is on this host's loopback."""
+    if address is None:
+        return True
+    if address == "auto":
+        from ray._private.utils import read_ray_address
+
+        address = read_ray_address() or ""
+    host = address.removeprefix("ray://").rsplit(":", 1)[0].strip("[]")
+    return host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
+
+
+@contextlib.contextmanager
+def _loopback(ray: Any, address: str | None) -> Iterator[None]:
+    """Ray's single-host switch, for this process and the ones it starts, while it connects."""
+    if not is_loopback(ray, address):
+        yield
+        return
+    from ray._private import ray_constants
+
+    saved_env, saved = os.environ.get(SINGLE_HOST_ENV), ray_constants.ENABLE_RAY_CLUSTER
+    os.environ[SINGLE_HOST_ENV] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = saved
+        if saved_env is None:
+            os.environ.pop(SINGLE_HOST_ENV, None)
+        else:
+            os.environ[SINGLE_HOST_ENV] = saved_env
+
+
+def _init(ray: Any, address: str | None, cpus: int, client: bool) -> Any:
+    quiet: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.ERROR}
+    if client:
+        return ray.init(address=address, **quiet)
+    if address is None:
+        return ray.init(
+            num_cpus=cpus,
+            include_dashboard=False,
+            _node_ip_address=LOOPBACK,
+            **quiet,
+        )
+    return ray.init(address=address, include_dashboard=False, **quiet)
+
+
+def _unreachable(address: str, err: BaseException) -> WorkerUnavailable:
+    text = f"{type(err).__name__}: {err}"
+    if type(err).__name__ == "AuthenticationError" or any(w in text.lower() for w in _AUTH_WORDS):
+        return WorkerUnavailable(
+            f"--ray-address {address}: the Ray cluster refused this process "
+            "(token authentication: no token, or not the cluster's)",
+            hint="on the head node `ray get-auth-token` prints it; export RAY_AUTH_TOKEN=<it> "
+            "(or RAY_AUTH_TOKEN_PATH=<file>) before mmctl batch",
+        )
+    return WorkerUnavailable(
+        f"--ray-address {address}: no Ray cluster answers there ({first_sentence(err)})",
+        hint="`ray start --head` starts one; without --ray-address (and RAY_ADDRESS) mmctl "
+        "starts a local instance",
+    )
+
+
+def first_sentence(err: BaseException) -> str:
+    """The first sentence of Ray's message (the rest is advice about its own flags)."""
+    text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    return text.split(". ")[0].rstrip(".")

@@ -1,0 +1,89 @@
+"""The Ray engine's send actors: one per node, an asyncio loop each, the local engine's fleet.
+
+Started as soon as Ray is reached (before the batch's set-up, so their
+start-up overlaps it); :meth:`Sender.configure` gives them the set-up's
+result (the model files, the fleet), and :meth:`Sender.send` takes one
+preprocessed block — by reference, from the object store of the actor's
+own node — composes its prompt (the tokenizer, loaded once per node),
+sends it on ``grpc.aio`` and returns the output line. Many sends run at
+once on the actor's loop (``max_concurrency``); it holds no CPU, since it
+waits on the network. Shared memory only where this actor's host shares
+the worker's ``/dev/shm`` (the namespace is checked here, where it runs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import pickle
+from dataclasses import replace
+from typing import Any
+
+from mmctl.run_batch import output
+
+
+class Sender:
+    """One node's sender (a Ray async actor: ``ray.remote(Sender)``)."""
+
+    def __init__(self) -> None:
+        # What the set-up has not decided yet can already be imported.
+        import grpc  # noqa: F401
+
+        import mmctl.request.compose  # noqa: F401
+        from mmctl.run_batch import fleet  # noqa: F401
+
+        self.ready = asyncio.Event()
+        self.preparer: Any = None
+        self.fleet: Any = None
+
+    def node(self) -> str:
+        import ray
+
+        return str(ray.get_runtime_context().get_node_id())
+
+    async def configure(
+        self, settings: Any, files: Any, digest: str, members: Any, model_name: str,
+        timeout: float | None,
+    ) -> str:  # fmt: skip
+        from mmctl.client.run import shm_problem
+        from mmctl.run_batch.fleet import Fleet
+        from mmctl.run_batch.ray_files import node_settings
+        from mmctl.run_batch.work import Preparer
+        from mmctl.transport.shm import namespace_id
+
+        here, problem = namespace_id(), shm_problem()
+        # Shared memory only where this actor's host shares the worker's /dev/shm.
+        members = [
+            replace(m, shm=m.shm and problem is None and m.namespace == here) for m in members
+        ]
+        preparer = await asyncio.to_thread(Preparer, node_settings(settings, files, digest))
+        tokenizer = await asyncio.to_thread(lambda: preparer.model.tokenizer)
+        self.preparer = preparer
+        self.fleet = Fleet(members, tokenizer, model_name, timeout)
+        self.ready.set()
+        return self.node()
+
+    async def send(self, block: Any, start: int, end: int) -> list[str]:
+        """The output lines (JSON text) of rows ``start:end`` of ``block``."""
+        from ray.data.block import BlockAccessor
+
+        from mmctl.run_batch.work import Failure
+
+        await self.ready.wait()
+        rows = list(BlockAccessor.for_block(block).iter_rows(True))[start:end]
+        lines = []
+        for row in rows:
+            done = pickle.loads(row["done"])
+            prepared = done if isinstance(done, Failure) else self.preparer.compose(done)
+            if isinstance(prepared, Failure):
+                doc = output.error_line(
+                    prepared.id, prepared.code, prepared.message, prepared.status
+                )
+            else:
+                doc = await self.fleet.send(prepared)
+            lines.append(json.dumps(doc, separators=(",", ":")))
+        return lines
+
+    async def close(self) -> None:
+        if self.fleet is not None:
+            await self.fleet.close()
