@@ -8,29 +8,33 @@
   (:mod:`.ray_send`) and one warm-up task per CPU, so that processes and
   imports start while this process probes the workers and loads the
   tokenizer;
-* :func:`run`: read the input here; preprocess as a Ray Data ``map`` of
-  tasks, one CPU each, across the nodes (each task notes its node: the
-  output line's ``mmctl.node``); hand each preprocessed block, by
-  reference, to the send actor of the node that holds it, at most
-  ``--max-concurrency`` items at once; write each line here as it comes
-  back. Ray Data streams: its backpressure and this loop bound the items in
-  flight, not the dataset.
+* :func:`run`: read the input here, lazily; preprocess each item as a Ray
+  task holding one CPU, anywhere in the cluster (it notes its node: the
+  output line's ``mmctl.node``); hand the result, by reference, to the send
+  actor of the node that holds it; write each line here as it comes back.
+  :class:`_Flow` keeps at most ``2 x preprocess_tasks`` items preprocessing
+  or waiting and ``--max-concurrency`` sending, and reads the next input
+  line only when one leaves: memory is bounded by the plan, not by the
+  dataset.
+
+Why tasks and not a Ray Data pipeline (what this engine was first):
+``BENCHMARKS.md`` measures Ray Data's actor pools and executor costing
+start-up inside the run that plain tasks on warmed workers do not, and a
+Ray Data source built from the driver's items holds them all at once.
 
 Sizes are :mod:`.ray_plan`'s; the model files travel once per node
-(:mod:`.ray_files`). A send actor that dies (its node lost) fails the items
-it held with ``node_lost`` lines (``--resume`` retries them); the others go
-on; Ray Data retries a preprocessing task whose node died. A reaper process
-(:class:`~mmctl.run_batch.children.RayReaper`) stops a local instance if
-this process is killed.
+(:mod:`.ray_files`). Ray retries a preprocessing task whose node died; a
+send actor that dies (its node lost) fails the item it held with a
+``node_lost`` line (``--resume`` retries it) and the others go on. A reaper
+process (:class:`~mmctl.run_batch.children.RayReaper`) stops a local
+instance if this process is killed.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import os
 import pickle
-import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,11 +50,10 @@ from mmctl.run_batch.work import Settings
 
 
 def require() -> None:
-    try:
-        import ray
-        import ray.data  # noqa: F401
-    except ImportError:
-        raise UsageError("--engine ray needs Ray Data", hint="pip install 'mmctl[ray]'") from None
+    import importlib.util
+
+    if importlib.util.find_spec("ray") is None:
+        raise UsageError("--engine ray needs Ray", hint="pip install 'mmctl[ray]'")
 
 
 # ---- in Ray's worker processes --------------------------------------------------------
@@ -59,7 +62,6 @@ def require() -> None:
 def _warm() -> int:
     """A worker process's first task: the imports preprocessing needs, now."""
     import av  # noqa: F401
-    import ray.data  # noqa: F401
 
     import mmctl.preprocessing.pipeline
     import mmctl.run_batch.work  # noqa: F401
@@ -71,8 +73,13 @@ def _warm() -> int:
 _PREPARER: tuple[Any, Any] | None = None
 
 
-def _preprocess(row: dict[str, Any], settings: Settings, files: Any, digest: str) -> dict[str, Any]:
-    """A Ray Data task: one item → its preprocessed media (or a failure), pickled."""
+def _preprocess(
+    item: bytes, number: int, settings: Settings, files: tuple[Any], digest: str
+) -> tuple[str, bytes]:
+    """A Ray task: one item → (this node's id, its preprocessed media or failure, pickled).
+
+    The node id comes back to the driver, which picks the send actor by it;
+    the pickled item stays in this node's object store until that actor reads it."""
     global _PREPARER
     import ray
 
@@ -80,11 +87,12 @@ def _preprocess(row: dict[str, Any], settings: Settings, files: Any, digest: str
     from mmctl.run_batch.work import Preparer, Preprocessed
 
     if _PREPARER is None or _PREPARER[0] != (settings, digest):
-        _PREPARER = ((settings, digest), Preparer(node_settings(settings, files, digest)))
-    done = _PREPARER[1].preprocess(pickle.loads(row["item"]), row["number"])
+        _PREPARER = ((settings, digest), Preparer(node_settings(settings, files[0], digest)))
+    node = str(ray.get_runtime_context().get_node_id())
+    done = _PREPARER[1].preprocess(pickle.loads(item), number)
     if isinstance(done, Preprocessed):
-        done.node = str(ray.get_runtime_context().get_node_id())
-    return {"number": row["number"], "done": pickle.dumps(done)}
+        done.node = node
+    return node, pickle.dumps(done)
 
 
 # ---- in this process ------------------------------------------------------------------
@@ -139,7 +147,6 @@ def begin(address: str | None, workers: int | None, max_concurrency: int) -> Ray
             connection = connect(ray, address, workers or os.cpu_count() or 1)
             if reaper is not None and connection.session_dir:
                 reaper.session(connection.session_dir)
-        _quiet(ray)
         nodes = [n["NodeID"] for n in ray.nodes() if n.get("Alive")]
         layout = plan(ray.cluster_resources().get("CPU", 1), len(nodes), workers, max_concurrency)
         run = RayRun(ray, layout, connection, reaper)
@@ -180,116 +187,114 @@ def run(
     tally.by_target = {m.target.address: {"answered": 0, "failed": 0} for m in fleetwide.members}
     settings = fleetwide.settings
     files, digest = model_files(settings)
-    shipped = {"settings": settings, "files": ray.put(files), "digest": digest}
+    files_ref = ray.put(files)
     for actor in started.senders.values():
         actor.configure.remote(
-            **shipped, members=fleetwide.members, model_name=fleetwide.model_name,
-            timeout=timeout,
-        )  # fmt: skip
-    rows = list(_rows(entries, out, tally, on_done))
-    if not rows:
-        return tally
-    with warnings.catch_warnings():  # Ray's deprecation notices are not the user's
-        warnings.simplefilter("ignore")
-        ds = ray.data.from_items(rows, override_num_blocks=len(rows)).map(
-            _preprocess,
-            fn_kwargs=shipped,
-            num_cpus=1,
-            concurrency=started.layout.preprocess_tasks,
+            settings, files_ref, digest, fleetwide.members, fleetwide.model_name, timeout
         )
-        _Sending(started, out, tally, on_done).through(ds.iter_internal_ref_bundles())
+    # The files' ref travels inside a tuple: Ray resolves only top-level refs,
+    # and a task fetches the files only where the model folder is missing.
+    task = ray.remote(_preprocess).options(num_cpus=1, num_returns=2)
+    shipped = (ray.put(settings), (files_ref,), digest)
+    flow = _Flow(started, task, shipped, out, tally, on_done)
+    flow.through(_rows(entries, out, tally, on_done))
     return tally
 
 
-class _Sending:
-    """Preprocessed blocks → the send actor on their node, at most ``in_flight`` items at once."""
+@dataclass
+class _Item:
+    id: str
+    #: The preprocessed item's ref; the node that holds it, once preprocessed.
+    done: Any
+    node: str = ""
+
+
+class _Flow:
+    """Items through preprocessing tasks and the send actors, a bounded number at once.
+
+    At most ``2 x preprocess_tasks`` items are preprocessing or waiting for a
+    send slot (so the CPUs never wait for this loop) and ``in_flight`` are
+    sending: the items alive at once are bounded by the plan, not by the
+    dataset, and the input is read only as the flow drains (backpressure)."""
 
     def __init__(
-        self, started: RayRun, out: OutputFile, tally: Tally, on_done: Callable[[bool], None]
-    ) -> None:
-        self.ray, self.senders = started.ray, dict(started.senders)
+        self, started: RayRun, task: Any, shipped: tuple[Any, Any, str], out: OutputFile,
+        tally: Tally, on_done: Callable[[bool], None],
+    ) -> None:  # fmt: skip
+        self.ray, self.task, self.shipped = started.ray, task, shipped
+        self.senders = dict(started.senders)
+        self.ahead = 2 * started.layout.preprocess_tasks
         self.in_flight = started.layout.in_flight
         self.out, self.tally, self.on_done = out, tally, on_done
-        #: a send's result ref → (the block ref, its node, its rows)
-        self.pending: dict[Any, tuple[Any, str, int]] = {}
+        self.preprocessing: dict[Any, _Item] = {}  # its node-id ref → item
+        self.ready: list[_Item] = []
+        self.sending: dict[Any, _Item] = {}  # its line's ref → item
         self.turn = 0
 
-    def through(self, bundles: Iterator[Any]) -> None:
-        for bundle in bundles:
-            where = bundle.get_preferred_object_locations()
-            for entry, part in zip(bundle.blocks, bundle.slices, strict=True):
-                rows = entry.metadata.num_rows or 0
-                start, end = (part.start_offset, part.end_offset) if part else (0, rows)
-                node = self._node(where)
-                ref = self.senders[node].send.remote(entry.ref, start, end)
-                self.pending[ref] = (entry.ref, node, end - start)
-                while sum(n for _, _, n in self.pending.values()) >= self.in_flight:
-                    self._collect()
-        while self.pending:
-            self._collect()
+    def through(self, entries: Iterator[Entry]) -> None:
+        more = True
+        while True:
+            while more and len(self.preprocessing) + len(self.ready) < self.ahead:
+                entry = next(entries, None)
+                if entry is None:
+                    more = False
+                    break
+                self._preprocess(entry)
+            while self.ready and len(self.sending) < self.in_flight:
+                self._send(self.ready.pop(0))
+            waiting = list(self.preprocessing) + list(self.sending)
+            if not waiting:
+                return
+            done, _ = self.ray.wait(waiting, num_returns=1)
+            for ref in done:
+                if ref in self.preprocessing:
+                    item = self.preprocessing.pop(ref)
+                    item.node = self.ray.get(ref)
+                    self.ready.append(item)
+                else:
+                    self._write(self.sending.pop(ref), ref)
 
-    def _node(self, where: dict[str, int]) -> str:
-        """The node holding most of the block, if it has a sender; else the next one."""
-        for node, _ in sorted(where.items(), key=lambda kv: -kv[1]):
-            if node in self.senders:
-                return node
+    def _preprocess(self, entry: Entry) -> None:
+        settings, files, digest = self.shipped
+        node, done = self.task.remote(
+            pickle.dumps(entry.item), entry.number, settings, files, digest
+        )
+        self.preprocessing[node] = _Item(entry.id, done)
+
+    def _send(self, item: _Item) -> None:
+        actor = self.senders.get(item.node) or self._any_sender()
+        self.sending[actor.send.remote(item.done)] = item
+
+    def _any_sender(self) -> Any:
         if not self.senders:
             from mmctl.errors import WorkerUnavailable
 
             raise WorkerUnavailable("every Ray node with a send actor was lost")
         self.turn += 1
-        return list(self.senders)[self.turn % len(self.senders)]
+        return list(self.senders.values())[self.turn % len(self.senders)]
 
-    def _collect(self) -> None:
+    def _write(self, item: _Item, ref: Any) -> None:
         ray = self.ray
-        ready, _ = ray.wait(list(self.pending), num_returns=1)
-        ref = ready[0]
-        block, node, _ = self.pending.pop(ref)
         try:
-            lines = ray.get(ref)
-        except ray.exceptions.RayActorError:
-            self.senders.pop(node, None)  # its node is gone: no more items go there
-            lines = _lost(ray, block)
-        for line in lines:
-            doc = json.loads(line)
-            self.out.write(doc)
-            self.on_done(self.tally.count(doc))
-
-
-def _lost(ray: Any, block: Any) -> list[str]:
-    """Error lines for a block whose send actor died (none when the block went with it)."""
-    from ray.data.block import BlockAccessor
-
-    from mmctl.run_batch.work import Preprocessed
-
-    try:
-        rows = BlockAccessor.for_block(ray.get(block, timeout=10)).iter_rows(True)
-        done = [pickle.loads(row["done"]) for row in rows]
-        ids = [d.item.id if isinstance(d, Preprocessed) else d.id for d in done]
-    except Exception:  # the block was lost with its node: --resume sends these items again
-        return []
-    message = "the Ray node sending it was lost; --resume sends it again"
-    return [json.dumps(output.error_line(i, "node_lost", message, 503)) for i in ids]
+            line = ray.get(ref)
+        except ray.exceptions.RayActorError:  # its node is gone: no more items go there
+            self.senders = {n: a for n, a in self.senders.items() if n != item.node}
+            message = "the Ray node sending it was lost; --resume sends it again"
+            line = json.dumps(output.error_line(item.id, "node_lost", message, 503))
+        doc = json.loads(line)
+        self.out.write(doc)
+        self.on_done(self.tally.count(doc))
 
 
 def _rows(
     entries: Iterable[Entry], out: OutputFile, tally: Tally, on_done: Callable[[bool], None]
-) -> Iterator[dict[str, Any]]:
-    """The entries to send, as rows; the others' lines are written here."""
+) -> Iterator[Entry]:
+    """The entries to send; the others' lines are written here as they are read."""
     seen: set[str] = set()
     for entry in entries:
         if skip_done(out, entry, tally):
             on_done(entry.id not in out.kept_failed)
-        elif write_entry_error(out, entry, tally, seen):
-            on_done(False)
+        elif not write_entry_error(out, entry, tally, seen):
+            yield entry
         else:
-            yield {"number": entry.number, "item": pickle.dumps(entry.item)}
-
-
-def _quiet(ray: Any) -> None:
-    with warnings.catch_warnings():  # Ray's deprecation notices are not the user's
-        warnings.simplefilter("ignore")
-        context = ray.data.DataContext.get_current()
-        context.enable_progress_bars = False
-        context.print_on_execution_start = False
-    logging.getLogger("ray.data").setLevel(logging.ERROR)
+            on_done(False)

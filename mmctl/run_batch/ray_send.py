@@ -3,7 +3,7 @@
 Started as soon as Ray is reached (before the batch's set-up, so their
 start-up overlaps it); :meth:`Sender.configure` gives them the set-up's
 result (the model files, the fleet), and :meth:`Sender.send` takes one
-preprocessed block — by reference, from the object store of the actor's
+preprocessed item — by reference, from the object store of the actor's
 own node — composes its prompt (the tokenizer, loaded once per node),
 sends it on ``grpc.aio`` and returns the output line. Many sends run at
 once on the actor's loop (``max_concurrency``); it holds no CPU, since it
@@ -63,26 +63,18 @@ class Sender:
         self.ready.set()
         return self.node()
 
-    async def send(self, block: Any, start: int, end: int) -> list[str]:
-        """The output lines (JSON text) of rows ``start:end`` of ``block``."""
-        from ray.data.block import BlockAccessor
-
+    async def send(self, done: bytes) -> str:
+        """The output line (JSON text) of one preprocessed item (pickled)."""
         from mmctl.run_batch.work import Failure
 
         await self.ready.wait()
-        rows = list(BlockAccessor.for_block(block).iter_rows(True))[start:end]
-        lines = []
-        for row in rows:
-            done = pickle.loads(row["done"])
-            prepared = done if isinstance(done, Failure) else self.preparer.compose(done)
-            if isinstance(prepared, Failure):
-                doc = output.error_line(
-                    prepared.id, prepared.code, prepared.message, prepared.status
-                )
-            else:
-                doc = await self.fleet.send(prepared)
-            lines.append(json.dumps(doc, separators=(",", ":")))
-        return lines
+        item = pickle.loads(done)
+        prepared = item if isinstance(item, Failure) else self.preparer.compose(item)
+        if isinstance(prepared, Failure):
+            doc = output.error_line(prepared.id, prepared.code, prepared.message, prepared.status)
+        else:
+            doc = await self.fleet.send(prepared)
+        return json.dumps(doc, separators=(",", ":"))
 
     async def close(self) -> None:
         if self.fleet is not None:

@@ -210,7 +210,7 @@ def test_the_ray_engine_without_ray_says_how_to_install_it(cli, stub, mixed, tmp
               "--engine", "ray")  # fmt: skip
     assert res.code == 2
     assert res.err.splitlines() == [
-        "Error: --engine ray needs Ray Data",
+        "Error: --engine ray needs Ray",
         "Hint: pip install 'mmctl[ray]'",
     ]
 
