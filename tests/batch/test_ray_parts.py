@@ -1,0 +1,82 @@
+"""The Ray engine's pure parts: its sizes, its addresses, its errors, the model files per node."""
+
+from __future__ import annotations
+
+import pytest
+
+from mmctl.errors import ExitCode
+from mmctl.run_batch import ray_connect
+from mmctl.run_batch.ray_files import model_files, node_folder, node_settings
+from mmctl.run_batch.ray_plan import plan
+
+
+def test_the_pools_are_fixed_from_the_cluster():
+    # one task per CPU, one send actor per node, the concurrency split between them
+    assert vars(plan(2, 1, None, 8)) == {
+        "preprocess_tasks": 2, "send_actors": 1, "calls_per_send_actor": 8,
+    }  # fmt: skip
+    assert vars(plan(64, 4, None, 16)) == {
+        "preprocess_tasks": 64, "send_actors": 4, "calls_per_send_actor": 4,
+    }  # fmt: skip
+    assert plan(64, 4, 8, 16).preprocess_tasks == 8  # --workers caps them
+    assert plan(2, 1, 8, 16).preprocess_tasks == 2  # never more than the CPUs
+    assert plan(0.5, 3, None, 2).send_actors == 2  # no more senders than requests
+    assert plan(8, 3, None, 8).in_flight == 9  # rounded up: at most nodes - 1 over
+
+
+def test_the_address_comes_from_the_option_then_ray_address(monkeypatch):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert ray_connect.address_wanted(None) is None
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:6379")
+    assert ray_connect.address_wanted(None) == "127.0.0.1:6379"
+    assert ray_connect.address_wanted("ray://127.0.0.1:10001") == "ray://127.0.0.1:10001"
+
+
+@pytest.mark.parametrize(
+    ("address", "loopback"),
+    [(None, True), ("127.0.0.1:6379", True), ("ray://localhost:10001", True),
+     ("[::1]:6379", True), ("10.0.0.5:6379", False), ("ray://head.example:10001", False)],
+)  # fmt: skip
+def test_loopback_addresses_are_recognised(address, loopback):
+    assert ray_connect.is_loopback(None, address) is loopback
+
+
+class AuthenticationError(Exception):
+    """Named as Ray's (ray.exceptions.AuthenticationError)."""
+
+
+def test_a_token_refusal_is_one_sentence_with_the_fix():
+    err = ray_connect._unreachable("auto", AuthenticationError("Token authentication is on"))
+    assert err.exit_code == ExitCode.UNAVAILABLE
+    assert err.message == (
+        "--ray-address auto: the Ray cluster refused this process (token authentication: "
+        "no token, or not the cluster's)"
+    )
+    assert "RAY_AUTH_TOKEN" in (err.hint or "")
+    other = ray_connect._unreachable("127.0.0.1:1", ConnectionError("Could not connect. More."))
+    assert (
+        other.message
+        == "--ray-address 127.0.0.1:1: no Ray cluster answers there (Could not connect)"
+    )
+
+
+def test_the_model_files_are_written_once_per_node(builtin_model, tmp_path, monkeypatch):
+    from mmctl.choices import PixelFormat
+    from mmctl.models.source import ModelSource
+    from mmctl.run_batch.work import Settings
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    settings = Settings(builtin_model.source, "qwen3-vl", PixelFormat("uint8"))
+    files, digest = model_files(settings)
+    assert node_settings(settings, files, digest) is settings  # the folder exists here
+    elsewhere = Settings(ModelSource("moved", (tmp_path / "gone",)), "qwen3-vl",
+                         settings.pixel_format)  # fmt: skip
+    first = node_settings(elsewhere, files, digest)
+    folder = node_folder(digest)
+    assert first.source.folders == (folder,)
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == files
+    stamp = folder.stat().st_ino, folder.stat().st_mtime_ns
+    second = node_settings(elsewhere, {}, digest)  # nothing fetched: the folder is there
+    assert second.source.folders == (folder,)
+    assert (folder.stat().st_ino, folder.stat().st_mtime_ns) == stamp
