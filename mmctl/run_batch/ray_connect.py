@@ -15,12 +15,15 @@ a connection to a cluster on loopback (``ray start --head
 --node-ip-address 127.0.0.1`` under the same switch, or a test cluster)
 makes it for the time of ``ray.init``.
 
-Token authentication (on by default since Ray 2.60): this process presents
-``$RAY_AUTH_TOKEN``, ``$RAY_AUTH_TOKEN_PATH``'s file or ``~/.ray/auth_token``,
-as every Ray client does. A cluster that refuses it, or wants a token this
-process does not have, is :class:`~mmctl.errors.WorkerUnavailable` (exit 5)
-in one sentence with the way to fix it; so is an address where no cluster
-answers.
+Token authentication (on by default since Ray 2.60 for ``ray start``): Ray
+presents ``$RAY_AUTH_TOKEN``, ``$RAY_AUTH_TOKEN_PATH``'s file or
+``~/.ray/auth_token`` — for ``auto`` whenever a token is there, for an
+explicit address only with ``RAY_AUTH_MODE=token`` (Ray's rule; mmctl does
+not widen it). Without a token Ray retries for half a minute and says
+"Failed to connect", so an explicit address's GCS is asked first, with one
+bare gRPC call (2 s): refused for its token, or not answering at all, is
+:class:`~mmctl.errors.WorkerUnavailable` (exit 5) in one sentence with the
+way to fix it, at once.
 """
 
 from __future__ import annotations
@@ -70,6 +73,8 @@ def connect(ray: Any, address: str | None, cpus: int) -> Connection:
     startup" (a bare Exception, after Ray's hard-coded 30 s))."""
     started = time.perf_counter()
     client = address is not None and address.startswith("ray://")
+    if address is not None and not client and address != "auto":
+        _ask_gcs(address)
     for attempt in (1, 2):
         try:
             with _loopback(ray, address):
@@ -86,6 +91,49 @@ def connect(ray: Any, address: str | None, cpus: int) -> Connection:
     if isinstance(info, dict):
         session = info.get("session_dir")
     return Connection(address, address is None, client, time.perf_counter() - started, session)
+
+
+#: The GCS method a bare probe calls (``ray.rpc.NodeInfoGcsService``); any answer but
+#: UNAUTHENTICATED or UNAVAILABLE (an empty request may be refused otherwise) means
+#: a GCS is there and lets this process in.
+_GCS_PROBE = "/ray.rpc.NodeInfoGcsService/GetClusterId"
+_PROBE_S = 2.0
+
+
+def _ask_gcs(address: str) -> None:
+    """Refuse now, in one sentence, an address whose GCS does not answer or
+    wants a token this process will not present."""
+    import grpc
+
+    with grpc.insecure_channel(address) as channel:
+        call: Any = channel.unary_unary(_GCS_PROBE)
+        try:
+            call(b"", timeout=_PROBE_S, metadata=_token_metadata())
+            return
+        except grpc.RpcError as err:
+            code = err.code()
+    if code == grpc.StatusCode.UNAUTHENTICATED:
+        raise _refused(address)
+    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+        raise WorkerUnavailable(
+            f"--ray-address {address}: no Ray cluster answers there ({code.name.lower()})",
+            hint=_NO_CLUSTER_HINT,
+        )
+
+
+def _token_metadata() -> tuple[tuple[str, str], ...]:
+    """The token Ray itself would present for an explicit address (``RAY_AUTH_MODE=token``)."""
+    if os.environ.get("RAY_AUTH_MODE", "").lower() != "token":
+        return ()
+    token = os.environ.get("RAY_AUTH_TOKEN")
+    if token is None:
+        path = os.environ.get("RAY_AUTH_TOKEN_PATH") or os.path.expanduser("~/.ray/auth_token")
+        try:
+            with open(path) as f:
+                token = f.read().strip()
+        except OSError:
+            return ()
+    return (("authorization", f"Bearer {token}"),)
 
 
 def is_loopback(ray: Any, address: str | None) -> bool:
@@ -135,19 +183,28 @@ def _init(ray: Any, address: str | None, cpus: int, client: bool) -> Any:
     return ray.init(address=address, include_dashboard=False, **quiet)
 
 
+_NO_CLUSTER_HINT = (
+    "`ray start --head` starts one; without --ray-address (and RAY_ADDRESS) mmctl starts a "
+    "local instance"
+)
+
+
+def _refused(address: str) -> WorkerUnavailable:
+    return WorkerUnavailable(
+        f"--ray-address {address}: the Ray cluster refused this process "
+        "(token authentication: no token, or not the cluster's)",
+        hint="export RAY_AUTH_MODE=token and RAY_AUTH_TOKEN=<the output of `ray get-auth-token` "
+        "on the head> (or RAY_AUTH_TOKEN_PATH=<its file>)",
+    )
+
+
 def _unreachable(address: str, err: BaseException) -> WorkerUnavailable:
     text = f"{type(err).__name__}: {err}"
     if type(err).__name__ == "AuthenticationError" or any(w in text.lower() for w in _AUTH_WORDS):
-        return WorkerUnavailable(
-            f"--ray-address {address}: the Ray cluster refused this process "
-            "(token authentication: no token, or not the cluster's)",
-            hint="on the head node `ray get-auth-token` prints it; export RAY_AUTH_TOKEN=<it> "
-            "(or RAY_AUTH_TOKEN_PATH=<file>) before mmctl batch",
-        )
+        return _refused(address)
     return WorkerUnavailable(
         f"--ray-address {address}: no Ray cluster answers there ({first_sentence(err)})",
-        hint="`ray start --head` starts one; without --ray-address (and RAY_ADDRESS) mmctl "
-        "starts a local instance",
+        hint=_NO_CLUSTER_HINT,
     )
 
 
