@@ -3,8 +3,10 @@
     python bench/batch_ray.py [--items 24] [--delay-ms 200] [--rounds 1] [--stream 0]
 
 A Ray head is started here for the run (``ray start --head`` on 127.0.0.1
-with two CPUs, Ray's single-host switch on, in a temporary folder; its
-processes are stopped at the end by that folder, never by name), so the
+with two CPUs, Ray's single-host switch on, its workers at niceness 0 like
+the local engine's processes rather than Ray's default 15, in a temporary
+folder; its processes are stopped at the end by that folder, never by
+name), so the
 Ray contenders connect to a running cluster and its start-up is not in
 their time. Two scenes:
 
@@ -50,14 +52,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 PROMPT = "Which colours appear, in order?"
 SINGLE_HOST = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+#: Ray starts its workers at niceness 15 unless told; the local engine's run at 0.
+SAME_PRIORITY = {"RAY_worker_niceness": "0"}
 
 
-def _stub(delay_ms: int) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mmctl", "stub-worker", "--port", "0", "--json",
-         "--delay-ms", str(delay_ms)],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-    )  # fmt: skip
+def _stub(delay_ms: int, log: Path) -> tuple[subprocess.Popen[str], str]:
+    with log.open("w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "mmctl", "stub-worker", "--port", "0", "--json",
+             "--delay-ms", str(delay_ms)],
+            stdout=subprocess.PIPE, stderr=err, text=True,
+        )  # fmt: skip
     assert proc.stdout is not None
     return proc, json.loads(proc.stdout.readline())["address"]
 
@@ -112,7 +117,7 @@ class Head:
     def __init__(self, folder: Path, cpus: int) -> None:
         self.folder = folder
         port = _free_port()
-        env = {**os.environ, **SINGLE_HOST}
+        env = {**os.environ, **SINGLE_HOST, **SAME_PRIORITY}
         subprocess.run(
             [str(Path(sys.executable).with_name("ray")), "start", "--head",
              "--node-ip-address", "127.0.0.1", "--port", str(port), "--num-cpus", str(cpus),
@@ -177,8 +182,8 @@ def main() -> int:
     worker_bound = _dataset(work / "worker-bound.jsonl", flat, args.items)
     noisy = noisy_clips(work, 24)
     cpu_bound = _dataset(work / "cpu-bound.jsonl", noisy, 24)
-    slow = [_stub(args.delay_ms), _stub(args.delay_ms)]
-    fast = _stub(0)
+    slow = [_stub(args.delay_ms, work / f"stub{n}.log") for n in (1, 2)]
+    fast = _stub(0, work / "stub-fast.log")
     head = Head(Path(tempfile.mkdtemp(prefix="rb-", dir="/tmp")), cpus=2)
     walls: dict[str, list[float]] = {}
     startups: list[float] = []
@@ -188,6 +193,7 @@ def main() -> int:
 
     def note(name: str, wall: float) -> None:
         walls.setdefault(name, []).append(wall)
+        print(f"  ({name} {wall:.2f} s)", file=sys.stderr, flush=True)
 
     try:
         targets = [address for _, address in slow]

@@ -42,6 +42,8 @@ from mmctl.errors import WorkerUnavailable
 LOOPBACK = "127.0.0.1"
 #: Ray's single-host switch (``ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR``).
 SINGLE_HOST_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+#: The niceness Ray starts its worker processes with (``ray_constants.RAY_WORKER_NICENESS``).
+WORKER_NICENESS_ENV = "RAY_worker_niceness"
 #: What Ray prints when token authentication fails (``ray/_private/authentication``).
 _AUTH_WORDS = ("authentication token", "token authentication", "unauthenticated")
 
@@ -150,23 +152,30 @@ def is_loopback(ray: Any, address: str | None) -> bool:
 
 @contextlib.contextmanager
 def _loopback(ray: Any, address: str | None) -> Iterator[None]:
-    """Ray's single-host switch, for this process and the ones it starts, while it connects."""
+    """While Ray connects: its single-host switch (loopback stays loopback), for
+    this process and the processes it starts; for a local instance also
+    ``RAY_worker_niceness=0`` — Ray runs its workers at niceness 15 unless
+    told, and the batch's own preprocessing must not yield to every other
+    process of the machine (the local engine's pool runs at 0)."""
     if not is_loopback(ray, address):
         yield
         return
     from ray._private import ray_constants
 
-    saved_env, saved = os.environ.get(SINGLE_HOST_ENV), ray_constants.ENABLE_RAY_CLUSTER
-    os.environ[SINGLE_HOST_ENV] = "0"
+    wanted = {SINGLE_HOST_ENV: "0"} | ({WORKER_NICENESS_ENV: "0"} if address is None else {})
+    saved_env = {k: os.environ.get(k) for k in wanted}
+    saved = ray_constants.ENABLE_RAY_CLUSTER
+    os.environ.update(wanted)
     ray_constants.ENABLE_RAY_CLUSTER = False
     try:
         yield
     finally:
         ray_constants.ENABLE_RAY_CLUSTER = saved
-        if saved_env is None:
-            os.environ.pop(SINGLE_HOST_ENV, None)
-        else:
-            os.environ[SINGLE_HOST_ENV] = saved_env
+        for key, value in saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def _init(ray: Any, address: str | None, cpus: int, client: bool) -> Any:
