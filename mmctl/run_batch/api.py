@@ -58,8 +58,8 @@ class BatchCounts:
     kept_failed: int = 0
     #: Per target: the items this run sent it, answered and failed.
     by_target: dict[str, dict[str, int]] = field(default_factory=dict)
-    #: The Ray engine's sizes (``preprocess_tasks``, ``send_actors``,
-    #: ``calls_per_send_actor``); empty for the local engine.
+    #: The Ray engine's sizes (``preprocess_tasks``, ``senders``,
+    #: ``calls_per_sender``); empty for the local engine.
     pools: dict[str, int] = field(default_factory=dict)
 
     @property

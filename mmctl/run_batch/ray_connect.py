@@ -142,10 +142,13 @@ def is_loopback(ray: Any, address: str | None) -> bool:
     """Whether ``address`` (``None``: a local instance) is on this host's loopback."""
     if address is None:
         return True
-    if address == "auto":
-        from ray._private.utils import read_ray_address
+    if address == "auto":  # what Ray will find: the address file, else a running GCS
+        from ray._private.services import get_ray_address_from_environment
 
-        address = read_ray_address() or ""
+        try:
+            address = get_ray_address_from_environment("auto", None) or ""
+        except Exception:  # no cluster found: ray.init says so in its words
+            return False
     host = address.removeprefix("ray://").rsplit(":", 1)[0].strip("[]")
     return host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
 

@@ -32,6 +32,7 @@ instance if this process is killed.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import pickle
@@ -108,6 +109,8 @@ class RayRun:
     reaper: Any
     #: node id → its send actor
     senders: dict[str, Any] = field(default_factory=dict)
+    #: node id → its CPUs
+    cpus: dict[str, int] = field(default_factory=dict)
     warm: list[Any] = field(default_factory=list)
 
     @property
@@ -147,20 +150,25 @@ def begin(address: str | None, workers: int | None, max_concurrency: int) -> Ray
             connection = connect(ray, address, workers or os.cpu_count() or 1)
             if reaper is not None and connection.session_dir:
                 reaper.session(connection.session_dir)
-        nodes = [n["NodeID"] for n in ray.nodes() if n.get("Alive")]
+        alive = [n for n in ray.nodes() if n.get("Alive")]
+        nodes = [n["NodeID"] for n in alive]
         layout = plan(ray.cluster_resources().get("CPU", 1), len(nodes), workers, max_concurrency)
         run = RayRun(ray, layout, connection, reaper)
+        run.cpus = {n["NodeID"]: int(n.get("Resources", {}).get("CPU", 0)) for n in alive}
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         remote = ray.remote(Sender)
-        for node in nodes[: layout.send_actors]:
+        here = None if connection is not None and connection.client else _this_node(ray)
+        for node in nodes[: layout.senders]:
+            if node == here:
+                continue  # this process sends its own node's items (ray_send.HereSender)
             run.senders[node] = remote.options(
                 num_cpus=0,
-                max_concurrency=layout.calls_per_send_actor + 2,
+                max_concurrency=layout.calls_per_sender + 2,
                 max_restarts=0,
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
             ).remote()
-        warm = ray.remote(_warm).options(num_cpus=1)
+        warm = ray.remote(_warm).options(num_cpus=1, scheduling_strategy="SPREAD")
         run.warm = [warm.remote() for _ in range(layout.preprocess_tasks)]
         return run
     except BaseException:
@@ -169,6 +177,13 @@ def begin(address: str | None, workers: int | None, max_concurrency: int) -> Ray
         if reaper is not None:
             reaper.close()
         raise
+
+
+def _this_node(ray: Any) -> str | None:
+    try:
+        return str(ray.get_runtime_context().get_node_id())
+    except Exception:  # a Ray Client driver is on no node
+        return None
 
 
 def run(
@@ -194,44 +209,88 @@ def run(
         )
     # The files' ref travels inside a tuple: Ray resolves only top-level refs,
     # and a task fetches the files only where the model folder is missing.
-    task = ray.remote(_preprocess).options(num_cpus=1, num_returns=2)
+    task = ray.remote(_preprocess)
     shipped = (ray.put(settings), (files_ref,), digest)
-    flow = _Flow(started, task, shipped, out, tally, on_done)
-    flow.through(_rows(entries, out, tally, on_done))
+    from mmctl.run_batch.ray_send import HereSender
+    from mmctl.run_batch.work import Preparer
+
+    here = Preparer(settings, fleetwide.model)
+    node = None if started.connection is not None and started.connection.client else (
+        _this_node(ray)
+    )  # fmt: skip
+    sender = None
+    if node is not None:
+        sender = HereSender(here, fleetwide.members, fleetwide.model_name, timeout)
+    try:
+        flow = _Flow(started, task, shipped, out, tally, on_done, here, node, sender)
+        flow.through(_rows(entries, out, tally, on_done))
+    finally:
+        if sender is not None:
+            sender.close()
     return tally
 
 
 @dataclass
 class _Item:
     id: str
-    #: The preprocessed item's ref; the node that holds it, once preprocessed.
+    #: Its preprocessed form: a ref (a Ray task's result) or the pickle itself.
     done: Any
+    #: The node that holds it, once preprocessed.
     node: str = ""
 
 
 class _Flow:
-    """Items through preprocessing tasks and the send actors, a bounded number at once.
+    """Items through preprocessing tasks and the senders, a bounded number at once.
 
     At most ``2 x preprocess_tasks`` items are preprocessing or waiting for a
     send slot (so the CPUs never wait for this loop) and ``in_flight`` are
     sending: the items alive at once are bounded by the plan, not by the
-    dataset, and the input is read only as the flow drains (backpressure)."""
+    dataset, and the input is read only as the flow drains (backpressure).
+    Items on this process's node are sent by this process
+    (:class:`~mmctl.run_batch.ray_send.HereSender`), the others by their
+    node's actor.
+
+    Until a warm-up or preprocessing task has finished (Ray's worker
+    processes take seconds to start; ``BENCHMARKS.md``), this process also
+    preprocesses one item at a time itself, with the model it holds
+    already, so the first sends need not wait for the cluster's processes."""
 
     def __init__(
         self, started: RayRun, task: Any, shipped: tuple[Any, Any, str], out: OutputFile,
-        tally: Tally, on_done: Callable[[bool], None],
+        tally: Tally, on_done: Callable[[bool], None], here: Any, node: str | None,
+        sender: Any,
     ) -> None:  # fmt: skip
         self.ray, self.task, self.shipped = started.ray, task, shipped
         self.senders = dict(started.senders)
         self.ahead = 2 * started.layout.preprocess_tasks
+        # Per node: twice its CPUs preprocessing at once; each item goes to the
+        # node with the most free places (its CPUs kept busy, none starved).
+        self.places = {node: 2 * cpus for node, cpus in started.cpus.items() if cpus > 0}
+        self.taken = dict.fromkeys(self.places, 0)
         self.in_flight = started.layout.in_flight
         self.out, self.tally, self.on_done = out, tally, on_done
         self.preprocessing: dict[Any, _Item] = {}  # its node-id ref → item
         self.ready: list[_Item] = []
         self.sending: dict[Any, _Item] = {}  # its line's ref → item
+        self.here_sending: dict[Any, _Item] = {}  # its line's future → item
         self.turn = 0
+        #: The warm-up tasks (until one finishes); ``up``: some worker of the cluster is.
+        self.warm = list(started.warm)
+        self.up = False
+        self.here, self.node, self.here_sender = here, node, sender
+        self.bridge: Any = None  # this process's item being preprocessed: (future, entry)
+        self.pool: Any = None
 
     def through(self, entries: Iterator[Entry]) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="mmctl-bridge")
+        try:
+            self._through(entries)
+        finally:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+
+    def _through(self, entries: Iterator[Entry]) -> None:
         more = True
         while True:
             while more and len(self.preprocessing) + len(self.ready) < self.ahead:
@@ -240,28 +299,79 @@ class _Flow:
                     more = False
                     break
                 self._preprocess(entry)
-            while self.ready and len(self.sending) < self.in_flight:
-                self._send(self.ready.pop(0))
-            waiting = list(self.preprocessing) + list(self.sending)
-            if not waiting:
-                return
-            done, _ = self.ray.wait(waiting, num_returns=1)
-            for ref in done:
-                if ref in self.preprocessing:
-                    item = self.preprocessing.pop(ref)
-                    item.node = self.ray.get(ref)
-                    self.ready.append(item)
+            if more and not self.up and self.bridge is None:
+                entry = next(entries, None)
+                if entry is None:
+                    more = False
                 else:
-                    self._write(self.sending.pop(ref), ref)
+                    job = self.pool.submit(self.here.preprocess, entry.item, entry.number)
+                    self.bridge = (job, entry)
+            while self.ready and len(self.sending) + len(self.here_sending) < self.in_flight:
+                self._send(self.ready.pop(0))
+            waiting = list(self.preprocessing) + list(self.sending) + self.warm
+            local = self.bridge is not None or bool(self.here_sending)
+            if not waiting and not local:
+                return
+            if waiting:
+                done, _ = self.ray.wait(waiting, num_returns=1, timeout=0.01 if local else None)
+                self._arrived(done)
+            else:
+                _first_done([self.bridge[0]] if self.bridge else [], self.here_sending)
+            self._here_done()
+
+    def _arrived(self, done: list[Any]) -> None:
+        for ref in done:
+            if ref in self.preprocessing:
+                self.up = True
+                item = self.preprocessing.pop(ref)
+                if item.node in self.taken:
+                    self.taken[item.node] -= 1
+                item.node = self.ray.get(ref)
+                self.ready.append(item)
+            elif ref in self.sending:
+                self._write(self.sending.pop(ref), functools.partial(self.ray.get, ref))
+            else:
+                self.warm = []  # a worker process is up: the cluster takes it from here
+                self.up = True
+
+    def _here_done(self) -> None:
+        for future in [f for f in self.here_sending if f.done()]:
+            self._write(self.here_sending.pop(future), future.result)
+        if self.bridge is None or not self.bridge[0].done():
+            return
+        job, entry = self.bridge
+        self.bridge = None
+        from mmctl.run_batch.work import Preprocessed
+
+        done = job.result()
+        if isinstance(done, Preprocessed):
+            done.node = self.node
+        item = _Item(entry.id, pickle.dumps(done), self.node or "")
+        if self.here_sender is None:  # a Ray Client driver: into the cluster's object store
+            item.done = self.ray.put(item.done)
+        self.ready.append(item)
 
     def _preprocess(self, entry: Entry) -> None:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
         settings, files, digest = self.shipped
-        node, done = self.task.remote(
+        options: dict[str, Any] = {"num_cpus": 1, "num_returns": 2}
+        where = ""
+        if self.places:
+            where = max(self.places, key=lambda n: self.places[n] - self.taken[n])
+            self.taken[where] += 1
+            # soft: a node that went away hands its items to the others
+            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(where, soft=True)
+        node, done = self.task.options(**options).remote(
             pickle.dumps(entry.item), entry.number, settings, files, digest
         )
-        self.preprocessing[node] = _Item(entry.id, done)
+        self.preprocessing[node] = _Item(entry.id, done, where)
 
     def _send(self, item: _Item) -> None:
+        if self.here_sender is not None and item.node == self.node:
+            done = item.done if isinstance(item.done, bytes) else self.ray.get(item.done)
+            self.here_sending[self.here_sender.send(done)] = item
+            return
         actor = self.senders.get(item.node) or self._any_sender()
         self.sending[actor.send.remote(item.done)] = item
 
@@ -273,10 +383,10 @@ class _Flow:
         self.turn += 1
         return list(self.senders.values())[self.turn % len(self.senders)]
 
-    def _write(self, item: _Item, ref: Any) -> None:
+    def _write(self, item: _Item, line_of: Callable[[], str]) -> None:
         ray = self.ray
         try:
-            line = ray.get(ref)
+            line = line_of()
         except ray.exceptions.RayActorError:  # its node is gone: no more items go there
             self.senders = {n: a for n, a in self.senders.items() if n != item.node}
             message = "the Ray node sending it was lost; --resume sends it again"
@@ -284,6 +394,14 @@ class _Flow:
         doc = json.loads(line)
         self.out.write(doc)
         self.on_done(self.tally.count(doc))
+
+
+def _first_done(*groups: Any) -> None:
+    from concurrent.futures import FIRST_COMPLETED, wait
+
+    futures = [f for group in groups for f in group]
+    if futures:
+        wait(futures, return_when=FIRST_COMPLETED)
 
 
 def _rows(

@@ -13,12 +13,13 @@ set-up. So:
   processes that a warm-up task per CPU has already started and filled
   with the imports while the set-up ran; each process loads the model's
   vision settings once;
-* **send**: one actor per node (pinned to it), holding no CPU, started
-  before the set-up, each an asyncio loop with up to
-  ``ceil(max_concurrency / nodes)`` requests in flight — the local
-  engine's ``grpc.aio`` fleet, one tokenizer per node. A prepared block
-  goes to the send actor of the node that holds it, so it crosses no
-  network before the gRPC send.
+* **send**: one sender per node — on the driver's node a thread of the
+  driver (it holds the tokenizer already), on every other node an actor
+  pinned to it, holding no CPU, started before the set-up — each an
+  asyncio loop with up to ``ceil(max_concurrency / nodes)`` requests in
+  flight: the local engine's ``grpc.aio`` fleet, one tokenizer per node.
+  A preprocessed item goes to the sender of the node that holds it, so it
+  crosses no network before the gRPC send.
 """
 
 from __future__ import annotations
@@ -30,13 +31,14 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Plan:
     preprocess_tasks: int
-    send_actors: int
-    #: Requests in flight per send actor (its asyncio concurrency).
-    calls_per_send_actor: int
+    #: One per node (the driver's node's is a thread of the driver).
+    senders: int
+    #: Requests in flight per sender (its asyncio concurrency).
+    calls_per_sender: int
 
     @property
     def in_flight(self) -> int:
-        return self.send_actors * self.calls_per_send_actor
+        return self.senders * self.calls_per_sender
 
 
 def plan(cluster_cpus: float, nodes: int, workers: int | None, max_concurrency: int) -> Plan:

@@ -1,6 +1,8 @@
-"""The Ray engine's send actors: one per node, an asyncio loop each, the local engine's fleet.
+"""The Ray engine's senders: one per node, an asyncio loop each, the local engine's fleet.
 
-Started as soon as Ray is reached (before the batch's set-up, so their
+On the driver's own node the sender is a thread of the driver
+(:class:`HereSender`); on every other node an actor, started as soon as Ray
+is reached (before the batch's set-up, so their
 start-up overlaps it); :meth:`Sender.configure` gives them the set-up's
 result (the model files, the fleet), and :meth:`Sender.send` takes one
 preprocessed item — by reference, from the object store of the actor's
@@ -16,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import pickle
+from concurrent.futures import Future
 from dataclasses import replace
 from typing import Any
 
@@ -45,23 +48,30 @@ class Sender:
         self, settings: Any, files: Any, digest: str, members: Any, model_name: str,
         timeout: float | None,
     ) -> str:  # fmt: skip
-        from mmctl.client.run import shm_problem
-        from mmctl.run_batch.fleet import Fleet
         from mmctl.run_batch.ray_files import node_settings
         from mmctl.run_batch.work import Preparer
+
+        preparer = await asyncio.to_thread(Preparer, node_settings(settings, files, digest))
+        await asyncio.to_thread(lambda: preparer.model.tokenizer)
+        await self.adopt(preparer, members, model_name, timeout)
+        return self.node()
+
+    async def adopt(
+        self, preparer: Any, members: Any, model_name: str, timeout: float | None
+    ) -> None:
+        """Send with ``preparer`` (its model's tokenizer loaded) from now on."""
+        from mmctl.client.run import shm_problem
+        from mmctl.run_batch.fleet import Fleet
         from mmctl.transport.shm import namespace_id
 
         here, problem = namespace_id(), shm_problem()
-        # Shared memory only where this actor's host shares the worker's /dev/shm.
+        # Shared memory only where this host shares the worker's /dev/shm.
         members = [
             replace(m, shm=m.shm and problem is None and m.namespace == here) for m in members
         ]
-        preparer = await asyncio.to_thread(Preparer, node_settings(settings, files, digest))
-        tokenizer = await asyncio.to_thread(lambda: preparer.model.tokenizer)
         self.preparer = preparer
-        self.fleet = Fleet(members, tokenizer, model_name, timeout)
+        self.fleet = Fleet(members, preparer.model.tokenizer, model_name, timeout)
         self.ready.set()
-        return self.node()
 
     async def send(self, done: bytes) -> str:
         """The output line (JSON text) of one preprocessed item (pickled)."""
@@ -79,3 +89,32 @@ class Sender:
     async def close(self) -> None:
         if self.fleet is not None:
             await self.fleet.close()
+
+
+class HereSender:
+    """The sender of the node this process runs on: a :class:`Sender` on an
+    event loop in a thread of this process, which holds the model and the
+    tokenizer already — no actor to start, nothing loaded twice."""
+
+    def __init__(self, preparer: Any, members: Any, model_name: str, timeout: float | None) -> None:
+        import threading
+
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="mmctl-send", daemon=True)
+        self.thread.start()
+        self.sender = Sender()
+        self._call(self.sender.adopt(preparer, members, model_name, timeout)).result()
+
+    def _call(self, coro: Any) -> Future[Any]:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def send(self, done: bytes) -> Future[str]:
+        return self._call(self.sender.send(done))
+
+    def close(self) -> None:
+        try:
+            self._call(self.sender.close()).result(timeout=5)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(5)
+            self.loop.close()

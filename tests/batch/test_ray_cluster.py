@@ -84,15 +84,15 @@ def test_two_nodes_both_preprocess_and_answer_as_the_local_engine(
     data.write_text(
         "".join(
             json.dumps({"id": f"n{i}", "prompt": "Which colours?", "media": [str(red_blue)]}) + "\n"
-            for i in range(12)
+            for i in range(24)
         )
     )
     local, on_ray = tmp_path / "local.jsonl", tmp_path / "ray.jsonl"
     target = stub.running.address
-    assert mmctl.batch(data, local, targets=target, workers=1).succeeded == 12
+    assert mmctl.batch(data, local, targets=target, workers=1).succeeded == 24
     counts = mmctl.batch(data, on_ray, targets=target, engine="ray", ray_address=two_nodes.address)
-    assert counts.succeeded == 12, counts
-    assert counts.pools == {"preprocess_tasks": 2, "send_actors": 2, "calls_per_send_actor": 4}
+    assert counts.succeeded == 24, counts
+    assert counts.pools == {"preprocess_tasks": 2, "senders": 2, "calls_per_sender": 4}
     lines = _lines(on_ray)
     answers = {d["custom_id"]: d["response"]["body"]["choices"][0]["message"]["content"]
                for d in lines}  # fmt: skip
@@ -101,5 +101,10 @@ def test_two_nodes_both_preprocess_and_answer_as_the_local_engine(
     assert answers == want
     nodes = {node.node_id for node in two_nodes.list_all_nodes()}
     assert len(nodes) == 2
+    import collections
+
+    print(
+        "NODES", collections.Counter(d["mmctl"]["node"][:8] for d in lines), [n[:8] for n in nodes]
+    )
     assert {d["mmctl"]["node"] for d in lines} == nodes  # both nodes preprocessed items
     assert not ray.is_initialized()  # mmctl disconnected; the cluster is the fixture's

@@ -13,14 +13,14 @@ from mmctl.run_batch.ray_plan import plan
 def test_the_pools_are_fixed_from_the_cluster():
     # one task per CPU, one send actor per node, the concurrency split between them
     assert vars(plan(2, 1, None, 8)) == {
-        "preprocess_tasks": 2, "send_actors": 1, "calls_per_send_actor": 8,
+        "preprocess_tasks": 2, "senders": 1, "calls_per_sender": 8,
     }  # fmt: skip
     assert vars(plan(64, 4, None, 16)) == {
-        "preprocess_tasks": 64, "send_actors": 4, "calls_per_send_actor": 4,
+        "preprocess_tasks": 64, "senders": 4, "calls_per_sender": 4,
     }  # fmt: skip
     assert plan(64, 4, 8, 16).preprocess_tasks == 8  # --workers caps them
     assert plan(2, 1, 8, 16).preprocess_tasks == 2  # never more than the CPUs
-    assert plan(0.5, 3, None, 2).send_actors == 2  # no more senders than requests
+    assert plan(0.5, 3, None, 2).senders == 2  # no more senders than requests
     assert plan(8, 3, None, 8).in_flight == 9  # rounded up: at most nodes - 1 over
 
 
