@@ -154,14 +154,16 @@ class Output:
         bar.start()
         return bar, task
 
-    def progress(self) -> Progress | None:
+    def progress(self, pace: Callable[[], str] | None = None) -> Progress | None:
         """A started progress bar on stderr for long work (description, bar,
-        done/total, elapsed, time left) — ``None`` with ``--json`` or without a
-        terminal. Like the frames bar it ends at the first stdout write (or
-        :meth:`end_progress`), and notes print above it. Add its tasks."""
+        done/total, elapsed, time left — or ``pace()``'s text, read at every
+        redraw, in place of rich's own estimate) — ``None`` with ``--json`` or
+        without a terminal. Like the frames bar it ends at the first stdout
+        write (or :meth:`end_progress`), and notes print above it. Add its
+        tasks."""
         if self.json_mode or not self.err_console.is_terminal:
             return None
-        bar = self._new_bar(eta=True)
+        bar = self._new_bar(eta=True, pace=pace)
         with self._bar_lock:
             self._stop_status()
             self._bar = bar
@@ -174,14 +176,21 @@ class Output:
             self._bar.stop()
             self._bar = None
 
-    def _new_bar(self, eta: bool = False) -> Progress:
+    def _new_bar(self, eta: bool = False, pace: Callable[[], str] | None = None) -> Progress:
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
             Progress,
+            ProgressColumn,
             TimeElapsedColumn,
             TimeRemainingColumn,
         )
+        from rich.text import Text
+
+        class PaceColumn(ProgressColumn):
+            def render(self, task: Any) -> Text:
+                assert pace is not None
+                return Text(pace())
 
         columns: list[Any] = [
             "[progress.description]{task.description}",
@@ -189,7 +198,9 @@ class Output:
             MofNCompleteColumn(),
             TimeElapsedColumn(),
         ]
-        if eta:
+        if pace is not None:
+            columns.append(PaceColumn())
+        elif eta:
             columns.append(TimeRemainingColumn())
         return Progress(
             *columns,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -204,6 +203,7 @@ def batch(
             ray_address=ray_address,
             on_start=bar.start,
             on_done=bar.done,
+            on_skip=bar.skip,
             on_warning=output_sink.warn,
         )
     finally:
@@ -255,29 +255,40 @@ def _render(console: Any, doc: dict[str, Any]) -> None:
 
 
 class _Bar:
-    """Items done of the total, with rate and time left (a bar in a terminal, else nothing)."""
+    """Items done of the total, with this run's rate and time left (a bar in a
+    terminal, else nothing): :class:`~mmctl.cli._pace.Pace`."""
 
     def __init__(self, output: Any) -> None:
         self.output = output
         self.bar: Any = None
         self.task: Any = None
-        self.failed = self.finished = 0
-        self.began = 0.0
+        self.failed = 0
+        self.pace: Any = None
 
     def start(self, total: int) -> None:
-        self.bar = self.output.progress()
+        from mmctl.cli._pace import Pace
+
+        self.pace = Pace(total)
+        self.bar = self.output.progress(pace=self.pace.text)
         if self.bar is not None:
             self.task = self.bar.add_task("items", total=total)
-            self.began = time.monotonic()
 
     def done(self, ok: bool) -> None:
         if self.bar is None:
             return
-        self.finished += 1
+        self.pace.done()
+        self._advance(ok)
+
+    def skip(self, ok: bool) -> None:
+        if self.bar is None:
+            return
+        self.pace.skip()
+        self._advance(ok)
+
+    def _advance(self, ok: bool) -> None:
         self.failed += not ok
-        rate = self.finished / max(time.monotonic() - self.began, 1e-9)
-        failed = f", {self.failed} failed" if self.failed else ""
-        self.bar.update(self.task, description=f"items ({rate:.1f}/s{failed})")
+        failed = f" ({self.failed} failed)" if self.failed else ""
+        self.bar.update(self.task, description=f"items{failed}")
         self.bar.advance(self.task)
 
     def close(self) -> None:

@@ -199,6 +199,7 @@ def batch(
     on_start: Callable[[int], None] | None = None,
     on_done: Callable[[bool], None] | None = None,
     on_warning: Callable[[str], None] | None = None,
+    on_skip: Callable[[bool], None] | None = None,
 ) -> BatchCounts:
     """Run every line of ``input`` (JSONL: OpenAI batch or short form) through
     the workers at ``targets`` (``"host:port,host:port"`` or a list; default
@@ -210,7 +211,8 @@ def batch(
     ``output`` at a time (a second is refused, :class:`UsageError`); it is
     never the input. A line that cannot be written stops the run
     (:class:`~mmctl.errors.OutputFailed`). ``on_start(total)`` and
-    ``on_done(succeeded)`` report progress, ``on_warning(message)`` a target
+    ``on_done(succeeded)`` report progress (``on_skip(answered)``, when given,
+    the items ``output`` holds already, which cost no time), ``on_warning(message)`` a target
     taken out of the fleet or put back.
 
     The local engine spawns its preprocessing processes, which import the
@@ -264,6 +266,7 @@ def batch(
             ray_address=ray_address,
             on_start=on_start,
             on_done=on_done,
+            on_skip=on_skip,
             on_warning=warn,
             start=start,
         )
@@ -293,6 +296,7 @@ def _run(
     ray_address: str | None,
     on_start: Callable[[int], None] | None,
     on_done: Callable[[bool], None] | None,
+    on_skip: Callable[[bool], None] | None,
     on_warning: Callable[[str], None],
     start: float,
 ) -> BatchCounts:
@@ -347,6 +351,7 @@ def _run(
                         timeout=timeout,
                         on_done=done,
                         on_warning=on_warning,
+                        on_skip=on_skip,
                     )
                 )
             else:
@@ -354,8 +359,9 @@ def _run(
                 startup = ray_run.startup_s
                 pools = {k: int(v) for k, v in vars(ray_run.layout).items()}
                 tally = ray_engine.run(
-                    ray_run, fleetwide, items.entries(), out, timeout=timeout, on_done=done
-                )
+                    ray_run, fleetwide, items.entries(), out, timeout=timeout, on_done=done,
+                    on_skip=on_skip,
+                )  # fmt: skip
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)

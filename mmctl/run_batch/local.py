@@ -133,10 +133,12 @@ async def run(
     timeout: float | None,
     on_done: Callable[[bool], None],
     on_warning: Callable[[str], None] = lambda message: None,
+    on_skip: Callable[[bool], None] | None = None,
 ) -> Tally:
     fleet = Fleet(members, model.tokenizer, model_name, timeout, on_warning=on_warning)
     preparer = Preparer(settings, model)
     job = _Job(pool, preparer, fleet, out, on_done, workers + max_concurrency, max_concurrency)
+    job.on_skip = on_skip or on_done
     job.tally.by_target = {m.target.address: {"answered": 0, "failed": 0} for m in members}
     try:
         with stop_signals(asyncio.get_running_loop(), job.on_signal):
@@ -162,6 +164,8 @@ class _Job:
     ) -> None:
         self.pool, self.preparer, self.fleet = pool, preparer, fleet
         self.out, self.on_done = out, on_done
+        #: Told of each item OUT answers already (``on_done`` unless given apart).
+        self.on_skip = on_done
         self.slots = asyncio.Semaphore(slots)
         self.sending = asyncio.Semaphore(sending)
         self.tally = Tally()
@@ -186,7 +190,7 @@ class _Job:
             if self.stop.is_set():
                 break
             if skip_done(self.out, entry, self.tally):
-                self.on_done(entry.id not in self.out.kept_failed)
+                self.on_skip(entry.id not in self.out.kept_failed)
                 continue
             if write_entry_error(self.out, entry, self.tally, self.seen):
                 self.on_done(False)

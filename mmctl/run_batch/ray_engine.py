@@ -194,6 +194,7 @@ def run(
     *,
     timeout: float | None,
     on_done: Callable[[bool], None],
+    on_skip: Callable[[bool], None] | None = None,
 ) -> Tally:
     from mmctl.run_batch.ray_files import model_files
 
@@ -223,7 +224,7 @@ def run(
         sender = HereSender(here, fleetwide.members, fleetwide.model_name, timeout)
     try:
         flow = _Flow(started, task, shipped, out, tally, on_done, here, node, sender)
-        flow.through(_rows(entries, out, tally, on_done))
+        flow.through(_rows(entries, out, tally, on_done, on_skip or on_done))
     finally:
         if sender is not None:
             sender.close()
@@ -405,13 +406,14 @@ def _first_done(*groups: Any) -> None:
 
 
 def _rows(
-    entries: Iterable[Entry], out: OutputFile, tally: Tally, on_done: Callable[[bool], None]
-) -> Iterator[Entry]:
+    entries: Iterable[Entry], out: OutputFile, tally: Tally, on_done: Callable[[bool], None],
+    on_skip: Callable[[bool], None],
+) -> Iterator[Entry]:  # fmt: skip
     """The entries to send; the others' lines are written here as they are read."""
     seen: set[str] = set()
     for entry in entries:
         if skip_done(out, entry, tally):
-            on_done(entry.id not in out.kept_failed)
+            on_skip(entry.id not in out.kept_failed)
         elif not write_entry_error(out, entry, tally, seen):
             yield entry
         else:

@@ -225,7 +225,7 @@ def test_what_a_person_sees(terminal, stub, red_blue, tmp_path):
     assert screen.code == 0, screen.text
     # The summary names OUT, whose length is the temp folder's: it may wrap.
     assert any(x.startswith("4 items: 4 answered, 0 failed") for x in screen.text.splitlines())
-    assert "items (" not in screen.text  # the progress bar cleared itself
+    assert "/s, " not in screen.text  # the progress bar (its rate) cleared itself
     assert b"probing the workers" in screen.raw  # the set-up's status line ran…
     assert "probing the workers" not in screen.text  # …and left no trace
 
