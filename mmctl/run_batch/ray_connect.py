@@ -20,8 +20,9 @@ presents ``$RAY_AUTH_TOKEN``, ``$RAY_AUTH_TOKEN_PATH``'s file or
 ``~/.ray/auth_token`` — for ``auto`` whenever a token is there, for an
 explicit address only with ``RAY_AUTH_MODE=token`` (Ray's rule; mmctl does
 not widen it). Without a token Ray retries for half a minute and says
-"Failed to connect", so an explicit address's GCS is asked first, with one
-bare gRPC call (2 s): refused for its token, or not answering at all, is
+"Failed to connect", so an explicit address's GCS (or Ray Client server)
+is asked first, with one bare gRPC call (2 s): refused for its token, or
+not answering at all, is
 :class:`~mmctl.errors.WorkerUnavailable` (exit 5) in one sentence with the
 way to fix it, at once.
 """
@@ -75,8 +76,8 @@ def connect(ray: Any, address: str | None, cpus: int) -> Connection:
     startup" (a bare Exception, after Ray's hard-coded 30 s))."""
     started = time.perf_counter()
     client = address is not None and address.startswith("ray://")
-    if address is not None and not client and address != "auto":
-        _ask_gcs(address)
+    if address is not None and address != "auto":
+        _ask(address)
     for attempt in (1, 2):
         try:
             with _loopback(ray, address):
@@ -99,16 +100,19 @@ def connect(ray: Any, address: str | None, cpus: int) -> Connection:
 #: UNAUTHENTICATED or UNAVAILABLE (an empty request may be refused otherwise) means
 #: a GCS is there and lets this process in.
 _GCS_PROBE = "/ray.rpc.NodeInfoGcsService/GetClusterId"
+#: The same for a Ray Client server (``ray.rpc.RayletDriver``).
+_CLIENT_PROBE = "/ray.rpc.RayletDriver/ClusterInfo"
 _PROBE_S = 2.0
 
 
-def _ask_gcs(address: str) -> None:
-    """Refuse now, in one sentence, an address whose GCS does not answer or
-    wants a token this process will not present."""
+def _ask(address: str) -> None:
+    """Refuse now, in one sentence, an address whose GCS (or Ray Client
+    server) does not answer or wants a token this process will not present."""
     import grpc
 
-    with grpc.insecure_channel(address) as channel:
-        call: Any = channel.unary_unary(_GCS_PROBE)
+    client = address.startswith("ray://")
+    with grpc.insecure_channel(address.removeprefix("ray://")) as channel:
+        call: Any = channel.unary_unary(_CLIENT_PROBE if client else _GCS_PROBE)
         try:
             call(b"", timeout=_PROBE_S, metadata=_token_metadata())
             return
