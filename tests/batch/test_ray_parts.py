@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from mmctl.errors import ExitCode
@@ -80,3 +82,43 @@ def test_the_model_files_are_written_once_per_node(builtin_model, tmp_path, monk
     second = node_settings(elsewhere, {}, digest)  # nothing fetched: the folder is there
     assert second.source.folders == (folder,)
     assert (folder.stat().st_ino, folder.stat().st_mtime_ns) == stamp
+
+
+@pytest.fixture
+def refusing_gcs():
+    """A gRPC server on 127.0.0.1 that refuses every call as a token-guarded GCS does."""
+    from concurrent import futures
+
+    import grpc
+
+    class Refuse(grpc.GenericRpcHandler):
+        def service(self, details):
+            def refuse(request, context):
+                context.abort(grpc.StatusCode.UNAUTHENTICATED, "InvalidAuthToken")
+
+            return grpc.unary_unary_rpc_method_handler(refuse)
+
+    server = grpc.server(futures.ThreadPoolExecutor(1), handlers=[Refuse()])
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    yield f"127.0.0.1:{port}"
+    server.stop(0)
+
+
+@pytest.mark.parametrize("scheme", ["", "ray://"])
+def test_a_cluster_that_wants_a_token_is_one_line_and_exit_5(cli, refusing_gcs, red_blue,
+                                                             tmp_path, monkeypatch, scheme):  # fmt: skip
+    pytest.importorskip("ray")
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+    data = tmp_path / "in.jsonl"
+    data.write_text(json.dumps({"id": "a", "media": [str(red_blue)]}) + "\n")
+    address = scheme + refusing_gcs
+    res = cli("batch", data, "-o", tmp_path / "out.jsonl", "-t", "127.0.0.1:1",
+              "--engine", "ray", "--ray-address", address)  # fmt: skip
+    assert res.code == 5, res.err
+    assert res.err.splitlines() == [
+        f"Error: --ray-address {address}: the Ray cluster refused this process (token "
+        "authentication: no token, or not the cluster's)",
+        "Hint: export RAY_AUTH_MODE=token and RAY_AUTH_TOKEN=<the output of `ray get-auth-token` "
+        "on the head> (or RAY_AUTH_TOKEN_PATH=<its file>)",
+    ]
