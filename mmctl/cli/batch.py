@@ -43,8 +43,9 @@ ends at its last complete line, and --resume continues once there is room.
 The summary goes to stderr (--json: the counts on stdout).
 
 Engines: local (default) preprocesses in --workers processes and sends on
-one event loop; ray runs the same as a Ray Data pipeline across a cluster
-(pip install 'mmctl[ray]'). Several --target workers share the items
+one event loop; ray runs the same on a Ray cluster: preprocessing as Ray
+tasks on every node's CPUs, one sender per node (pip install 'mmctl[ray]';
+--ray-address, else $RAY_ADDRESS, else a local instance). Several --target workers share the items
 round-robin; one that stops answering is taken out (its items retried once
 elsewhere) and put back when its health check passes.
 

@@ -6,7 +6,7 @@ runs), the model files and tokenizer come from the first that answers, and
 what every target must agree on is decided — the pixel dtype — along with
 each target's transport (shared memory only where it shares this host's
 ``/dev/shm``). Then an engine runs the items: ``local`` (a process pool and
-``grpc.aio``) or ``ray`` (a Ray Data pipeline).
+``grpc.aio``) or ``ray`` (Ray tasks and one sender per node).
 """
 
 from __future__ import annotations

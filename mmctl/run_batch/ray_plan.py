@@ -7,9 +7,9 @@ requests in flight out of 8 — and every actor started (a process, Ray
 Data's imports, the model files, the tokenizer) inside the run, after the
 set-up. So:
 
-* **preprocess**: Ray Data *tasks*, one per CPU the cluster has (or
-  ``--workers``, when given), each holding one CPU — decoding is
-  CPU-bound, so more than the CPUs only queue. Tasks run in worker
+* **preprocess**: plain Ray tasks, one per CPU the cluster has (or
+  ``--workers``, when given) at a time, each holding one CPU — decoding
+  is CPU-bound, so more than the CPUs only queue. Tasks run in worker
   processes that a warm-up task per CPU has already started and filled
   with the imports while the set-up ran; each process loads the model's
   vision settings once;
