@@ -31,6 +31,8 @@ from mmctl.preprocessing.tiles import Size
 #: ``image_utils.OPENAI_CLIP_MEAN`` / ``OPENAI_CLIP_STD``: the class defaults.
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
+#: The published ``size``.
+SIZE = Size(shortest_edge=336)
 
 #: Image processor classes this module reproduces (``image_processor_type``).
 PROCESSOR_CLASSES = ("CLIPImageProcessor", "LlavaImageProcessor")
@@ -45,7 +47,7 @@ class Vision:
 
     image_processor_type: str = "CLIPImageProcessor"  # preprocessor image_processor_type
     do_resize: bool = True  # preprocessor do_resize
-    size: Size = Size(shortest_edge=336)  # preprocessor size
+    size: Size = SIZE  # preprocessor size
     resample: int = tiles.BICUBIC  # preprocessor resample
     do_center_crop: bool = True  # preprocessor do_center_crop
     crop_size: tuple[int, int] = (336, 336)  # preprocessor crop_size (height, width)

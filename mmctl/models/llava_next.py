@@ -37,6 +37,8 @@ from mmctl.preprocessing.tiles import Size
 #: ``image_utils.OPENAI_CLIP_MEAN`` / ``OPENAI_CLIP_STD``: the class defaults.
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
+#: The published ``size``.
+SIZE = Size(shortest_edge=336)
 #: ``LlavaNextImageProcessor.image_grid_pinpoints`` and ``LlavaNextConfig``'s default.
 DEFAULT_PINPOINTS = ((336, 672), (672, 336), (672, 672), (1008, 336), (336, 1008))
 PROCESSOR_CLASS = "LlavaNextImageProcessor"
@@ -50,7 +52,7 @@ class Vision:
     """
 
     do_resize: bool = True  # preprocessor do_resize
-    size: Size = Size(shortest_edge=336)  # preprocessor size
+    size: Size = SIZE  # preprocessor size
     resample: int = tiles.BICUBIC  # preprocessor resample
     do_center_crop: bool = True  # preprocessor do_center_crop
     crop_size: tuple[int, int] = (336, 336)  # preprocessor crop_size (height, width)
@@ -60,7 +62,7 @@ class Vision:
     image_mean: tuple[float, float, float] = CLIP_MEAN  # preprocessor image_mean
     image_std: tuple[float, float, float] = CLIP_STD  # preprocessor image_std
     do_pad: bool = True  # preprocessor do_pad (zero-pad the patch axis across a batch)
-    image_grid_pinpoints: tuple[tuple[int, int], ...] = DEFAULT_PINPOINTS  # preprocessor and config image_grid_pinpoints
+    image_grid_pinpoints: tuple[tuple[int, int], ...] = DEFAULT_PINPOINTS  # preprocessor + config
     image_size: int = 336  # config vision_config.image_size
     patch_size: int = 14  # config vision_config.patch_size
     vision_model_type: str = "clip_vision_model"  # config vision_config.model_type
@@ -83,7 +85,9 @@ class Vision:
         kind = str(tiles.setting(s, "image_processor_type", PROCESSOR_CLASS))
         if kind.removesuffix("Fast") != PROCESSOR_CLASS:
             raise InputError(f"image_processor_type {kind!r} is not {PROCESSOR_CLASS}")
-        pinpoints = tiles.parse_pinpoints(tiles.setting(s, "image_grid_pinpoints", DEFAULT_PINPOINTS))
+        pinpoints = tiles.parse_pinpoints(
+            tiles.setting(s, "image_grid_pinpoints", DEFAULT_PINPOINTS)
+        )
         model_pinpoints = tiles.parse_pinpoints(
             tiles.setting(config, "image_grid_pinpoints", DEFAULT_PINPOINTS)
         )
@@ -125,7 +129,9 @@ def base_and_tile(size: Size, crop_size: tuple[int, int] | None) -> tuple[tuple[
     elif size.shortest_edge:
         base = (size.shortest_edge, size.shortest_edge)
     else:
-        raise InputError(f"image size setting {size} has neither shortest_edge nor height and width")
+        raise InputError(
+            f"image size setting {size} has neither shortest_edge nor height and width"
+        )
     tile = crop_size[0] if crop_size and crop_size[0] else base[0]
     return base, tile
 
@@ -205,7 +211,9 @@ def image_tokens(height: int, width: int, vision: Vision) -> int:
         vision.vision_model_type,
         vision.vision_feature_select_strategy,
     )
-    rows, cols = tiles.anyres_grid_shape(height, width, vision.image_grid_pinpoints, vision.image_size)
+    rows, cols = tiles.anyres_grid_shape(
+        height, width, vision.image_grid_pinpoints, vision.image_size
+    )
     cur_h, cur_w = tiles.unpadded_grid(
         height, width, vision.image_size // vision.patch_size, rows, cols
     )

@@ -45,6 +45,8 @@ from mmctl.preprocessing.tiles import Size
 #: (the published configs say 0.5).
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
+#: The published ``size``.
+SIZE = Size(height=384, width=384)
 HALF = (0.5, 0.5, 0.5)
 #: ``LlavaOnevisionImageProcessor.image_grid_pinpoints``: [384*i, 384*j], i, j in 1..6.
 DEFAULT_PINPOINTS = tuple((384 * i, 384 * j) for i in range(1, 7) for j in range(1, 7))
@@ -67,7 +69,7 @@ class Vision:
     """
 
     do_resize: bool = True  # preprocessor do_resize
-    size: Size = Size(height=384, width=384)  # preprocessor size
+    size: Size = SIZE  # preprocessor size
     resample: int = tiles.BICUBIC  # preprocessor resample
     do_center_crop: bool = False  # preprocessor do_center_crop
     crop_size: tuple[int, int] | None = None  # preprocessor crop_size (also the tile side when set)
@@ -77,10 +79,10 @@ class Vision:
     image_mean: tuple[float, float, float] = HALF  # preprocessor image_mean
     image_std: tuple[float, float, float] = HALF  # preprocessor image_std
     do_pad: bool = True  # preprocessor do_pad (zero-pad the patch axis across a batch)
-    image_grid_pinpoints: tuple[tuple[int, int], ...] = DEFAULT_PINPOINTS  # preprocessor and config image_grid_pinpoints
+    image_grid_pinpoints: tuple[tuple[int, int], ...] = DEFAULT_PINPOINTS  # preprocessor + config
     video_do_resize: bool = True  # video_preprocessor do_resize
-    video_size: Size = Size(height=384, width=384)  # video_preprocessor size
-    video_crop_size: tuple[int, int] | None = None  # video_preprocessor crop_size (when do_center_crop)
+    video_size: Size = SIZE  # video_preprocessor size
+    video_crop_size: tuple[int, int] | None = None  # video crop_size if do_center_crop
     video_do_rescale: bool = True  # video_preprocessor do_rescale
     video_rescale_factor: float = 0.00392156862745098  # video_preprocessor rescale_factor
     video_do_normalize: bool = True  # video_preprocessor do_normalize
@@ -120,7 +122,9 @@ class Vision:
             processor_config,
             key="video_processor",
         )
-        pinpoints = tiles.parse_pinpoints(tiles.setting(s, "image_grid_pinpoints", DEFAULT_PINPOINTS))
+        pinpoints = tiles.parse_pinpoints(
+            tiles.setting(s, "image_grid_pinpoints", DEFAULT_PINPOINTS)
+        )
         if pinpoints != tiles.parse_pinpoints(
             tiles.setting(config, "image_grid_pinpoints", DEFAULT_PINPOINTS)
         ):
@@ -170,7 +174,9 @@ class Vision:
             vision_model_type=tower,
             image_token_index=int(config.get("image_token_index", 151646)),
             video_token_index=int(config.get("video_token_index", 151647)),
-            vision_feature_select_strategy=str(config.get("vision_feature_select_strategy", "full")),
+            vision_feature_select_strategy=str(
+                config.get("vision_feature_select_strategy", "full")
+            ),
             spatial_pool_stride=int(config.get("spatial_pool_stride", 2)),
         )
 
@@ -226,7 +232,9 @@ def image_tokens(height: int, width: int, vision: Vision) -> int:
         vision.vision_feature_select_strategy,
     )
     npatches = vision.image_size // vision.patch_size
-    rows, cols = tiles.anyres_grid_shape(height, width, vision.image_grid_pinpoints, vision.image_size)
+    rows, cols = tiles.anyres_grid_shape(
+        height, width, vision.image_grid_pinpoints, vision.image_size
+    )
     cur_h, cur_w = tiles.unpadded_grid(height, width, npatches, rows, cols)
     unpadded, newline = cur_h * cur_w, cur_h
     ratio = math.sqrt(cur_h * cur_w / (MAX_NUM_PATCHES * npatches**2))

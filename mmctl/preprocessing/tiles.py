@@ -61,7 +61,9 @@ class Size:
             return shortest_edge_size(height, width, self.shortest_edge)
         if self.height and self.width:
             return self.height, self.width
-        raise InputError(f"image size setting {self} has neither shortest_edge nor height and width")
+        raise InputError(
+            f"image size setting {self} has neither shortest_edge nor height and width"
+        )
 
 
 def shortest_edge_size(height: int, width: int, shortest_edge: int) -> tuple[int, int]:
@@ -231,9 +233,7 @@ def anyres_grid_shape(
     return best_h // tile, best_w // tile
 
 
-def unpadded_grid(
-    height: int, width: int, npatches: int, rows: int, cols: int
-) -> tuple[int, int]:
+def unpadded_grid(height: int, width: int, npatches: int, rows: int, cols: int) -> tuple[int, int]:
     """(current_height, current_width) in feature cells of the tile grid with the
     padding rows (or columns) the image does not cover removed, vLLM's arithmetic
     (``round(…, 7)`` then ``int``)."""
@@ -267,7 +267,9 @@ def processor_settings(
             raise InputError(f"processor_config.json: {key!r} is not an object")
         return nested
     if preprocessor_config is None:
-        raise InputError(f"no {key} settings: neither processor_config.json nor a preprocessor file")
+        raise InputError(
+            f"no {key} settings: neither processor_config.json nor a preprocessor file"
+        )
     return preprocessor_config
 
 
@@ -311,8 +313,10 @@ def parse_floats(value: Any, key: str) -> tuple[float, float, float]:
 
 def parse_pinpoints(value: Any, key: str = "image_grid_pinpoints") -> tuple[tuple[int, int], ...]:
     """``image_grid_pinpoints``: (height, width) pairs."""
-    if isinstance(value, Sequence) and value and all(
-        isinstance(p, Sequence) and len(p) == 2 for p in value
+    if (
+        isinstance(value, Sequence)
+        and value
+        and all(isinstance(p, Sequence) and len(p) == 2 for p in value)
     ):
         return tuple((int(p[0]), int(p[1])) for p in value)
     raise InputError(f"unsupported {key} setting {value!r}: expected [[height, width], …]")

@@ -94,7 +94,11 @@ def test_rescale_normalize_fused_float_order() -> None:
 def test_rescale_normalize_half_is_exact() -> None:
     frame = np.array([[[0, 255, 51]]], dtype=np.uint8)
     out = tiles.rescale_normalize(
-        frame, do_rescale=True, rescale_factor=1 / 255, do_normalize=True, mean=(0.5,) * 3,
+        frame,
+        do_rescale=True,
+        rescale_factor=1 / 255,
+        do_normalize=True,
+        mean=(0.5,) * 3,
         std=(0.5,) * 3,
     )
     assert out[:, 0, 0].tolist() == [-1.0, 1.0, np.float32(51 - 127.5) / np.float32(127.5)]
@@ -108,7 +112,11 @@ def test_rescale_normalize_unfused_paths_and_layout() -> None:
     assert only_rescale.shape == (3, 2, 3)
     assert np.array_equal(only_rescale, np.moveaxis(frame, -1, 0) * np.float32(0.5))
     neither = tiles.rescale_normalize(
-        frame[None], do_rescale=False, rescale_factor=1.0, do_normalize=False, mean=(0,) * 3,
+        frame[None],
+        do_rescale=False,
+        rescale_factor=1.0,
+        do_normalize=False,
+        mean=(0,) * 3,
         std=(1,) * 3,
     )
     assert neither.shape == (1, 3, 2, 3) and neither.flags.c_contiguous
@@ -135,7 +143,9 @@ def test_select_best_resolution() -> None:
         (1, 1, (336, 336), (336, 336)),
     ],
 )
-def test_patch_output_size(h: int, w: int, target: tuple[int, int], expected: tuple[int, int]) -> None:
+def test_patch_output_size(
+    h: int, w: int, target: tuple[int, int], expected: tuple[int, int]
+) -> None:
     assert tiles.patch_output_size(h, w, target) == expected
 
 
