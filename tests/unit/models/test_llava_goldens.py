@@ -131,3 +131,26 @@ def test_every_family_has_goldens() -> None:
 def test_published_files_resolve_to_the_defaults(family: str) -> None:
     module: Any = {"llava": llava, "llava_next": llava_next, "llava_onevision": onevision}[family]
     assert _vision(family) == module.Vision()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="mmctl.media.image._to_rgb returns an RGB (or L) image before looking for a tRNS "
+    "transparency; vLLM 0.33's convert_image_mode composites it onto white first",
+)
+@pytest.mark.parametrize("mode", ["RGB", "L"])
+def test_png_with_trns_is_composited_onto_white_as_vllm_does(tmp_path: Path, mode: str) -> None:
+    from PIL import Image
+
+    if mode == "RGB":
+        pixels = np.zeros((4, 5, 3), dtype=np.uint8)
+        pixels[:, :2], pixels[:, 2:], key = (10, 20, 30), (200, 100, 50), (10, 20, 30)
+    else:
+        pixels = np.zeros((4, 5), dtype=np.uint8)
+        pixels[:, :2], pixels[:, 2:], key = 7, 99, 7
+    path = tmp_path / "trns.png"
+    Image.fromarray(pixels, mode).save(path, transparency=key)
+    rgb = load_image(path)[1]
+    assert rgb[0, 0].tolist() == [255, 255, 255]  # the transparent colour, on white
+    assert rgb[0, 4].tolist() != [255, 255, 255]
