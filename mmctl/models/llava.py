@@ -18,7 +18,7 @@ is replaced by that many.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,7 +102,7 @@ class Vision:
             image_size=image_size,
             patch_size=patch_size,
             vision_model_type=tower,
-            image_token_index=int(config.get("image_token_index", 32000)),
+            image_token_index=tiles.config_id(config, "image_token_index", "image_token_id", 32000),
             vision_feature_select_strategy=str(
                 config.get("vision_feature_select_strategy", "default")
             ),
@@ -111,6 +111,7 @@ class Vision:
 
 def image_pixels(rgb: np.ndarray, vision: Vision) -> np.ndarray:
     """``[H, W, 3]`` uint8 RGB → ``float32 [3, S, S]`` (S = the crop, 336)."""
+    tiles.check_rgb(rgb)
     frame = rgb
     if vision.do_pad:
         fill = tuple(int(x * 255) for x in vision.image_mean)
@@ -129,7 +130,7 @@ def image_pixels(rgb: np.ndarray, vision: Vision) -> np.ndarray:
     )
 
 
-def batch_pixels(items: list[np.ndarray]) -> np.ndarray:
+def batch_pixels(items: Sequence[np.ndarray]) -> np.ndarray:
     """The images of one request as HF stacks them: ``float32 [n, 3, S, S]``."""
     if not items:
         raise InputError("no images to batch")

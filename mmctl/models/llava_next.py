@@ -113,7 +113,7 @@ class Vision:
             image_size=image_size,
             patch_size=patch_size,
             vision_model_type=tower,
-            image_token_index=int(config.get("image_token_index", 32000)),
+            image_token_index=tiles.config_id(config, "image_token_index", "image_token_id", 32000),
             vision_feature_select_strategy=str(
                 config.get("vision_feature_select_strategy", "default")
             ),
@@ -153,6 +153,7 @@ def anyres_pixels(
 ) -> np.ndarray:
     """One image through the anyres steps LLaVA-NeXT and OneVision share:
     ``float32 [1 + tiles, 3, h, w]``."""
+    tiles.check_rgb(rgb)
     patches = tiles.anyres_tiles(rgb, pinpoints, base, tile)
     done = []
     for patch in patches:

@@ -172,8 +172,12 @@ class Vision:
             image_size=image_size,
             patch_size=patch_size,
             vision_model_type=tower,
-            image_token_index=int(config.get("image_token_index", 151646)),
-            video_token_index=int(config.get("video_token_index", 151647)),
+            image_token_index=tiles.config_id(
+                config, "image_token_index", "image_token_id", 151646
+            ),
+            video_token_index=tiles.config_id(
+                config, "video_token_index", "video_token_id", 151647
+            ),
             vision_feature_select_strategy=str(
                 config.get("vision_feature_select_strategy", "full")
             ),
@@ -264,8 +268,9 @@ def sample_indices(total_frames: int, num_frames: int = NUM_FRAMES) -> np.ndarra
 
 def video_pixels(frames: np.ndarray, vision: Vision) -> np.ndarray:
     """``[F, H, W, 3]`` uint8 sampled frames → ``float32 [F, 3, 384, 384]``."""
-    if frames.ndim != 4 or frames.shape[-1] != 3 or frames.shape[0] == 0:
+    if frames.ndim != 4 or frames.shape[0] == 0:
         raise InputError(f"expected [F, H, W, 3] frames, got shape {frames.shape}")
+    tiles.check_rgb(frames[0])
     done = []
     for frame in frames:
         if vision.video_do_resize:

@@ -66,6 +66,21 @@ class Size:
         )
 
 
+def check_rgb(frame: np.ndarray) -> None:
+    """A typed error unless ``frame`` is a non-empty ``[H, W, 3]`` uint8 image."""
+    if frame.ndim != 3 or frame.shape[2] != 3 or frame.dtype != np.uint8:
+        raise InputError(f"expected an [H, W, 3] uint8 image, got {frame.dtype} {frame.shape}")
+    if frame.shape[0] == 0 or frame.shape[1] == 0:
+        raise InputError(f"image has no pixels: {frame.shape[1]}x{frame.shape[0]}")
+
+
+def config_id(config: Mapping[str, Any], key: str, alias: str, default: int) -> int:
+    """A token id of ``config.json``, under its name or its ``attribute_map`` alias
+    (``image_token_id`` → ``image_token_index``), else the config class's default."""
+    value = config.get(key, config.get(alias))
+    return default if value is None else int(value)
+
+
 def shortest_edge_size(height: int, width: int, shortest_edge: int) -> tuple[int, int]:
     """Short side to ``shortest_edge``, long side ``int(shortest_edge * long / short)``
     (truncated, in Python float arithmetic, as HF does)."""

@@ -153,3 +153,47 @@ def test_video_pixels_shape_and_refusal() -> None:
     assert (out == -1.0).all()
     with pytest.raises(InputError):
         onevision.video_pixels(np.zeros((50, 70, 3), dtype=np.uint8), onevision.Vision())
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        np.zeros((0, 5, 3), dtype=np.uint8),
+        np.zeros((5, 5, 4), dtype=np.uint8),
+        np.zeros((5, 5, 3), dtype=np.float32),
+        np.zeros((5, 5), dtype=np.uint8),
+    ],
+)
+def test_image_pixels_refuse_what_is_not_rgb(bad: np.ndarray) -> None:
+    with pytest.raises(InputError):
+        llava.image_pixels(bad, llava.Vision())
+    with pytest.raises(InputError):
+        llava_next.image_pixels(bad, llava_next.Vision())
+    with pytest.raises(InputError):
+        onevision.image_pixels(bad, onevision.Vision())
+
+
+def test_token_id_aliases_in_config() -> None:
+    config = {**SIGLIP_CONFIG, "image_token_id": 5, "video_token_id": 6}
+    vision = onevision.Vision.from_files({}, {}, config)
+    assert (vision.image_token_index, vision.video_token_index) == (5, 6)
+
+
+def test_modules_import_nothing_of_the_family_interface() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, mmctl.models.llava, mmctl.models.llava_next, mmctl.models.llava_onevision\n"
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith('mmctl'))))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True
+    ).stdout.split()
+    allowed = {"mmctl", "mmctl.errors", "mmctl.models", "mmctl.preprocessing"}
+    extra = {m for m in loaded if m not in allowed and not m.startswith("mmctl.preprocessing.")}
+    assert extra == {
+        "mmctl.models.llava",
+        "mmctl.models.llava_next",
+        "mmctl.models.llava_onevision",
+    }
