@@ -82,6 +82,7 @@ class Vision:
     image_grid_pinpoints: tuple[tuple[int, int], ...] = DEFAULT_PINPOINTS  # preprocessor + config
     video_do_resize: bool = True  # video_preprocessor do_resize
     video_size: Size = SIZE  # video_preprocessor size
+    video_resample: int = tiles.BICUBIC  # video_preprocessor resample
     video_crop_size: tuple[int, int] | None = None  # video crop_size if do_center_crop
     video_do_rescale: bool = True  # video_preprocessor do_rescale
     video_rescale_factor: float = 0.00392156862745098  # video_preprocessor rescale_factor
@@ -122,6 +123,9 @@ class Vision:
             processor_config,
             key="video_processor",
         )
+        video_kind = str(tiles.setting(v, "video_processor_type", VIDEO_CLASS))
+        if video_kind != VIDEO_CLASS:
+            raise InputError(f"video_processor_type {video_kind!r} is not {VIDEO_CLASS}")
         pinpoints = tiles.parse_pinpoints(
             tiles.setting(s, "image_grid_pinpoints", DEFAULT_PINPOINTS)
         )
@@ -163,6 +167,7 @@ class Vision:
             video_size=tiles.parse_size(
                 tiles.setting(v, "size", {"height": 384, "width": 384}), "video size"
             ),
+            video_resample=tiles.check_bicubic(tiles.setting(v, "resample", tiles.BICUBIC)),
             video_crop_size=_video_crop(v),
             video_do_rescale=bool(tiles.setting(v, "do_rescale", True)),
             video_rescale_factor=float(tiles.setting(v, "rescale_factor", 1 / 255)),

@@ -197,3 +197,11 @@ def test_modules_import_nothing_of_the_family_interface() -> None:
         "mmctl.models.llava_next",
         "mmctl.models.llava_onevision",
     }
+
+
+@pytest.mark.parametrize(
+    "video", [{"resample": 2}, {"video_processor_type": "Qwen2VLVideoProcessor"}]
+)
+def test_onevision_refuses_video_settings_it_does_not_implement(video: dict) -> None:
+    with pytest.raises(InputError):
+        onevision.Vision.from_files({}, {}, SIGLIP_CONFIG, video)
