@@ -74,7 +74,7 @@ class Vision:
     @property
     def patches_per_tile(self) -> int:
         """``<|patch|>`` tokens per tile: vLLM's ``get_patch_per_chunk`` (144)."""
-        downsample = int(round(1.0 / (self.pixel_shuffle_ratio**2)))
+        downsample = round(1.0 / (self.pixel_shuffle_ratio**2))
         return (self.image_size // self.patch_size) ** 2 // downsample
 
     @classmethod
@@ -111,7 +111,9 @@ class Vision:
                 )
         size = get(image, "size", {"height": 336, "width": 336})
         if not isinstance(size, Mapping) or not size.get("height") or not size.get("width"):
-            raise InputError(f"Llama 4's image processor needs size {{height, width}}, got {size!r}")
+            raise InputError(
+                f"Llama 4's image processor needs size {{height, width}}, got {size!r}"
+            )
         if size["height"] != size["width"]:
             raise InputError(f"Llama 4's tiles must be square, got size {dict(size)!r}")
         resample = get(image, "resample", 2)
@@ -162,7 +164,7 @@ def find_supported_resolutions(max_num_chunks: int, tile: int) -> tuple[tuple[in
 
 
 def _factors(n: int) -> set[int]:
-    found = set()
+    found: set[int] = set()
     for i in range(1, int(n**0.5) + 1):
         if n % i == 0:
             found.update((i, n // i))
@@ -197,7 +199,9 @@ def get_best_fit(
     return int(best[0]), int(best[1])
 
 
-def resized_size(height: int, width: int, vision: Vision) -> tuple[tuple[int, int], tuple[int, int]]:
+def resized_size(
+    height: int, width: int, vision: Vision
+) -> tuple[tuple[int, int], tuple[int, int]]:
     """((canvas h, w), (resized h, w)): where HF's ``_preprocess`` puts the image.
 
     HF mixes Python ints with 0-d tensors here (``min(max(h, 336), canvas[0])``
@@ -223,7 +227,7 @@ def resized_size(height: int, width: int, vision: Vision) -> tuple[tuple[int, in
     scale_w = _divide(target_w, width, w_tensor)
     scale_h = _divide(target_h, height, h_tensor)
     if h_tensor or w_tensor:
-        width_limits = np.float32(scale_w) < np.float32(scale_h)
+        width_limits = bool(np.float32(scale_w) < np.float32(scale_h))
     else:
         width_limits = scale_w < scale_h
     if width_limits:
