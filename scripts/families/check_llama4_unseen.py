@@ -15,7 +15,9 @@ never in CI:
    ``_preprocess`` lines against ``llama4.resized_size`` (cheap: no pixels).
 3. ``resize_rgb(filter="bilinear")`` (compiled and numpy passes) against
    torchvision's uint8 antialiased bilinear on ``--pairs`` random
-   (source, target) size pairs.
+   (source, target) size pairs. torch 2.14's AVX kernel asserts on a 1x1
+   target (``UpSampleKernelAVXAntialias.h``); such pairs are listed as refused
+   and not counted (Llama 4 never resizes to 1x1: one side always fills).
 
 Prints "N equal, M differ" per part; exits 1 on any difference.
 """
@@ -143,6 +145,8 @@ def check_sizes(count: int, rng: np.random.Generator) -> tuple[int, int]:
     equal = differ = 0
     pairs = [random_size(rng) for _ in range(count)]
     pairs += [(h, w) for h in range(1, 60) for w in range(1, 60)]
+    # where float64 throughout would be one pixel off HF's float32 tensors
+    pairs += [(1420, 1065), (1700, 1275), (1775, 1065), (1868, 1401), (1920, 1450), (2065, 1121)]
     for resize_to_max_canvas in (False, True):
         vision = llama4.Vision(resize_to_max_canvas=resize_to_max_canvas)
         for h, w in pairs:
@@ -172,6 +176,7 @@ def check_resize(count: int, rng: np.random.Generator) -> tuple[int, int]:
     from mmctl.preprocessing import resize
 
     equal = differ = 0
+    refused: list[str] = []
     native = resize._native
     for n in range(count):
         top = 700 if n % 5 else 2000
@@ -181,7 +186,13 @@ def check_resize(count: int, rng: np.random.Generator) -> tuple[int, int]:
             th = h  # one axis only
         rgb = random_image(rng, h, w)
         tensor = torch.from_numpy(rgb).permute(2, 0, 1).contiguous()
-        ref = F.resize(tensor, [th, tw], interpolation=F.InterpolationMode.BILINEAR, antialias=True)
+        try:
+            ref = F.resize(
+                tensor, [th, tw], interpolation=F.InterpolationMode.BILINEAR, antialias=True
+            )
+        except RuntimeError as exc:  # torch's own internal asserts (reported, not counted)
+            refused.append(f"{w}x{h} -> {tw}x{th}: {str(exc).splitlines()[0][:120]}")
+            continue
         ref_hwc = ref.permute(1, 2, 0).numpy()
         ours = resize.resize_rgb(rgb, th, tw, filter="bilinear")
         resize._native = None
@@ -194,6 +205,8 @@ def check_resize(count: int, rng: np.random.Generator) -> tuple[int, int]:
         else:
             differ += 1
             print(f"  resize {w}x{h} -> {tw}x{th} differs")
+    for line in refused:
+        print(f"  torch refused {line}")
     return equal, differ
 
 

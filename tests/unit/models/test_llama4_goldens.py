@@ -178,6 +178,21 @@ def test_resized_size_caps_upscaling_at_one_tile(vision):
     assert llama4.resized_size(6000, 100, vision) == ((5376, 336), (5376, 89))
 
 
+@pytest.mark.parametrize(
+    ("size", "expected"),
+    [
+        ((1420, 1065), ((1344, 1008), (1344, 1007))),
+        ((1700, 1275), ((1344, 1008), (1344, 1008))),
+        ((1920, 1450), ((1344, 1344), (1344, 1015))),
+        ((2065, 1121), ((1680, 1008), (1680, 911))),
+    ],
+)
+def test_resized_size_rounds_where_hf_uses_float32(size, expected, vision):
+    """HF's values (ran, transformers 5.20.2): sizes where computing the whole of
+    get_max_res_without_distortion in float64 would be one pixel off."""
+    assert llama4.resized_size(*size, vision) == expected
+
+
 def test_bad_settings_are_refused():
     with pytest.raises(InputError, match="square"):
         llama4.Vision.from_files({"size": {"height": 336, "width": 448}}, {}, {})
