@@ -41,6 +41,7 @@ from mmctl.client.negotiate import pixel_dtype, transport
 from mmctl.client.options import SHM_MIN_BYTES
 from mmctl.client.placement import THREAD_MIN_BYTES, ShmPlacer
 from mmctl.client.run import shm_problem
+from mmctl.client.stream import TokenStream
 from mmctl.errors import CheckFailed, MmctlError, UsageError
 from mmctl.request.build import Sampling, new_request_id
 from mmctl.signals import stop_signals
@@ -339,30 +340,24 @@ class _Sender:
         call = self.calls[target](
             data, timeout=self.cfg.timeout, metadata=self.targets[target].headers
         )
-        tokens: list[int] = []
+        received = TokenStream(stream=True)  # the workload's requests stream (ITL)
         last: float | None = None
-        complete = None
         try:
             async for resp in call:
                 now = time.perf_counter()
                 if rec.ttft_s is None:
                     rec.ttft_s = now - start
-                kind = response(resp, f"#{rec.index}").WhichOneof("response")
-                if kind == "chunk":
+                if received.feed(response(resp, f"#{rec.index}")) == "chunk":
                     if last is not None:
                         rec.itl_s.append(now - last)
                     last = now
-                    tokens.extend(resp.chunk.token_ids)
-                elif kind == "complete":  # anything else: newer than our proto, skipped
-                    complete = resp.complete
         finally:
             call.cancel()
         rec.latency_s = time.perf_counter() - start
+        complete, tokens = received.complete, received.ids
         if complete is None:
             rec.error_code, rec.error = "NO_COMPLETION", "the stream ended without a completion"
             return
-        if not tokens:
-            tokens = list(complete.output_ids)
         rec.output_tokens = len(tokens)
         rec.prompt_tokens = complete.prompt_tokens
         rec.finish_reason = complete.finish_reason

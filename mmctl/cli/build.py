@@ -41,6 +41,7 @@ from mmctl.cli._options import (
     TopPOpt,
     default_text,
 )
+from mmctl.models.family import check_failed
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -128,7 +129,7 @@ def build(
     header: HeaderOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    from mmctl.choices import DEFAULT_PROMPT, PixelFormat
+    from mmctl.choices import PixelFormat
     from mmctl.cli import _inputs
     from mmctl.cli._output import Output
     from mmctl.client.negotiate import pixel_dtype as pixel_dtype_decision
@@ -196,7 +197,7 @@ def build(
     )
     composed = compose(
         media,
-        DEFAULT_PROMPT if text is None else text,
+        text,
         model,
         pixel_format=PixelFormat(decided.value),
         layout_kind=layout,
@@ -213,7 +214,7 @@ def build(
         output.warn(warning)
     if not composed.check.ok and not force:
         raise CheckFailed(
-            f"mrope walk failed: {composed.check.reason}", hint="--force writes it anyway"
+            check_failed(model.spec, composed.check.reason), hint="--force writes it anyway"
         )
     req = composed.plan.to_proto()
     doc = {
@@ -226,13 +227,7 @@ def build(
         "layout": composed.layout.kind.value,
         "check": composed.check.as_dict(),
         "items": [
-            {
-                "path": it.path,
-                "kind": it.kind.value,
-                "grid_thw": list(it.pre.grid_thw),
-                "num_tokens": it.pre.num_tokens,
-                "content_hash": it.content_hash,
-            }
+            {"path": it.path, **it.pre.facts.as_dict(), "content_hash": it.content_hash}
             for it in composed.items
         ],
         "timings_s": {k: round(v, 6) for k, v in composed.timings.items()},

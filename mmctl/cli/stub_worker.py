@@ -182,8 +182,7 @@ def stub_worker(
     check_bindable(host, port)  # before the model loads: a taken port fails at once
     model = model_for(model_dir=model_dir, bundle=bundle, family=family)
     model.tokenizer  # noqa: B018 - load now: a broken tokenizer fails at start, not per request
-    if device_normalize is None:
-        device_normalize = checks.normalizes_by_default(model.spec)
+    device_normalize = checks.device_normalize_for(model.spec, device_normalize)
     policy = checks.Policy(
         device_normalize=device_normalize,
         legacy_proto=legacy_proto,

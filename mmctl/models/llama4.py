@@ -27,15 +27,24 @@ embeddings go to its ``<|patch|>`` tokens (``image_token_index``).
 from __future__ import annotations
 
 import functools
+import itertools
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from mmctl.errors import InputError
+from mmctl.media.probe import MediaKind
+from mmctl.models.family import ContractError, ItemFacts, Tokens
+from mmctl.models.fields import PIXELS, ROWS, FieldLayout, WireField
+from mmctl.models.tiled import FixedVision, Item, TileFamily, table_rows
 from mmctl.preprocessing.resize import Filter, resize_rgb
+
+if TYPE_CHECKING:
+    from mmctl.models.base import ModelFiles
+    from mmctl.models.model import Model
 
 #: ``PILImageResampling`` values of the filters mmctl has (HF's ``resample`` key).
 RESAMPLE_FILTERS: dict[int, Filter] = {2: "bilinear", 3: "bicubic"}
@@ -52,7 +61,7 @@ IMAGE = "<|image|>"
 
 
 @dataclass(frozen=True)
-class Vision:
+class Vision(FixedVision):
     """The settings that shape Llama 4's tiles and tokens.
 
     Defaults are ``meta-llama/Llama-4-Scout-17B-16E-Instruct``'s published ones.
@@ -376,6 +385,28 @@ class Llama4Tokens:
             tile_y_separator=look_up(TILE_Y_SEPARATOR),
         )
 
+    # The family interface's view of them (:class:`~mmctl.models.family.Tokens`).
+
+    def placeholder(self, kind: MediaKind) -> int:
+        if kind is not MediaKind.IMAGE:
+            raise InputError(f"Llama 4 has no {kind.value} token")
+        return self.image
+
+    def embed(self, kind: MediaKind) -> int:
+        self.placeholder(kind)
+        return self.patch
+
+    def markers(self) -> dict[int, str]:
+        return {
+            self.image_start: "image_start",
+            self.image_end: "image_end",
+            self.tile_x_separator: "tile_x_separator",
+            self.tile_y_separator: "tile_y_separator",
+        }
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(vars(self))
+
 
 def image_token_ids(
     ratio: tuple[int, int], tokens: Llama4Tokens, *, patches_per_tile: int = 144
@@ -401,3 +432,132 @@ def image_token_ids(
     ids += tile
     ids.append(tokens.image_end)
     return ids
+
+
+# ---- the family ----
+
+#: vLLM's ``Mllama4MultiModalProcessor._get_mm_fields_config``: every image's
+#: tiles in one flat ``pixel_values``, split by ``patches_per_image``; that and
+#: ``aspect_ratios`` batched and kept on the CPU.
+FIELDS = (
+    WireField(
+        "pixel_values",
+        FieldLayout.FLAT,
+        PIXELS,
+        PIXELS,
+        (3, "S", "S"),
+        "[Σ tiles, 3, S, S] normalized tiles (bfloat16 values), each image's global tile last",
+        sizes="patches_per_image",
+    ),
+    WireField(
+        "patches_per_image",
+        FieldLayout.BATCHED,
+        ROWS,
+        "int64",
+        (),
+        "[images] tiles per image (the flat sizes)",
+        keep_on_cpu=True,
+    ),
+    WireField(
+        "aspect_ratios",
+        FieldLayout.BATCHED,
+        "aspect_ratios",
+        "int64",
+        (2,),
+        "[images, 2] (rows, columns) of tiles per image",
+        keep_on_cpu=True,
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Llama4(TileFamily):
+    name: str = "llama4"
+    aliases: tuple[str, ...] = ("llama-4",)
+    model_types: tuple[str, ...] = ("llama4",)
+    #: Llama 4 models run in bfloat16; its processor's values are bfloat16.
+    default_system: str | None = None
+
+    def resolve(self, files: ModelFiles) -> Vision:
+        return Vision.from_files(files.preprocessor_config, files.processor_config, files.config)
+
+    def tokens(self, config: Mapping[str, Any], vocab: Callable[[str], int | None]) -> Tokens:
+        return Llama4Tokens.from_vocab(vocab)
+
+    def knows_media(self, template: str) -> bool:
+        return IMAGE in template or "image" in template
+
+    def fields(self, kind: MediaKind) -> tuple[WireField, ...]:
+        return FIELDS
+
+    def image_item(self, rgb: np.ndarray, vision: Any) -> Item:
+        pixels, ratio = image_tiles(rgb, vision)
+        count = patches_per_image(ratio)
+        return Item(
+            pixels,
+            count * vision.patches_per_tile,
+            {
+                "patches_per_image": np.asarray(count, dtype=np.int64),
+                "aspect_ratios": np.asarray(ratio, dtype=np.int64),
+            },
+            {"aspect_ratio": ratio},
+            rows=count,
+        )
+
+    def replacement(self, item: ItemFacts, model: Model) -> list[int]:
+        tokens = model.token_ids
+        assert isinstance(tokens, Llama4Tokens), "the Llama 4 family resolves Llama4Tokens"
+        return image_token_ids(
+            (int(item.extra["aspect_ratio"][0]), int(item.extra["aspect_ratio"][1])),
+            tokens,
+            patches_per_tile=_vision(model).patches_per_tile,
+        )
+
+    def batch_pixels(self, kind: MediaKind, items: Sequence[np.ndarray]) -> np.ndarray:
+        return items[0] if len(items) == 1 else np.concatenate(items)
+
+    def received_items(
+        self, kind: MediaKind, tensors: Mapping[str, np.ndarray], count: int, model: Model
+    ) -> list[ItemFacts]:
+        out = []
+        for rows, cols in table_rows(tensors, "aspect_ratios", count, 2):
+            if rows < 1 or cols < 1 or rows * cols > _vision(model).max_patches:
+                raise ContractError(
+                    f"row {[rows, cols]} is not a tile grid of at most "
+                    f"{_vision(model).max_patches} tiles",
+                    "aspect_ratios",
+                )
+            tiles = patches_per_image((rows, cols))
+            out.append(
+                ItemFacts(
+                    kind,
+                    tiles * _vision(model).patches_per_tile,
+                    extra={"aspect_ratio": (rows, cols)},
+                    rows=tiles,
+                )
+            )
+        return out
+
+    def expected_pixels(
+        self, kind: MediaKind, items: Sequence[ItemFacts], model: Model
+    ) -> tuple[int | str, ...]:
+        side = _vision(model).image_size
+        return (sum(int(it.rows or 0) for it in items), 3, side, side)
+
+    def item_tiles(
+        self, kind: MediaKind, pixels: np.ndarray, items: Sequence[ItemFacts]
+    ) -> list[np.ndarray]:
+        bounds = np.cumsum([0, *[int(it.rows or 0) for it in items]])
+        return [pixels[a:b] for a, b in itertools.pairwise(bounds.tolist())]
+
+    def whole_image(self, tiles: np.ndarray, item: ItemFacts) -> np.ndarray:
+        return tiles[-1]  # the global tile (the only one for a one-tile image)
+
+
+SPEC = Llama4()
+
+
+def _vision(model: Model) -> Vision:
+    vision = model.params
+    assert isinstance(vision, Vision), "this family resolves its own Vision"
+    return vision

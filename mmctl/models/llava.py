@@ -18,15 +18,23 @@ is replaced by that many.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from mmctl.errors import InputError
+from mmctl.media.probe import MediaKind
+from mmctl.models.family import ItemFacts, Tokens
+from mmctl.models.fields import PIXELS, FieldLayout, WireField
+from mmctl.models.tiled import FixedVision, Item, PlaceholderTokens, TileFamily
 from mmctl.preprocessing import tiles
 from mmctl.preprocessing.tiles import Size
+
+if TYPE_CHECKING:
+    from mmctl.models.base import ModelFiles
+    from mmctl.models.model import Model
 
 #: ``image_utils.OPENAI_CLIP_MEAN`` / ``OPENAI_CLIP_STD``: the class defaults.
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
@@ -39,7 +47,7 @@ PROCESSOR_CLASSES = ("CLIPImageProcessor", "LlavaImageProcessor")
 
 
 @dataclass(frozen=True)
-class Vision:
+class Vision(FixedVision):
     """Every setting that shapes LLaVA-1.5's pixels and tokens.
 
     Defaults are ``llava-hf/llava-1.5-7b-hf``'s published values.
@@ -146,3 +154,59 @@ def image_tokens(height: int, width: int, vision: Vision) -> int:
         vision.vision_model_type,
         vision.vision_feature_select_strategy,
     )
+
+
+#: vLLM's ``LlavaMultiModalProcessor._get_mm_fields_config``: ``pixel_values``
+#: batched per image, nothing kept on the CPU.
+FIELDS = (
+    WireField(
+        "pixel_values",
+        FieldLayout.BATCHED,
+        PIXELS,
+        PIXELS,
+        (3, "S", "S"),
+        "[images, 3, S, S] normalized pixels, one crop per image",
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Llava(TileFamily):
+    name: str = "llava"
+    aliases: tuple[str, ...] = ("llava-1.5",)
+    model_types: tuple[str, ...] = ("llava",)
+
+    def resolve(self, files: ModelFiles) -> Vision:
+        return Vision.from_files(files.preprocessor_config, files.processor_config, files.config)
+
+    def tokens(self, config: Mapping[str, Any], vocab: Callable[[str], int | None]) -> Tokens:
+        return PlaceholderTokens(
+            tiles.config_id(config, "image_token_index", "image_token_id", 32000)
+        )
+
+    def fields(self, kind: MediaKind) -> tuple[WireField, ...]:
+        return FIELDS
+
+    def image_item(self, rgb: np.ndarray, vision: Any) -> Item:
+        return Item(image_pixels(rgb, vision), image_tokens(rgb.shape[0], rgb.shape[1], vision))
+
+    def received_items(
+        self, kind: MediaKind, tensors: Mapping[str, np.ndarray], count: int, model: Model
+    ) -> list[ItemFacts]:
+        tokens = image_tokens(0, 0, _vision(model))
+        return [ItemFacts(kind, tokens) for _ in range(count)]
+
+    def expected_pixels(
+        self, kind: MediaKind, items: Sequence[ItemFacts], model: Model
+    ) -> tuple[int | str, ...]:
+        side = _vision(model).image_size
+        return (len(items), 3, side, side)
+
+
+SPEC = Llava()
+
+
+def _vision(model: Model) -> Vision:
+    vision = model.params
+    assert isinstance(vision, Vision), "this family resolves its own Vision"
+    return vision

@@ -24,15 +24,30 @@ from ``config.json``'s ``image_grid_pinpoints`` and ``vision_config.image_size``
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from mmctl.errors import InputError
+from mmctl.media.probe import MediaKind
+from mmctl.models.family import ContractError, ItemFacts, Tokens
+from mmctl.models.fields import PIXELS, FieldLayout, WireField
+from mmctl.models.tiled import (
+    FixedVision,
+    Item,
+    PlaceholderTokens,
+    TileFamily,
+    pad_tiles,
+    table_rows,
+)
 from mmctl.preprocessing import tiles
 from mmctl.preprocessing.tiles import Size
+
+if TYPE_CHECKING:
+    from mmctl.models.base import ModelFiles
+    from mmctl.models.model import Model
 
 #: ``image_utils.OPENAI_CLIP_MEAN`` / ``OPENAI_CLIP_STD``: the class defaults.
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
@@ -45,7 +60,7 @@ PROCESSOR_CLASS = "LlavaNextImageProcessor"
 
 
 @dataclass(frozen=True)
-class Vision:
+class Vision(FixedVision):
     """Every setting that shapes LLaVA-NeXT's pixels and tokens.
 
     Defaults are ``llava-hf/llava-v1.6-mistral-7b-hf``'s published values.
@@ -219,3 +234,119 @@ def image_tokens(height: int, width: int, vision: Vision) -> int:
         height, width, vision.image_size // vision.patch_size, rows, cols
     )
     return cur_h * cur_w + cur_h + base
+
+
+def anyres_fields(name: str = "image") -> tuple[WireField, ...]:
+    """vLLM's LLaVA-NeXT (and OneVision image) field config: ``pixel_values``
+    batched per image — padded to the batch's most tiles, as HF batches them —
+    and ``image_sizes`` batched and kept on the CPU."""
+    return (
+        WireField(
+            "pixel_values",
+            FieldLayout.BATCHED,
+            PIXELS,
+            PIXELS,
+            ("np", 3, "S", "S"),
+            "[images, most tiles, 3, S, S] normalized tiles, base image first, zero-padded",
+        ),
+        WireField(
+            f"{name}_sizes",
+            FieldLayout.BATCHED,
+            f"{name}_sizes",
+            "int64",
+            (2,),
+            "[images, 2] (height, width) of each image as loaded",
+            keep_on_cpu=True,
+        ),
+    )
+
+
+class AnyresImages(TileFamily):
+    """Images as LLaVA-NeXT's anyres tiles (LLaVA-NeXT, OneVision): the family's
+    module gives ``image_pixels`` and ``image_tokens`` for its ``Vision``."""
+
+    def image_pixels(self, rgb: np.ndarray, vision: Any) -> np.ndarray:
+        raise NotImplementedError
+
+    def image_tokens(self, height: int, width: int, vision: Any) -> int:
+        raise NotImplementedError
+
+    def image_item(self, rgb: np.ndarray, vision: Any) -> Item:
+        height, width = int(rgb.shape[0]), int(rgb.shape[1])
+        return Item(
+            self.image_pixels(rgb, vision),
+            self.image_tokens(height, width, vision),
+            {"image_sizes": np.asarray([height, width], dtype=np.int64)},
+            {"image_size": (height, width)},
+        )
+
+    def batch_pixels(self, kind: MediaKind, items: Sequence[np.ndarray]) -> np.ndarray:
+        if kind is MediaKind.IMAGE:
+            return pad_tiles(items)
+        return super().batch_pixels(kind, items)
+
+    def received_items(
+        self, kind: MediaKind, tensors: Mapping[str, np.ndarray], count: int, model: Model
+    ) -> list[ItemFacts]:
+        vision: Any = model.params  # the subclass's own Vision
+        out = []
+        for height, width in table_rows(tensors, "image_sizes", count, 2):
+            if height < 1 or width < 1:
+                raise ContractError(f"row {[height, width]} is not an image size", "image_sizes")
+            tiles_needed = 1 + _tile_count(height, width, vision)
+            out.append(
+                ItemFacts(
+                    kind,
+                    self.image_tokens(height, width, vision),
+                    extra={"image_size": (height, width), "tiles": tiles_needed},
+                )
+            )
+        return out
+
+    def expected_pixels(
+        self, kind: MediaKind, items: Sequence[ItemFacts], model: Model
+    ) -> tuple[int | str, ...]:
+        side = int(getattr(model.params, "image_size"))  # noqa: B009 - the subclass's Vision
+        most = max(int(it.extra["tiles"]) for it in items)
+        return (len(items), most, 3, side, side)
+
+
+def _tile_count(height: int, width: int, vision: Any) -> int:
+    rows, cols = tiles.anyres_grid_shape(
+        height, width, vision.image_grid_pinpoints, vision.image_size
+    )
+    return rows * cols
+
+
+@dataclass(frozen=True)
+class LlavaNext(AnyresImages):
+    name: str = "llava-next"
+    aliases: tuple[str, ...] = ("llava_next", "llava-v1.6")
+    model_types: tuple[str, ...] = ("llava_next",)
+
+    def resolve(self, files: ModelFiles) -> Vision:
+        return Vision.from_files(files.preprocessor_config, files.processor_config, files.config)
+
+    def tokens(self, config: Mapping[str, Any], vocab: Callable[[str], int | None]) -> Tokens:
+        return PlaceholderTokens(
+            tiles.config_id(config, "image_token_index", "image_token_id", 32000)
+        )
+
+    def fields(self, kind: MediaKind) -> tuple[WireField, ...]:
+        return FIELDS
+
+    def image_pixels(self, rgb: np.ndarray, vision: Any) -> np.ndarray:
+        return image_pixels(rgb, vision)
+
+    def image_tokens(self, height: int, width: int, vision: Any) -> int:
+        return image_tokens(height, width, vision)
+
+
+FIELDS = anyres_fields()
+SPEC = LlavaNext()
+
+
+def _vision(model: Model) -> Vision:
+    vision = model.params
+    assert isinstance(vision, Vision), "this family resolves its own Vision"
+    return vision

@@ -30,16 +30,24 @@ setting is refused. Videos: ``ceil(27 / spatial_pool_stride) ** 2`` per frame
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from mmctl.errors import InputError
-from mmctl.models.llava_next import anyres_pixels, base_and_tile
+from mmctl.media.probe import MediaKind
+from mmctl.models.family import ContractError, ItemFacts, Tokens
+from mmctl.models.fields import PIXELS, FieldLayout, WireField
+from mmctl.models.llava_next import AnyresImages, anyres_fields, anyres_pixels, base_and_tile
+from mmctl.models.tiled import FixedVision, Item, PlaceholderTokens
 from mmctl.preprocessing import tiles
 from mmctl.preprocessing.tiles import Size
+
+if TYPE_CHECKING:
+    from mmctl.models.base import ModelFiles
+    from mmctl.models.model import Model
 
 #: ``image_utils.OPENAI_CLIP_MEAN`` / ``OPENAI_CLIP_STD``: the classes' defaults
 #: (the published configs say 0.5).
@@ -62,7 +70,7 @@ NUM_FRAMES = 32
 
 
 @dataclass(frozen=True)
-class Vision:
+class Vision(FixedVision):
     """Every setting that shapes LLaVA-OneVision's pixels and tokens.
 
     Defaults are ``llava-hf/llava-onevision-qwen2-7b-ov-hf``'s published values.
@@ -96,6 +104,11 @@ class Vision:
     video_token_index: int = 151647  # config video_token_index
     vision_feature_select_strategy: str = "full"  # config vision_feature_select_strategy
     spatial_pool_stride: int = 2  # config spatial_pool_stride (vLLM's getattr default)
+    #: Frames vLLM's video loader keeps (``VideoMediaIO(num_frames=32)``; a server's
+    #: ``--media-io-kwargs '{"video": {"num_frames": N}}'``; mmctl's ``--num-frames``).
+    num_frames: int = 32
+
+    OVERRIDABLE = ("num_frames",)
 
     @classmethod
     def from_files(
@@ -297,3 +310,114 @@ def video_tokens(num_frames: int, vision: Vision) -> int:
     """Placeholder tokens for one video of ``num_frames`` sampled frames."""
     pooled = math.ceil((vision.image_size // vision.patch_size) / vision.spatial_pool_stride)
     return pooled * pooled * num_frames + 1
+
+
+#: vLLM's ``LlavaOnevisionMultiModalProcessor._get_mm_fields_config``: images as
+#: LLaVA-NeXT's; ``pixel_values_videos`` batched per video (the servicer renames
+#: a VIDEO batch's ``pixel_values``).
+FIELDS = {
+    MediaKind.IMAGE: anyres_fields(),
+    MediaKind.VIDEO: (
+        WireField(
+            "pixel_values",
+            FieldLayout.BATCHED,
+            PIXELS,
+            PIXELS,
+            ("f", 3, "S", "S"),
+            "[videos, frames, 3, S, S] normalized frames (pixel_values_videos at the worker)",
+        ),
+    ),
+}
+
+
+@dataclass(frozen=True)
+class LlavaOnevision(AnyresImages):
+    name: str = "llava-onevision"
+    aliases: tuple[str, ...] = ("llava_onevision",)
+    model_types: tuple[str, ...] = ("llava_onevision",)
+    modalities: tuple[MediaKind, ...] = (MediaKind.IMAGE, MediaKind.VIDEO)
+
+    def resolve(self, files: ModelFiles) -> Vision:
+        return Vision.from_files(
+            files.preprocessor_config,
+            files.processor_config,
+            files.config,
+            files.video_preprocessor_config or None,
+        )
+
+    def tokens(self, config: Mapping[str, Any], vocab: Callable[[str], int | None]) -> Tokens:
+        return PlaceholderTokens(
+            tiles.config_id(config, "image_token_index", "image_token_id", 151646),
+            tiles.config_id(config, "video_token_index", "video_token_id", 151647),
+        )
+
+    def knows_media(self, template: str) -> bool:
+        return "image" in template and "video" in template
+
+    def chat_format(self, body: str, system: str | None) -> str:
+        """The Qwen2 chat format OneVision's template writes for one user turn."""
+        turns = [f"<|im_start|>system\n{system}<|im_end|>\n"] if system else []
+        turns.append(f"<|im_start|>user {body}<|im_end|><|im_start|>assistant\n")
+        return "".join(turns)
+
+    def fields(self, kind: MediaKind) -> tuple[WireField, ...]:
+        return FIELDS[kind]
+
+    def image_pixels(self, rgb: np.ndarray, vision: Any) -> np.ndarray:
+        return image_pixels(rgb, vision)
+
+    def image_tokens(self, height: int, width: int, vision: Any) -> int:
+        return image_tokens(height, width, vision)
+
+    def sample_indices(self, total_frames: int, vision: Any) -> np.ndarray:
+        return sample_indices(total_frames, vision.num_frames)
+
+    def video_item(self, frames: np.ndarray, vision: Any) -> Item:
+        count = int(frames.shape[0])
+        return Item(
+            video_pixels(frames, vision), video_tokens(count, vision), extra={"frames": count}
+        )
+
+    def batch_pixels(self, kind: MediaKind, items: Sequence[np.ndarray]) -> np.ndarray:
+        if kind is MediaKind.VIDEO and len({item.shape for item in items}) > 1:
+            counts = [int(item.shape[0]) for item in items]
+            raise InputError(
+                f"videos of {counts} frames cannot share one batch: vLLM batches OneVision "
+                "videos per item, and one tensor holds one frame count",
+                hint="send them in separate requests, or --num-frames to sample each alike",
+            )
+        return super().batch_pixels(kind, items)
+
+    def received_items(
+        self, kind: MediaKind, tensors: Mapping[str, np.ndarray], count: int, model: Model
+    ) -> list[ItemFacts]:
+        if kind is MediaKind.IMAGE:
+            return super().received_items(kind, tensors, count, model)
+        pixels = tensors.get("pixel_values_videos")
+        if pixels is None:
+            raise ContractError("carries no pixel_values_videos tensor")
+        if pixels.ndim != 5 or pixels.shape[0] != count:
+            raise ContractError(
+                f"has shape {list(pixels.shape)}; {count} video(s) need [{count}, frames, 3, S, S]",
+                "pixel_values_videos",
+            )
+        frames = int(pixels.shape[1])
+        tokens = video_tokens(frames, _vision(model))
+        return [ItemFacts(kind, tokens, extra={"frames": frames}) for _ in range(count)]
+
+    def expected_pixels(
+        self, kind: MediaKind, items: Sequence[ItemFacts], model: Model
+    ) -> tuple[int | str, ...]:
+        if kind is MediaKind.IMAGE:
+            return super().expected_pixels(kind, items, model)
+        side = _vision(model).image_size
+        return (len(items), "f", 3, side, side)
+
+
+SPEC = LlavaOnevision()
+
+
+def _vision(model: Model) -> Vision:
+    vision = model.params
+    assert isinstance(vision, Vision), "this family resolves its own Vision"
+    return vision

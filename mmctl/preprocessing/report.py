@@ -15,7 +15,8 @@ from mmctl.preprocessing.pipeline import Preprocessed
 
 def summary(pre: Preprocessed) -> dict[str, Any]:
     """The ``--json`` document (stable keys; new keys may be added)."""
-    rows, width = pre.pixel_values.shape
+    rows = pre.pixel_values.shape[0]
+    width = int(np.prod(pre.pixel_values.shape[1:]))
     source = asdict(pre.source)
     source.pop("warnings", None)  # top-level, for every command alike
     doc: dict[str, Any] = {
@@ -24,7 +25,8 @@ def summary(pre: Preprocessed) -> dict[str, Any]:
         "source": source,
         "warnings": list(pre.warnings),
         "resized": {"height": pre.resized[0], "width": pre.resized[1]},
-        "grid_thw": list(pre.grid_thw),
+        "grid_thw": list(pre.grid_thw) if pre.grid_thw is not None else None,
+        "pixel_shape": list(pre.pixel_values.shape),
         "num_patches": rows,
         "patch_dim": width,
         "num_tokens": pre.num_tokens,
@@ -36,6 +38,7 @@ def summary(pre: Preprocessed) -> dict[str, Any]:
             "uint8": rows * width,
         },
         "params": _params(pre),
+        **({"extra": dict(pre.extra)} if pre.extra else {}),
         "settings": dict(pre.settings),
         "timings_s": {k: round(v, 6) for k, v in asdict(pre.timings).items()},
     }
@@ -52,7 +55,9 @@ def summary(pre: Preprocessed) -> dict[str, Any]:
 
 def _params(pre: Preprocessed) -> dict[str, Any]:
     p = asdict(pre.params)
-    p["image_mean"], p["image_std"] = list(pre.params.image_mean), list(pre.params.image_std)
+    for key, value in p.items():
+        if isinstance(value, tuple):
+            p[key] = list(value)
     return p
 
 

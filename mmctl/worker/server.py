@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable, Sequence
     from types import ModuleType
 
-    from mmctl.models.base import ModelSpec
+    from mmctl.models.family import Family
     from mmctl.request.build import Batch
     from mmctl.wire._gen import vllm_engine_pb2 as pb
     from mmctl.worker.generate import Finished
@@ -228,7 +228,7 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
             if cfg.answer == "echo":
                 text = answers.echo_answer(request, batches)
             else:
-                text = answers.colours_answer(batches, cfg.model.params)
+                text = answers.colours_answer(batches, cfg.model)
             del batches
             tok = cfg.model.tokenizer
             sp = request.sampling_params
@@ -463,7 +463,7 @@ def _describe(mm: pb.MultimodalInputs, taken: bool = False) -> str:
     return f"{kind} {len(mm.mm_placeholders)} item(s) {list(td.shape)} {td.dtype} via {where}"
 
 
-def _received(n: int, batch: Batch, spec: ModelSpec) -> checks.ReceivedBatch:
+def _received(n: int, batch: Batch, spec: Family) -> checks.ReceivedBatch:
     """A locally built batch (worker-side processing) as if it had arrived."""
     tensors = {}
     dtypes = {}

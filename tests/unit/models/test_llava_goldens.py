@@ -133,12 +133,6 @@ def test_published_files_resolve_to_the_defaults(family: str) -> None:
     assert _vision(family) == module.Vision()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="mmctl.media.image._to_rgb returns an RGB (or L) image before looking for a tRNS "
-    "transparency; vLLM 0.33's convert_image_mode composites it onto white first",
-)
 @pytest.mark.parametrize("mode", ["RGB", "L"])
 def test_png_with_trns_is_composited_onto_white_as_vllm_does(tmp_path: Path, mode: str) -> None:
     from PIL import Image
