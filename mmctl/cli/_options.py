@@ -303,8 +303,7 @@ FamilyOpt = Annotated[
         "--family",
         metavar="NAME",
         help="Model family: qwen3-vl, qwen2.5-vl (qwen2-vl), llava, llava-next, "
-        "llava-onevision, llama4."
-        + default_text("from config.json, else qwen3-vl"),
+        "llava-onevision, llama4." + default_text("from config.json, else qwen3-vl"),
         show_default=False,
     ),
 ]

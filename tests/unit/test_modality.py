@@ -12,7 +12,7 @@ from mmctl.wire import proto
 
 def test_the_table_is_the_wire_enum():
     common = proto.common_pb2
-    assert modality.WIRE_NAMES == {v: k for k, v in common.Modality.items()}
+    assert {v: k for k, v in common.Modality.items()} == modality.WIRE_NAMES
     for kind, entry in modality.MODALITIES.items():
         assert entry.wire == common.Modality.Value(entry.wire_name)
         assert modality.from_wire(modality.to_wire(kind)) is kind

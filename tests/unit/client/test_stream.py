@@ -7,7 +7,9 @@ from mmctl.wire import proto
 
 
 def _chunk(*ids: int):
-    return proto.engine_pb2.GenerateResponse(chunk=proto.engine_pb2.GenerateStreamChunk(token_ids=ids))
+    return proto.engine_pb2.GenerateResponse(
+        chunk=proto.engine_pb2.GenerateStreamChunk(token_ids=ids)
+    )
 
 
 def _complete(*ids: int):
