@@ -41,7 +41,6 @@ from mmctl.cli._options import (
     TopPOpt,
     default_text,
 )
-from mmctl.models.family import check_failed
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -213,6 +212,8 @@ def build(
     for warning in composed.warnings:
         output.warn(warning)
     if not composed.check.ok and not force:
+        from mmctl.models.family import check_failed
+
         raise CheckFailed(
             check_failed(model.spec, composed.check.reason), hint="--force writes it anyway"
         )

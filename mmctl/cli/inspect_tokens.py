@@ -27,7 +27,6 @@ from mmctl.cli._options import (
     StrictOpt,
     SystemOpt,
 )
-from mmctl.models.family import check_failed
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -130,6 +129,8 @@ def inspect_tokens(
     rows = report.rows()
     output.result(doc, human=lambda console: _render(console, doc, rows, show_all))
     if not report.check.ok:
+        from mmctl.models.family import check_failed
+
         raise CheckFailed(check_failed(report.model.spec, report.check.reason))
 
 

@@ -21,13 +21,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-import numpy as np
-
 from mmctl.errors import InputError
 from mmctl.media.probe import MediaKind
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    import numpy as np
 
     from mmctl.choices import LayoutKind, PixelFormat
     from mmctl.models.base import ModelFiles, VisionOverrides
@@ -285,7 +285,3 @@ def refuse_kind(family: Family, kind: MediaKind) -> None:
     if kind not in family.modalities:
         kinds = " and ".join(k.value for k in family.modalities)
         raise InputError(f"{family.name} models read {kinds}, not {kind.value}")
-
-
-def count_in(ids: np.ndarray, token: int) -> int:
-    return int(np.count_nonzero(ids == token))

@@ -179,24 +179,20 @@ def test_token_id_aliases_in_config() -> None:
     assert (vision.image_token_index, vision.video_token_index) == (5, 6)
 
 
-def test_modules_import_nothing_of_the_family_interface() -> None:
+def test_the_family_modules_load_no_heavy_module() -> None:
+    """The families import numpy and mmctl's own modules, never torch, transformers or av."""
     import subprocess
     import sys
 
     code = (
         "import sys, mmctl.models.llava, mmctl.models.llava_next, mmctl.models.llava_onevision\n"
-        "print(' '.join(sorted(m for m in sys.modules if m.startswith('mmctl'))))"
+        "print(' '.join(sorted(sys.modules)))"
     )
     loaded = subprocess.run(
         [sys.executable, "-c", code], check=True, capture_output=True, text=True
     ).stdout.split()
-    allowed = {"mmctl", "mmctl.errors", "mmctl.models", "mmctl.preprocessing"}
-    extra = {m for m in loaded if m not in allowed and not m.startswith("mmctl.preprocessing.")}
-    assert extra == {
-        "mmctl.models.llava",
-        "mmctl.models.llava_next",
-        "mmctl.models.llava_onevision",
-    }
+    heavy = {"torch", "transformers", "av", "grpc", "PIL"}
+    assert not [m for m in loaded if m.split(".")[0] in heavy]
 
 
 @pytest.mark.parametrize(
