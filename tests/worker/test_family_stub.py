@@ -8,6 +8,9 @@ tensors against the goldens and scripts/engine-check against a real engine.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -134,5 +137,39 @@ def test_llama4_needs_im_token_id(images):
         assert req.mm_inputs.im_token_id == 200092  # <|patch|>
         req.mm_inputs.ClearField("im_token_id")
         assert "would receive embeddings" in _refused(running, req)
+    finally:
+        running.close()
+
+
+def _mmctl(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mmctl", *args], capture_output=True, text=True, timeout=180
+    )
+
+
+def test_batch_and_bench_run_a_family(tmp_path, images, red_blue):
+    """OneVision's images and video through ``mmctl batch`` and ``mmctl bench``."""
+    model = load_model(model_dir=FAMILIES / "llava_onevision")
+    running = _stub(model)
+    try:
+        lines = [
+            {"id": "image", "media": [str(images[0])], "prompt": "Colour?"},
+            {"id": "video", "media": [str(red_blue)]},
+            {"id": "both", "media": [str(images[1]), str(red_blue)]},
+        ]
+        dataset = tmp_path / "in.jsonl"
+        dataset.write_text("".join(json.dumps(line) + "\n" for line in lines))
+        out = tmp_path / "out.jsonl"
+        target = running.running.address
+        done = _mmctl("batch", str(dataset), "-o", str(out), "--target", target)
+        assert done.returncode == 0, done.stderr
+        answers = {}
+        for line in out.read_text().splitlines():
+            doc = json.loads(line)
+            answers[doc["custom_id"]] = doc["response"]["body"]["choices"][0]["message"]["content"]
+        assert answers == {"image": "red", "video": "red, blue", "both": "blue; red, blue"}
+        bench = _mmctl("bench", "--dataset", str(dataset), "--target", target, "--json")
+        assert bench.returncode == 0, bench.stderr
+        assert json.loads(bench.stdout)
     finally:
         running.close()
