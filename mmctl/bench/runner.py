@@ -37,15 +37,14 @@ from mmctl.bench.workload import Prepared, WorkItem, prepare
 from mmctl.choices import PixelFormat, Transport
 from mmctl.client.channel import Target, generate_method, open_aio_channel, response
 from mmctl.client.client import Client
-from mmctl.client.negotiate import pixel_dtype, transport
-from mmctl.client.options import SHM_MIN_BYTES
-from mmctl.client.placement import THREAD_MIN_BYTES, ShmPlacer
-from mmctl.client.run import shm_problem
+from mmctl.client.negotiate import pixel_dtype
+from mmctl.client.placement import THREAD_MIN_BYTES
 from mmctl.client.stream import TokenStream
+from mmctl.client.transport import Route, choose, fixed
 from mmctl.errors import CheckFailed, MmctlError, UsageError
 from mmctl.request.build import Sampling, new_request_id
 from mmctl.signals import stop_signals
-from mmctl.transport.shm import ShmArena, leftovers, namespace_id
+from mmctl.transport.shm import ShmArena, leftovers
 
 
 @dataclass(frozen=True)
@@ -58,6 +57,10 @@ class Arm:
     @property
     def name(self) -> str:
         return f"{self.transport.value}/{self.fmt.value}"
+
+    @property
+    def route(self) -> Route:
+        return fixed(self.transport, f"bench arm {self.name}")
 
 
 @dataclass
@@ -230,7 +233,7 @@ def _arms(cfg: BenchConfig, clients: Sequence[Client]) -> list[Arm]:
             if decided not in fmts:
                 fmts.append(decided)
         if Transport.SHM in cfg.transports:
-            decision = transport("auto", facts, namespace_id(), shm_problem())
+            decision = choose(Transport.AUTO, facts).decision
             if decision.value != "shm":
                 raise CheckFailed(
                     f"--transport shm: {client.target.address}: {decision.reason}",
@@ -269,24 +272,9 @@ def assemble(prep: Prepared, arm: Arm, arena: ShmArena, unique: bool) -> tuple[b
     """(wire bytes, hand-off seconds, build seconds) of one request."""
     plan = _fresh(prep, unique)
     start = time.perf_counter()
-    placed = 0.0
-    if arm.transport is Transport.SHM:
-        placer = ShmPlacer(arena, SHM_MIN_BYTES, None, {"shm": 0})
-
-        def timed(key: str, array: Any, dtype: str) -> Any:
-            nonlocal placed
-            begin = time.perf_counter()
-            try:
-                return placer(key, array, dtype)
-            finally:
-                placed += time.perf_counter() - begin
-
-        encoded = plan.encode(timed)
-    else:
-        encoded = plan.encode()
+    encoding = arm.route.encode(plan, arena, {"shm": 0})
     total = time.perf_counter() - start
-    handoff = placed + encoded.copy_s
-    return encoded.data, handoff, total - handoff
+    return encoding.encoded.data, encoding.handoff_s, total - encoding.handoff_s
 
 
 class _Sender:

@@ -17,7 +17,6 @@ moved, and every phase as a lap of one timeline, so the timing rows add up.
 from __future__ import annotations
 
 import base64
-import os
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,20 +27,15 @@ from mmctl.choices import (
     MediaRef,
     PixelFormat,
     Processing,
-    Transport,
     prompt_text,
 )
 from mmctl.client.channel import as_error, generate_method, response
-from mmctl.client.negotiate import Decision, pixel_dtype, processing_schemes, transport
+from mmctl.client.negotiate import Decision, pixel_dtype, processing_schemes
 from mmctl.client.options import Hooks, Inputs, SendOptions, refuse
-from mmctl.client.placement import (
-    ShmAllocator,
-    ShmPlacer,
-    inline_bytes,
-    move_inline_to_shm,
-)
+from mmctl.client.placement import ShmAllocator, inline_bytes
 from mmctl.client.session import Session
 from mmctl.client.stream import TokenStream
+from mmctl.client.transport import Route, choose
 from mmctl.errors import CheckFailed, GenerationIncomplete
 from mmctl.media.probe import MediaKind, media_type
 from mmctl.models.family import Family, check_failed
@@ -49,7 +43,7 @@ from mmctl.request.build import new_request_id
 from mmctl.request.compose import Composed, compose
 from mmctl.request.limits import check_encoder_budget, check_item_limits, parse_item_limits
 from mmctl.timing import Timeline
-from mmctl.transport.shm import ShmArena, ShmUnavailable, namespace_id, shm_dir, sweep_dead
+from mmctl.transport.shm import ShmArena, sweep_dead
 from mmctl.wire import proto
 
 
@@ -157,16 +151,9 @@ def prepare(
     """Everything before ``Generate``; the arena's files are the caller's to
     remove (:func:`finish`) from here on."""
     run = Run(timeline, kinds=inputs.kinds)
-    problem = shm_problem()
-    run.decisions["transport"] = transport(
-        opts.transport.value, session.facts, namespace_id(), problem
-    )
-    use_shm = run.decisions["transport"].value == "shm"
-    if use_shm:
-        if problem:
-            raise ShmUnavailable(
-                f"--transport shm: {problem}", hint="use --transport auto or inline"
-            )
+    route = choose(opts.transport, session.facts, opts.shm_min_bytes)
+    run.decisions["transport"] = route.decision
+    if route.shm:
         swept = sweep_dead()
         if swept:
             hooks.note(f"removed {len(swept)} shm file(s) left by dead mmctl processes")
@@ -177,18 +164,15 @@ def prepare(
         elif opts.processing is Processing.WORKER:
             request, plan = _worker_processing(session, opts, inputs, run), None
         else:
-            allocator = (
-                ShmAllocator(arena, opts.shm_min_bytes, fallback=opts.transport is Transport.AUTO)
-                if use_shm and all(n == 1 for n in Counter(inputs.kinds).values())
-                else None
-            )
+            single = all(n == 1 for n in Counter(inputs.kinds).values())
+            allocator = route.allocator(arena, single)
             composed = _client_processing(session, opts, inputs, run, hooks, allocator)
             request, plan = None, (composed, allocator)
         for warning in run.warnings:
             hooks.warn(warning)
         _check_modality_support(session, run, opts.skip_checks)
         timeline.lap("tokenize_s")
-        request, data = _hand_off(opts, run, arena, use_shm, request, plan, hooks)
+        request, data = _hand_off(route, run, arena, request, plan, hooks)
         run.moved["request"] = len(data)
         timeline.lap("handoff_s")
     except BaseException:
@@ -197,45 +181,27 @@ def prepare(
     return Ready(run, request, data, arena, [s.name for s in arena.segments])
 
 
-def shm_problem() -> str | None:
-    folder = shm_dir()
-    if not folder.is_dir():
-        return f"{folder} does not exist"
-    if not os.access(folder, os.W_OK | os.X_OK):
-        return f"{folder} is not writable"
-    return None
-
-
 def _hand_off(
-    opts: SendOptions,
+    route: Route,
     run: Run,
     arena: ShmArena,
-    use_shm: bool,
     request: Any,
     plan: tuple[Composed, ShmAllocator | None] | None,
     hooks: Hooks,
 ) -> tuple[Any, bytes]:
     """Tensors into shm files (one copy, none when preprocessing wrote them
-    there) or inline; the message (without a spliced tensor's bytes) and the
-    bytes the worker gets."""
-    fallback = opts.transport is Transport.AUTO
+    there) or inline, as the route says; the message (without a spliced
+    tensor's bytes) and the bytes the worker gets."""
     spliced = 0
+    problems: list[str]
     if plan is not None:
         composed, allocator = plan
-        placer = (
-            ShmPlacer(arena, opts.shm_min_bytes, allocator, run.moved, fallback)
-            if use_shm
-            else None
-        )
-        encoded = composed.plan.encode(placer) if placer else composed.plan.encode()
+        encoding = route.encode(composed.plan, arena, run.moved, allocator)
+        encoded = encoding.encoded
         request, data, spliced = encoded.request, encoded.data, encoded.spliced
-        problems = placer.problems if placer is not None else []
+        problems = list(encoding.problems)
     else:
-        problems = (
-            move_inline_to_shm(request, arena, opts.shm_min_bytes, run.moved, fallback)
-            if use_shm
-            else []
-        )
+        problems = route.place_recorded(request, arena, run.moved)
         data = request.SerializeToString()
     if problems:  # transport auto, /dev/shm filled up: those tensors went inline
         run.decisions["transport"] = Decision(

@@ -65,7 +65,7 @@ class _Send:
     compose the prompt (milliseconds, with the tokenizer), send, build the line."""
 
     def __init__(self, settings: Any, members: Any, model_name: str, timeout: float | None) -> None:
-        from mmctl.client.run import shm_problem
+        from mmctl.client.transport import shm_problem
         from mmctl.run_batch.fleet import BlockingFleet
         from mmctl.run_batch.work import Preparer
         from mmctl.transport.shm import namespace_id
