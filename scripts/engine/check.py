@@ -611,6 +611,7 @@ def run_all(
     offline: list[Offline],
     results: list[CaseResult],
     timings: dict[str, float],
+    failures: list[str],
 ) -> None:
     """Every configuration of every family, ``max_workers`` workers at a time
     (start-up is minutes, mostly importing and profiling; cases take seconds):
@@ -618,7 +619,10 @@ def run_all(
     cases it is stopped and the next configuration starts, so a start-up
     overlaps the cases and start-ups before it. Cases run one worker at a
     time, in the families' order. A family's offline reference starts in the
-    background after its first worker's cases (it needs their prompt ids)."""
+    background after its first worker's cases (it needs their prompt ids).
+    A configuration that fails (its worker dies, mmctl cannot build its
+    requests) is recorded in ``failures`` and the others still run: one
+    family's failure does not hide the rest."""
     queue = [(f, w) for f in families for w in f.workers]
     active: list[Slot] = []
     done: set[str] = set()
@@ -635,13 +639,18 @@ def run_all(
         start_next()
     while active:
         slot = active.pop(0)
-        inline = run_cases(slot, results, timings)
+        try:
+            inline = run_cases(slot, results, timings)
+        except Exception as err:
+            failures.append(f"{slot.label}: {type(err).__name__}: {err}")
+            log(f"{slot.label}: FAILED: {type(err).__name__}: {err}")
+            inline = None
         running.remove(slot.proc)
         stop([slot.proc])
         if queue:
             start_next()
         family = slot.family
-        if family.name not in done and family.offline_cases:
+        if inline is not None and family.name not in done and family.offline_cases:
             off = start_offline(slot, engine_python, inline, work, logs)
             running.append(off.proc)
             offline.append(off)
@@ -707,6 +716,7 @@ def main() -> int:
     results: list[CaseResult] = []
     timings: dict[str, float] = {}
     error: str | None = None
+    failures: list[str] = []
     t_all = time.monotonic()
     logs = args.logs or Path(tempfile.mkdtemp(prefix="mmctl-engine-logs-"))
     running: list[Engine] = []
@@ -724,6 +734,7 @@ def main() -> int:
                 offline,
                 results,
                 timings,
+                failures,
             )
             for off in offline:
                 finish_offline(off, results, timings)
@@ -735,11 +746,13 @@ def main() -> int:
     finally:
         stop(running)
     timings["total"] = round(time.monotonic() - t_all, 1)
+    if failures:
+        error = "; ".join(failures + ([error] if error else []))
     ok = error is None and bool(results) and all(r.ok for r in results)
     print(table(results))
     print(
         f"{sum(r.ok for r in results)} passed, {sum(not r.ok for r in results)} failed"
-        + (f" (stopped early: {error})" if error else "")
+        + (f" (errors: {error})" if error else "")
     )
     doc = {
         "ok": ok,
