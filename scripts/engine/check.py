@@ -53,7 +53,7 @@ MAX_TOKENS = 8
 TOP_K = 5
 REQUEST_TIMEOUT_S = 600.0
 OFFLINE_TIMEOUT_S = 900.0
-# Workers running at once. Each is 2-4.5 GB (process tree); on a 2-core machine
+# Workers running at once. Each is 3.5-5.5 GB RSS (process tree); on a 2-core machine
 # more than two at once mostly queue for the CPU.
 DEFAULT_WORKERS = 2
 
@@ -706,7 +706,7 @@ def main() -> int:
         "--workers",
         type=int,
         default=DEFAULT_WORKERS,
-        help=f"engine workers running at once (default {DEFAULT_WORKERS}; ~2-4.5 GB each)",
+        help=f"engine workers running at once (default {DEFAULT_WORKERS}; 3.5-5.5 GB each)",
     )
     args = parser.parse_args()
     # SIGTERM as an exception: every worker's ``finally`` stops it by PID.
