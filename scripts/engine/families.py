@@ -313,7 +313,7 @@ LLAVA = Family(
 LLAVA_NEXT_PINPOINTS = [[336, 672], [672, 336], [672, 672], [1008, 336], [336, 1008]]
 
 LLAVA_NEXT = Family(
-    name="llava_next",
+    name="llava-next",
     hf_class="LlavaNextForConditionalGeneration",
     config={
         "architectures": ["LlavaNextForConditionalGeneration"],
@@ -414,7 +414,7 @@ LLAMA4 = Family(
 ONEVISION_PINPOINTS = [[h, w] for h in range(384, 2305, 384) for w in range(384, 2305, 384)]
 
 LLAVA_ONEVISION = Family(
-    name="llava_onevision",
+    name="llava-onevision",
     hf_class="LlavaOnevisionForConditionalGeneration",
     config={
         "architectures": ["LlavaOnevisionForConditionalGeneration"],
