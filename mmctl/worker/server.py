@@ -70,6 +70,8 @@ class StubConfig:
     work_threads: int = field(default_factory=lambda: min(8, max(2, os.cpu_count() or 2)))
     #: Write each accepted request here (:mod:`mmctl.worker.record`).
     record_dir: Path | None = None
+    #: What GetModelInfo reports as ``served_model_name`` (``None``: mmctl-stub/<family>).
+    served_model_name: str | None = None
 
 
 class _Requests:
@@ -374,7 +376,7 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
             max_context_length=int(config.get("max_position_embeddings", 0) or 0),
             vocab_size=model.tokenizer.vocab_size,
             supports_vision=True,
-            served_model_name=f"mmctl-stub/{model.spec.name}",
+            served_model_name=self.cfg.served_model_name or f"mmctl-stub/{model.spec.name}",
             tokenizer_path=model.source.label,
             model_type=str(config.get("model_type", "")),
             architectures=[str(a) for a in config.get("architectures", [])],

@@ -163,10 +163,18 @@ def _wait_ready(proc: subprocess.Popen, url: str, log: Path) -> None:
 
 @contextlib.contextmanager
 def _running(
-    smg: Path, model_dir: Path, work: Path, *, processing: str, transport: str, normalize: bool
+    smg: Path,
+    model_dir: Path,
+    work: Path,
+    *,
+    processing: str,
+    transport: str,
+    normalize: bool,
+    served_model_name: str | None = None,
 ) -> Iterator[Pair]:
     """The stub (``normalize``: device normalization on, raw uint8 pixels; off:
-    the gateway sends the model dtype) and the gateway in front of it."""
+    the gateway sends the model dtype) and the gateway in front of it.
+    ``served_model_name``: what the stub reports (smg picks its processor by it)."""
     from mmctl.models.model import load_model
     from mmctl.worker import checks
     from mmctl.worker.server import StubConfig, start
@@ -177,6 +185,7 @@ def _running(
         policy=checks.Policy(device_normalize=normalize),
         log=log,
         record_dir=work / "recorded",
+        served_model_name=served_model_name,
     )
     work.joinpath("recorded").mkdir()
     stub = start(cfg, port=0)
