@@ -189,8 +189,9 @@ def anyres_pixels(
     )
 
 
-def image_pixels(rgb: np.ndarray, vision: Vision) -> np.ndarray:
-    """``[H, W, 3]`` uint8 RGB → ``float32 [1 + rows*cols, 3, 336, 336]``: base image, then tiles."""
+def image_pixels(rgb: np.ndarray, vision: Any) -> np.ndarray:
+    """``[H, W, 3]`` uint8 RGB → ``float32 [1 + rows*cols, 3, S, S]``: base image, then
+    tiles. ``vision``: LLaVA-NeXT's or OneVision's (the same settings by name)."""
     base, tile = base_and_tile(vision.size, vision.crop_size)
     return anyres_pixels(
         rgb,

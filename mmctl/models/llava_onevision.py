@@ -38,9 +38,10 @@ import numpy as np
 
 from mmctl.errors import InputError
 from mmctl.media.probe import MediaKind
+from mmctl.models import llava_next
 from mmctl.models.family import ContractError, ItemFacts, Tokens
 from mmctl.models.fields import PIXELS, FieldLayout, WireField
-from mmctl.models.llava_next import AnyresImages, anyres_fields, anyres_pixels, base_and_tile
+from mmctl.models.llava_next import AnyresImages, anyres_fields
 from mmctl.models.tiled import FixedVision, Item, PlaceholderTokens
 from mmctl.preprocessing import tiles
 from mmctl.preprocessing.tiles import Size
@@ -217,22 +218,9 @@ def _video_crop(settings: Mapping[str, Any]) -> tuple[int, int] | None:
 
 
 def image_pixels(rgb: np.ndarray, vision: Vision) -> np.ndarray:
-    """``[H, W, 3]`` uint8 RGB → ``float32 [1 + rows*cols, 3, 384, 384]``: base image, then tiles."""
-    base, tile = base_and_tile(vision.size, vision.crop_size)
-    return anyres_pixels(
-        rgb,
-        pinpoints=vision.image_grid_pinpoints,
-        base=base,
-        tile=tile,
-        do_resize=vision.do_resize,
-        size=vision.size,
-        crop=vision.crop_size if vision.do_center_crop else None,
-        do_rescale=vision.do_rescale,
-        rescale_factor=vision.rescale_factor,
-        do_normalize=vision.do_normalize,
-        mean=vision.image_mean,
-        std=vision.image_std,
-    )
+    """``[H, W, 3]`` uint8 RGB → ``float32 [1 + rows*cols, 3, 384, 384]``: base image, then
+    tiles — LLaVA-NeXT's steps with OneVision's settings."""
+    return llava_next.image_pixels(rgb, vision)
 
 
 def batch_pixels(items: Sequence[np.ndarray]) -> np.ndarray:

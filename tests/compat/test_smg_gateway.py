@@ -19,14 +19,12 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import ctypes.util
 import io
 import json
 import os
 import shutil
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -44,35 +42,10 @@ from mmctl.request.tensors import from_bytes
 from mmctl.request.view import batches, read_request, tensor_fields
 from mmctl.wire import proto
 
-GATEWAY_VERSION = "1.13.0"
 START_TIMEOUT_S = 60
 REQUEST_TIMEOUT_S = 30
 PROMPT = "Which colours?"
 TEMPLATE = Path(__file__).resolve().parents[1] / "fixtures" / "gateway" / "chat_template.jinja"
-
-
-def _missing() -> str | None:
-    smg = Path(sys.executable).with_name("smg")
-    if not smg.is_file():
-        return f"the smg gateway is not installed (pip install smg=={GATEWAY_VERSION})"
-    for tool in ("ffmpeg", "ffprobe"):
-        if shutil.which(tool) is None:
-            return f"{tool} is not on PATH (apt-get install ffmpeg libturbojpeg0)"
-    # Loaded at run time for Pillow-exact JPEG decoding; without it the
-    # gateway falls back to another decoder and the pixels may differ.
-    if ctypes.util.find_library("turbojpeg") is None:
-        return "libturbojpeg is not installed (apt-get install libturbojpeg0)"
-    return None
-
-
-@pytest.fixture(scope="module")
-def smg_exe() -> Path:
-    why = _missing()
-    if why is not None:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI runs the gateway test: {why}")
-        pytest.skip(f"{why}; CI installs it (.ci/run)")
-    return Path(sys.executable).with_name("smg")
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from mmctl.request.view import batches, read_request
-from tests.compat.test_smg_gateway import LOCAL, _missing, _running, _tensors
+from tests.compat.test_smg_gateway import LOCAL, _running, _tensors
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 FAMILIES = FIXTURES / "families"
@@ -41,20 +41,6 @@ MIME = {
     ".jpg": ("image", "image/jpeg"),
     ".mp4": ("video", "video/mp4"),
 }
-
-
-@pytest.fixture(scope="module")
-def smg() -> Path:
-    """The gateway executable (as tests/compat/test_smg_gateway.py's ``smg_exe``)."""
-    import os
-    import sys
-
-    why = _missing()
-    if why is not None:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI runs the gateway test: {why}")
-        pytest.skip(f"{why}; CI installs it (.ci/run)")
-    return Path(sys.executable).with_name("smg")
 
 
 def _chat(http: str, model: str, media: list[Path]) -> tuple[int, str]:
@@ -77,9 +63,9 @@ def _chat(http: str, model: str, media: list[Path]) -> tuple[int, str]:
         return err.code, err.read().decode(errors="replace")
 
 
-def _gateway(smg, model_type, tmp_path):
+def _gateway(smg_exe, model_type, tmp_path):
     return _running(
-        smg,
+        smg_exe,
         FAMILIES / model_type,
         tmp_path,
         processing="router",
@@ -94,10 +80,10 @@ def _gateway(smg, model_type, tmp_path):
     [("llava", ["rgb_odd.png", "large.png"]), ("llama4", ["shrink.jpg", "rgb_odd.png"])],
 )
 def test_the_gateway_lays_out_as_vllm_and_equals_mmctl_but_for_its_resize(
-    smg, model_type, media, tmp_path
+    smg_exe, model_type, media, tmp_path
 ):
     paths = [FIXTURES / "media" / name for name in media]
-    with _gateway(smg, model_type, tmp_path) as pair:
+    with _gateway(smg_exe, model_type, tmp_path) as pair:
         status, body = _chat(pair.http, PUBLISHED[model_type], paths)
         assert status == 200, f"{body}\n{pair.log.getvalue()}"
         [recorded] = pair.recorded()
@@ -122,10 +108,10 @@ def test_the_gateway_lays_out_as_vllm_and_equals_mmctl_but_for_its_resize(
     assert not np.array_equal(theirs_px, ours_px)
 
 
-def test_the_stub_refuses_the_gateways_llava_next_count_as_vllm_would_fail(smg, tmp_path):
+def test_the_stub_refuses_the_gateways_llava_next_count_as_vllm_would_fail(smg_exe, tmp_path):
     """smg 1.13.0's ``LlavaNextProcessor::calculate_num_tokens`` gives a 61x97 image
     976 tokens; vLLM's processor (and mmctl) count 1512."""
-    with _gateway(smg, "llava_next", tmp_path) as pair:
+    with _gateway(smg_exe, "llava_next", tmp_path) as pair:
         status, _body = _chat(
             pair.http, PUBLISHED["llava_next"], [FIXTURES / "media" / "rgb_odd.png"]
         )
@@ -135,11 +121,11 @@ def test_the_stub_refuses_the_gateways_llava_next_count_as_vllm_would_fail(smg, 
     assert "needs 1512" in log, log
 
 
-def test_the_gateway_has_no_onevision(smg, tmp_path):
+def test_the_gateway_has_no_onevision(smg_exe, tmp_path):
     """No OneVision spec in smg 1.13.0: its ``LlavaSpec`` claims the folder and
     refuses the video — mmctl is the only client that sends OneVision video."""
     clip = FIXTURES / "media" / "odd_count.mp4"
-    with _gateway(smg, "llava_onevision", tmp_path) as pair:
+    with _gateway(smg_exe, "llava_onevision", tmp_path) as pair:
         status, body = _chat(pair.http, PUBLISHED["llava_onevision"], [clip])
         assert pair.recorded() == []
     assert status != 200
