@@ -4,7 +4,7 @@ A family (``mmctl/models/<family>.py``) declares what it is and everything
 that differs between families, so that the request path —
 
     media → family.preprocess → prompt (family.expand, family.check) →
-    request (family.fields, family.embed_token) → transport
+    request (family.fields, family.batch_pixels; the ids' embed token) → transport
 
 — and the stub worker's contract checks (``family.check_received``) never
 branch on a family's name. The counterparts upstream: smg's

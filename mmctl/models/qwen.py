@@ -206,9 +206,6 @@ class QwenFamily:
             per_frame_markers=self.per_frame_markers,
         )
 
-    def embed_token(self, kind: MediaKind, model: Model) -> int:
-        return qwen_tokens(model).embed(kind)
-
     def batch_pixels(self, kind: MediaKind, items: Sequence[np.ndarray]) -> np.ndarray:
         return items[0] if len(items) == 1 else np.concatenate(items)
 
