@@ -369,11 +369,17 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
         self._note("GetModelInfo")
         model = self.cfg.model
         config = dict(model.files.config)
+        # Composite configs (LLaVA, Llama 4) keep the text model's length in text_config.
+        nested = config.get("text_config")
+        text: dict[str, Any] = nested if isinstance(nested, dict) else {}
+        length = int(
+            config.get("max_position_embeddings") or text.get("max_position_embeddings") or 0
+        )
         eos = model.eos_token_ids
         return proto.engine_pb2.GetModelInfoResponse(
             model_path=model.source.label,
             is_generation=True,
-            max_context_length=int(config.get("max_position_embeddings", 0) or 0),
+            max_context_length=length,
             vocab_size=model.tokenizer.vocab_size,
             supports_vision=True,
             served_model_name=self.cfg.served_model_name or f"mmctl-stub/{model.spec.name}",
@@ -383,7 +389,7 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
             eos_token_ids=eos,
             pad_token_id=int(config.get("pad_token_id", 0) or 0),
             bos_token_id=int(config.get("bos_token_id", 0) or 0),
-            max_req_input_len=int(config.get("max_position_embeddings", 0) or 0),
+            max_req_input_len=length,
         )
 
     async def GetServerInfo(
@@ -402,7 +408,11 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
             model_dtype="bfloat16",
             multimodal_encoder_dtype="bfloat16",
             mm_device_do_normalize=policy.device_normalize,
-            mm_item_limits=",".join(f"{k}={v}" for k, v in policy.item_limits.items()),
+            mm_item_limits=",".join(
+                f"{k}={v}"
+                for k, v in policy.item_limits.items()
+                if k in {m.value for m in self.cfg.model.spec.modalities}
+            ),
             mm_encoder_budget=policy.encoder_budget,
             max_num_seqs=256,
             mm_processor="mmctl",
