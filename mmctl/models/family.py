@@ -152,7 +152,8 @@ class Family(Protocol):
 
     @property
     def modalities(self) -> tuple[MediaKind, ...]:
-        """The kinds of media the model reads; others are refused before decoding."""
+        """The kinds of media the model reads (vLLM's ``get_supported_mm_limits``: any
+        number of each for every family here); others are refused before decoding."""
         ...
 
     @property
@@ -175,11 +176,6 @@ class Family(Protocol):
     @property
     def layout_check(self) -> str:
         """The name of :meth:`check` in a run's checks (``mrope_walk`` for Qwen)."""
-        ...
-
-    @property
-    def limits(self) -> Mapping[MediaKind, int]:
-        """Most items of a kind one request may carry (the model's own bound)."""
         ...
 
     def matches(self, config: Mapping[str, Any]) -> bool:

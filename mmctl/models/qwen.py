@@ -71,7 +71,6 @@ class QwenFamily:
     modalities: tuple[MediaKind, ...] = MODALITIES
     #: vLLM 0.33 normalizes Qwen2.5-VL and Qwen3-VL pixels on the device by default.
     device_normalize: bool = True
-    limits: Mapping[MediaKind, int] = {}
     #: vLLM's mrope position pass walks each video span (ARCHITECTURE §5.5).
     layout_check: str = "mrope_walk"
 

@@ -121,7 +121,6 @@ class TileFamily:
     worker_pixels: PixelFormat = PixelFormat.FLOAT32
     device_normalize: bool = False
     default_system: str | None = None
-    limits: Mapping[MediaKind, int] = {}
     #: Every span is exactly its item's replacement (:meth:`check`).
     layout_check: str = "placeholder_spans"
 
