@@ -62,7 +62,8 @@ def _params(pre: Preprocessed) -> dict[str, Any]:
 
 
 def save_npz(pre: Preprocessed, path: Path) -> Path:
-    """pixel_values, grid_thw, frame indices, timestamps and every parameter,
+    """pixel_values, grid_thw (or the family's other tensors), frame indices, timestamps
+    and every parameter,
     as an ``.npz`` archive written to exactly ``path`` (whatever its suffix)."""
     import json
 
@@ -75,7 +76,8 @@ def _savez(file: BinaryIO, pre: Preprocessed, summary_json: str) -> None:
     arrays: dict[str, np.ndarray] = {
         "pixel_values": pre.pixel_values,
         "pixel_format": np.asarray(pre.pixel_format.value),
-        "grid_thw": pre.grid_thw_array,
+        **({"grid_thw": pre.grid_thw_array} if pre.grid_thw is not None else {}),
+        **{key: np.asarray(value) for key, value in pre.item_tensors.items()},
         "frame_indices": pre.frame_indices,
         "frame_times": np.asarray(pre.frame_times, dtype=np.float64),
         "patch_times": np.asarray(pre.patch_times, dtype=np.float64),

@@ -147,3 +147,32 @@ def test_mmctl_build_writes_the_request(model_type, tmp_path):
     assert hashlib.sha256(req.mm_inputs.pixel_values.inline).hexdigest() == str(
         golden["pixel_values_sha256"]
     )
+
+
+def test_mmctl_preprocess_saves_a_onevision_video_as_the_golden(tmp_path):
+    golden = _record(FAMILIES / "goldens" / "llava_onevision-video-odd_count.npz")
+    out = tmp_path / "video.npz"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mmctl",
+            "preprocess",
+            str(FIXTURES / "media" / "odd_count.mp4"),
+            "--model-dir",
+            str(FAMILIES / "llava_onevision"),
+            "--out",
+            str(out),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["family"] == "llava-onevision" and doc["grid_thw"] is None
+    assert doc["frames"]["indices"] == golden["video0_indices"].tolist()
+    with np.load(out) as saved:
+        pixels = np.ascontiguousarray(saved["pixel_values"][None])  # HF's [1, frames, 3, S, S]
+    assert hashlib.sha256(pixels.tobytes()).hexdigest() == str(golden["pixel_values_videos_sha256"])
