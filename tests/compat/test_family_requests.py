@@ -147,6 +147,16 @@ def test_mmctl_build_writes_the_request(model_type, tmp_path):
     assert hashlib.sha256(req.mm_inputs.pixel_values.inline).hexdigest() == str(
         golden["pixel_values_sha256"]
     )
+    # The written file read back by the family: its layout passes vLLM's check.
+    check = subprocess.run(
+        [sys.executable, "-m", "mmctl", "inspect-tokens", "--request", str(out), "--model-dir",
+         str(FAMILIES / model_type), "--json"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert check.returncode == 0, check.stderr
+    report = json.loads(check.stdout)
+    assert report["check"] == {**report["check"], "ok": True, "name": "placeholder_spans"}
+    assert [i["num_tokens"] for i in report["items"]] == [doc["items"][0]["num_tokens"]]
 
 
 def test_mmctl_preprocess_saves_a_onevision_video_as_the_golden(tmp_path):
