@@ -37,8 +37,9 @@ def main() -> int:
     args = parser.parse_args()
 
     from mmctl.media.probe import MediaKind
+    from mmctl.models.family import ItemFacts
     from mmctl.models.model import load_model
-    from mmctl.prompt.layout import LayoutItem, expand
+    from mmctl.prompt.layout import expand
     from mmctl.prompt.mrope import walk
     from mmctl.request.build import Batch, RequestPlan
     from mmctl.wire import proto
@@ -51,7 +52,8 @@ def main() -> int:
     height, width = spec.video_size(len(indices), 720, 1280, params)
     grid = (len(indices) // 2, height // 16, width // 16)
     times = tuple(spec.video_frame_times(indices, fps, params))
-    item = LayoutItem(MediaKind.VIDEO, grid, times)
+    t, h, w = grid
+    item = ItemFacts(MediaKind.VIDEO, t * h * w // 4, grid, times, rows=t * h * w)
     tok = model.tokenizer
     text = "<|im_start|>user\n<|vision_start|><|video_pad|><|vision_end|>Describe.<|im_end|>\n<|im_start|>assistant\n"
     prompt_ids = tok.encode(text)

@@ -15,9 +15,17 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import numpy as np
 
-#: The user's text when none is given (``send``, ``build`` and
-#: ``inspect-tokens`` alike, so the debugging tools show what ``send`` sends).
+#: The user's text when none is given (``send``, ``build``, ``inspect-tokens``,
+#: ``bench`` and ``batch`` alike, so the debugging tools show what ``send`` sends).
 DEFAULT_PROMPT = "Describe this."
+
+
+def prompt_text(prompt: str | None) -> str:
+    """The one place the default applies: ``None`` is "not given"; ``""`` is
+    "no text" (the media alone)."""
+    return DEFAULT_PROMPT if prompt is None else prompt
+
+
 #: Most tokens to generate when the request does not say.
 DEFAULT_MAX_TOKENS = 128
 

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from mmctl.choices import DEFAULT_PROMPT, LayoutKind, PixelFormat
+from mmctl.choices import LayoutKind, PixelFormat
 from mmctl.errors import UsageError
-from mmctl.media.probe import check_readable
+from mmctl.media.probe import check_readable, media_kind
 from mmctl.models.base import VisionOverrides
 from mmctl.models.model import Model, load_model
 from mmctl.preprocessing.pipeline import Preprocessed
@@ -68,9 +68,9 @@ def preprocess(
     """A video or image preprocessed exactly as the model's processor would.
 
     ``pixel_dtype`` None: what a default vLLM worker takes for the family
-    (``ModelSpec.worker_pixels``: raw uint8 for the Qwen families), as
+    (``Family.worker_pixels``: raw uint8 for the Qwen families), as
     ``build`` writes and the stub worker expects by default."""
-    from mmctl.preprocessing.pipeline import preprocess as run
+    from mmctl.models.family import refuse_kind
 
     path = Path(media)
     overrides = VisionOverrides(**vision)
@@ -78,10 +78,12 @@ def preprocess(
     chosen = model_for(
         model=model, family=family, model_dir=model_dir, bundle=bundle, vision=overrides
     )
-    pre = run(
+    kind = media_kind(path)
+    refuse_kind(chosen.spec, kind)
+    pre = chosen.spec.preprocess(
         path,
-        chosen.spec,
-        chosen.params,
+        kind,
+        chosen,
         chosen.spec.worker_pixels if pixel_dtype is None else PixelFormat(pixel_dtype),
         keep_frames=keep_frames,
         on_frame=on_frame,
@@ -117,7 +119,7 @@ class TokenReport:
             "model": {
                 "source": model.source.label,
                 "family": model.spec.name,
-                "token_ids": vars(model.token_ids),
+                "token_ids": model.token_ids.as_dict(),
                 "token_ids_from": model.token_ids_from,
             },
             "prompt_format": self.prompt_format,
@@ -132,7 +134,7 @@ class TokenReport:
             layout=self.layout.kind.value if self.source is None else "request",
             num_tokens=len(self.layout.ids),
             items=items,
-            check=self.check.as_dict(),
+            check={"name": model.spec.layout_check, **self.check.as_dict()},
             totals=view.totals(self.layout, model.token_ids),
             rows=[r.as_dict() for r in self.rows()],
         )
@@ -232,15 +234,11 @@ def _refuse_for_request(
 
 
 def _recorded(model: Model, request: Path) -> TokenReport:
-    from mmctl.request.compose import check_layout
     from mmctl.request.view import layout_of, read_request
 
-    built, grids = layout_of(read_request(request))
-    items = [
-        {"item": s.item + 1, "kind": s.kind.value, "grid_thw": list(g)}
-        for s, g in zip(built.spans, grids, strict=True)
-    ]
-    check = check_layout(model, built, grids)
+    built, facts = layout_of(read_request(request), model)
+    items = [{"item": s.item + 1, **f.as_dict()} for s, f in zip(built.spans, facts, strict=True)]
+    check = model.spec.check(built, facts, model)
     return TokenReport(model, built, check, "from the request file", items, source=str(request))
 
 
@@ -259,9 +257,9 @@ def _composed(
 
     composed = compose(
         paths,
-        DEFAULT_PROMPT if prompt is None else prompt,
+        prompt,
         model,
-        pixel_format=PixelFormat.UINT8,  # only grids and times matter here
+        pixel_format=model.spec.worker_pixels,  # only the layout matters here
         layout_kind=layout,
         system=system,
         chat=chat is not False,
@@ -272,8 +270,7 @@ def _composed(
         {
             "item": n + 1,
             "path": it.path,
-            "kind": it.kind.value,
-            "grid_thw": list(it.pre.grid_thw),
+            **it.pre.facts.as_dict(),
             "patch_times_s": [round(t, 6) for t in it.pre.patch_times],
             "frame_indices": it.pre.frame_indices.tolist(),
             "content_hash": it.content_hash,
@@ -299,7 +296,8 @@ def _diff(model: Model, composed: Any, pair: tuple[LayoutKind, LayoutKind]) -> d
 
     sides = {}
     for name in pair:
-        other, check = lay_out(model, composed.prompt_ids, composed.items, name)
+        facts = [it.pre.facts for it in composed.items]
+        other, check = lay_out(model, composed.prompt_ids, facts, name)
         sides[name] = (other, check, view.rows(other, model.token_ids, model.tokenizer))
     (a, a_check, a_rows), (b, b_check, b_rows) = sides[pair[0]], sides[pair[1]]
     return {

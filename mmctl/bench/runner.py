@@ -37,14 +37,14 @@ from mmctl.bench.workload import Prepared, WorkItem, prepare
 from mmctl.choices import PixelFormat, Transport
 from mmctl.client.channel import Target, generate_method, open_aio_channel, response
 from mmctl.client.client import Client
-from mmctl.client.negotiate import pixel_dtype, transport
-from mmctl.client.options import SHM_MIN_BYTES
-from mmctl.client.placement import THREAD_MIN_BYTES, ShmPlacer
-from mmctl.client.run import shm_problem
+from mmctl.client.negotiate import pixel_dtype
+from mmctl.client.placement import THREAD_MIN_BYTES
+from mmctl.client.stream import TokenStream
+from mmctl.client.transport import Route, choose, fixed
 from mmctl.errors import CheckFailed, MmctlError, UsageError
 from mmctl.request.build import Sampling, new_request_id
 from mmctl.signals import stop_signals
-from mmctl.transport.shm import ShmArena, leftovers, namespace_id
+from mmctl.transport.shm import ShmArena, leftovers
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,10 @@ class Arm:
     @property
     def name(self) -> str:
         return f"{self.transport.value}/{self.fmt.value}"
+
+    @property
+    def route(self) -> Route:
+        return fixed(self.transport, f"bench arm {self.name}")
 
 
 @dataclass
@@ -229,7 +233,7 @@ def _arms(cfg: BenchConfig, clients: Sequence[Client]) -> list[Arm]:
             if decided not in fmts:
                 fmts.append(decided)
         if Transport.SHM in cfg.transports:
-            decision = transport("auto", facts, namespace_id(), shm_problem())
+            decision = choose(Transport.AUTO, facts).decision
             if decision.value != "shm":
                 raise CheckFailed(
                     f"--transport shm: {client.target.address}: {decision.reason}",
@@ -268,24 +272,9 @@ def assemble(prep: Prepared, arm: Arm, arena: ShmArena, unique: bool) -> tuple[b
     """(wire bytes, hand-off seconds, build seconds) of one request."""
     plan = _fresh(prep, unique)
     start = time.perf_counter()
-    placed = 0.0
-    if arm.transport is Transport.SHM:
-        placer = ShmPlacer(arena, SHM_MIN_BYTES, None, {"shm": 0})
-
-        def timed(key: str, array: Any, dtype: str) -> Any:
-            nonlocal placed
-            begin = time.perf_counter()
-            try:
-                return placer(key, array, dtype)
-            finally:
-                placed += time.perf_counter() - begin
-
-        encoded = plan.encode(timed)
-    else:
-        encoded = plan.encode()
+    encoding = arm.route.encode(plan, arena, {"shm": 0})
     total = time.perf_counter() - start
-    handoff = placed + encoded.copy_s
-    return encoded.data, handoff, total - handoff
+    return encoding.encoded.data, encoding.handoff_s, total - encoding.handoff_s
 
 
 class _Sender:
@@ -339,30 +328,24 @@ class _Sender:
         call = self.calls[target](
             data, timeout=self.cfg.timeout, metadata=self.targets[target].headers
         )
-        tokens: list[int] = []
+        received = TokenStream(stream=True)  # the workload's requests stream (ITL)
         last: float | None = None
-        complete = None
         try:
             async for resp in call:
                 now = time.perf_counter()
                 if rec.ttft_s is None:
                     rec.ttft_s = now - start
-                kind = response(resp, f"#{rec.index}").WhichOneof("response")
-                if kind == "chunk":
+                if received.feed(response(resp, f"#{rec.index}")) == "chunk":
                     if last is not None:
                         rec.itl_s.append(now - last)
                     last = now
-                    tokens.extend(resp.chunk.token_ids)
-                elif kind == "complete":  # anything else: newer than our proto, skipped
-                    complete = resp.complete
         finally:
             call.cancel()
         rec.latency_s = time.perf_counter() - start
+        complete, tokens = received.complete, received.ids
         if complete is None:
             rec.error_code, rec.error = "NO_COMPLETION", "the stream ended without a completion"
             return
-        if not tokens:
-            tokens = list(complete.output_ids)
         rec.output_tokens = len(tokens)
         rec.prompt_tokens = complete.prompt_tokens
         rec.finish_reason = complete.finish_reason

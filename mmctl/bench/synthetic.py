@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any
 
 import numpy as np
 
@@ -20,7 +21,8 @@ from mmctl.errors import UsageError
 from mmctl.media.probe import MediaKind
 from mmctl.media.synth import COLORS
 from mmctl.media.video import VideoInfo
-from mmctl.models.base import ModelSpec, VisionParams
+from mmctl.models.base import VisionParams
+from mmctl.models.family import Family
 from mmctl.preprocessing.pipeline import Preprocessed, Timings
 from mmctl.preprocessing.pixels import patchify_into
 from mmctl.request.build import MediaItem
@@ -67,10 +69,15 @@ def grid_for_bytes(nbytes: int, params: VisionParams, fmt: PixelFormat) -> tuple
     return t, h, w
 
 
-def synthetic_item(
-    nbytes: int, spec: ModelSpec, params: VisionParams, fmt: PixelFormat
-) -> MediaItem:
+def synthetic_item(nbytes: int, spec: Family, params: Any, fmt: PixelFormat) -> MediaItem:
     """A video item whose pixel tensor holds about ``nbytes`` (see :func:`grid_for_bytes`)."""
+    from mmctl.models.qwen import QwenFamily
+
+    if not isinstance(spec, QwenFamily) or not isinstance(params, VisionParams):
+        raise UsageError(
+            f"--sizes makes synthetic Qwen-VL videos; this worker serves {spec.name}",
+            hint="give media files (or a dataset) instead",
+        )
     t, gh, gw = grid_for_bytes(nbytes, params, fmt)
     tp, p = params.temporal_patch_size, params.patch_size
     frames = t * tp

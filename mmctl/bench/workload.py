@@ -16,9 +16,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from mmctl.choices import DEFAULT_PROMPT, PixelFormat
+from mmctl.choices import PixelFormat
 from mmctl.errors import UsageError
 from mmctl.media.probe import check_media
+from mmctl.models.family import check_failed
 from mmctl.models.model import Model
 from mmctl.request.build import RequestPlan, Sampling
 from mmctl.request.compose import compose, compose_items
@@ -87,7 +88,6 @@ def prepare(
     """Decode, preprocess, tokenize and lay out ``item`` for ``fmt`` (checked like ``send``)."""
     start = time.perf_counter()
     text = item.prompt if item.prompt is not None else prompt
-    text = DEFAULT_PROMPT if text is None else text
     if item.sampling:
         sampling = replace(sampling, **item.sampling)
     if item.nbytes is not None:
@@ -104,6 +104,6 @@ def prepare(
     if not composed.check.ok:
         from mmctl.errors import CheckFailed
 
-        raise CheckFailed(f"{item.label}: mrope walk failed: {composed.check.reason}")
+        raise CheckFailed(f"{item.label}: {check_failed(model.spec, composed.check.reason)}")
     payload = sum(b.pixel_values.nbytes for b in composed.plan.batches)
     return Prepared(item, fmt, composed.plan, payload, time.perf_counter() - start)

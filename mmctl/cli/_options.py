@@ -173,7 +173,9 @@ def _pixel_dtype(default: str) -> object:
 #: Offline (``build``, ``preprocess``): what a default vLLM worker takes for the family.
 PixelDtypeOpt = Annotated[
     PixelFormat | None,
-    _pixel_dtype("a default vLLM worker's for the family: uint8 for the Qwen families"),
+    _pixel_dtype(
+        "a default vLLM worker's for the family: uint8 for the Qwen families, else float32"
+    ),
 ]
 NegotiatedPixelDtypeOpt = Annotated[
     PixelFormat | None, _pixel_dtype("what the worker expects (see `mmctl info`)")
@@ -300,8 +302,8 @@ FamilyOpt = Annotated[
     typer.Option(
         "--family",
         metavar="NAME",
-        help="Model family: qwen3-vl, qwen2.5-vl, qwen2-vl."
-        + default_text("from config.json, else qwen3-vl"),
+        help="Model family: qwen3-vl, qwen2.5-vl (qwen2-vl), llava, llava-next, "
+        "llava-onevision, llama4." + default_text("from config.json, else qwen3-vl"),
         show_default=False,
     ),
 ]

@@ -184,13 +184,22 @@ def vision_rows(table: Table, settings: dict[str, dict[str, object]]) -> None:
     def v(key: str) -> object:
         return settings[key]["value"]
 
-    table.add_row(
-        "vision",
-        f"video {v('video_min_pixels')}..{v('video_max_pixels')} px, "
-        f"image {v('image_min_pixels')}..{v('image_max_pixels')} px, "
-        f"fps {v('fps')}, frames {v('min_frames')}..{v('max_frames')}, "
-        f"patch {v('patch_size')} x {v('temporal_patch_size')}, merge {v('merge_size')}",
-    )
+    if "video_min_pixels" in settings:  # the Qwen families' budget and sampling
+        table.add_row(
+            "vision",
+            f"video {v('video_min_pixels')}..{v('video_max_pixels')} px, "
+            f"image {v('image_min_pixels')}..{v('image_max_pixels')} px, "
+            f"fps {v('fps')}, frames {v('min_frames')}..{v('max_frames')}, "
+            f"patch {v('patch_size')} x {v('temporal_patch_size')}, merge {v('merge_size')}",
+        )
+    else:  # the others' processor settings, the short ones
+        shown = [
+            f"{key} {entry['value']}"
+            for key, entry in settings.items()
+            if isinstance(entry["value"], int | float | str)
+            and not isinstance(entry["value"], bool)
+        ]
+        table.add_row("vision", ", ".join(shown))
     groups: dict[str, list[str]] = {}
     for key, entry in settings.items():
         if entry["value"] is not None:

@@ -128,7 +128,7 @@ def build(
     header: HeaderOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    from mmctl.choices import DEFAULT_PROMPT, PixelFormat
+    from mmctl.choices import PixelFormat
     from mmctl.cli import _inputs
     from mmctl.cli._output import Output
     from mmctl.client.negotiate import pixel_dtype as pixel_dtype_decision
@@ -196,7 +196,7 @@ def build(
     )
     composed = compose(
         media,
-        DEFAULT_PROMPT if text is None else text,
+        text,
         model,
         pixel_format=PixelFormat(decided.value),
         layout_kind=layout,
@@ -212,8 +212,10 @@ def build(
     for warning in composed.warnings:
         output.warn(warning)
     if not composed.check.ok and not force:
+        from mmctl.models.family import check_failed
+
         raise CheckFailed(
-            f"mrope walk failed: {composed.check.reason}", hint="--force writes it anyway"
+            check_failed(model.spec, composed.check.reason), hint="--force writes it anyway"
         )
     req = composed.plan.to_proto()
     doc = {
@@ -226,13 +228,7 @@ def build(
         "layout": composed.layout.kind.value,
         "check": composed.check.as_dict(),
         "items": [
-            {
-                "path": it.path,
-                "kind": it.kind.value,
-                "grid_thw": list(it.pre.grid_thw),
-                "num_tokens": it.pre.num_tokens,
-                "content_hash": it.content_hash,
-            }
+            {"path": it.path, **it.pre.facts.as_dict(), "content_hash": it.content_hash}
             for it in composed.items
         ],
         "timings_s": {k: round(v, 6) for k, v in composed.timings.items()},

@@ -114,7 +114,7 @@ def _render_info(console: Console, doc: dict[str, Any]) -> None:
     table.add_row(
         "context",
         f"{int(m.get('max_context_length') or 0):,} tokens (max_context_length), "
-        + ("images and video" if m.get("supports_vision") else "text only (supports_vision false)"),
+        + ("vision input" if m.get("supports_vision") else "text only (supports_vision false)"),
     )
     table.add_row(
         "server",

@@ -129,7 +129,9 @@ def inspect_tokens(
     rows = report.rows()
     output.result(doc, human=lambda console: _render(console, doc, rows, show_all))
     if not report.check.ok:
-        raise CheckFailed(f"mrope walk failed: {report.check.reason}")
+        from mmctl.models.family import check_failed
+
+        raise CheckFailed(check_failed(report.model.spec, report.check.reason))
 
 
 inspect_tokens.__doc__ = HELP
@@ -139,10 +141,10 @@ MARKERS = {"vision_start": "<|vision_start|>", "vision_end": "<|vision_end|>"}
 
 
 def _cell(row: Row) -> str:
-    if row.kind in MARKERS:
-        return f"[magenta]{MARKERS[row.kind]}[/]"
+    if row.kind in MARKERS or row.kind == "marker":
+        return f"[magenta]{_esc(row.token or MARKERS.get(row.kind, row.text))}[/]"
     if row.kind == "pads":
-        return f"[cyan]<|{row.text}_pad|>×{row.count}[/]"
+        return f"[cyan]{_esc(row.token or f'<|{row.text}_pad|>')}×{row.count}[/]"
     if row.kind == "timestamp":
         return f"[yellow]{_esc(row.text)}[/]"
     return f"[dim]{_esc(repr(row.text))}[/] ({row.count})"
@@ -169,16 +171,18 @@ def _render(console: Console, doc: dict[str, Any], rows: list[Row], show_all: bo
     console.print()
     check = doc["check"]
     if check["ok"]:
+        name = check.get("name", "mrope_walk").replace("_", " ")
+        frames = f" over {check['frames_checked']} frame(s)" if check.get("frames_checked") else ""
         console.print(
-            f"[bold]check[/]    [green]pass[/] — mrope walk over {check['frames_checked']} frame(s); "
-            "every span holds t·h·w/M² pads"
+            f"[bold]check[/]    [green]pass[/] — {name}{frames}; every span holds its item's "
+            "embedding tokens, as vLLM's model reads them"
         )
     else:
         console.print(f"[bold]check[/]    [red]FAIL[/] — {_esc(check['reason'])}")
     t = doc["totals"]
     console.print(
         f"[bold]totals[/]   {t['tokens']} tokens: {t['video_pads']} video pads, {t['image_pads']} image pads, "
-        f"{t['vision_markers']} vision markers, {t['other']} other; {t['in_spans']} inside spans"
+        f"{t['vision_markers']} markers, {t['other']} other; {t['in_spans']} inside spans"
     )
     if "diff" in doc:
         _render_diff(console, doc["diff"])
@@ -207,12 +211,11 @@ def _lines(rows: list[Row], doc: dict[str, Any], show_all: bool) -> list[str]:
     for row in rows:
         if row.kind == "span_start":
             item = items.get(row.item, {})
-            grid = "x".join(str(v) for v in item.get("grid_thw", []))
             span = item.get("span", {})
             out.append(
                 f"{row.at:>7}  ┌ {row.text} {row.item}  span [{span.get('offset')}, "
-                f"{span.get('offset', 0) + span.get('length', 0)}) {span.get('length')} tokens  grid {grid}"
-                + (f"  {_esc(item['path'])}" if item.get("path") else "")
+                f"{span.get('offset', 0) + span.get('length', 0)}) {span.get('length')} tokens"
+                f"  {_shape(item)}" + (f"  {_esc(item['path'])}" if item.get("path") else "")
             )
         elif row.kind == "span_end":
             flush_frames()
@@ -228,6 +231,25 @@ def _lines(rows: list[Row], doc: dict[str, Any], show_all: bool) -> list[str]:
             out.append(f"{row.at:>7}  " + _cell(row))
     flush_frames()
     return out
+
+
+#: What a span's heading shows of its item, by the families' item keys.
+SHAPE_KEYS = (
+    ("grid_thw", "grid"),
+    ("image_size", "size"),
+    ("aspect_ratio", "tiles"),
+    ("frames", "frames"),
+)
+
+
+def _shape(item: dict[str, Any]) -> str:
+    for key, label in SHAPE_KEYS:
+        value = item.get(key)
+        if isinstance(value, list):
+            return f"{label} {'x'.join(str(v) for v in value)}"
+        if value is not None:
+            return f"{label} {value}"
+    return ""
 
 
 def _render_diff(console: Console, d: dict[str, Any]) -> None:
@@ -256,8 +278,8 @@ def _describe(r: dict) -> str:
         where += f" frame {r['frame']}"
     elif r.get("item") and r["kind"] not in ("span_start", "span_end"):
         where += " in span"
-    if r["kind"] in MARKERS:
-        return f"{_esc(MARKERS[r['kind']])}{where}"
+    if r["kind"] in MARKERS or r["kind"] == "marker":
+        return f"{_esc(r.get('token') or MARKERS.get(r['kind'], r.get('text', '')))}{where}"
     if r["kind"] == "pads":
         return f"pads×{r['count']}{where}"
     if r["kind"] in ("span_start", "span_end"):

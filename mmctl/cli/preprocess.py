@@ -153,9 +153,12 @@ def _render(console: Console, doc: dict[str, Any]) -> None:
         for key, values in doc["video_tensors"].items():
             table.add_row(key, ", ".join(f"{x:.6g}" for x in values))
     table.add_row("resized", f"{doc['resized']['width']}x{doc['resized']['height']}")
-    table.add_row("grid_thw", str(doc["grid_thw"]))
-    table.add_row("patches", f"{doc['num_patches']} x {doc['patch_dim']}")
-    table.add_row("tokens", f"{doc['num_tokens']} pad tokens in the prompt")
+    if doc["grid_thw"] is not None:
+        table.add_row("grid_thw", str(doc["grid_thw"]))
+        table.add_row("patches", f"{doc['num_patches']} x {doc['patch_dim']}")
+    else:
+        table.add_row("pixels", " x ".join(str(n) for n in doc["pixel_shape"]))
+    table.add_row("tokens", f"{doc['num_tokens']} embedding tokens in the prompt")
     sizes = doc["bytes_by_format"]
     table.add_row(
         "tensor",

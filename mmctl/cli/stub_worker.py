@@ -141,6 +141,16 @@ def stub_worker(
             show_default=False,
         ),
     ] = None,
+    served_model_name: Annotated[
+        str | None,
+        typer.Option(
+            "--served-model-name",
+            metavar="NAME",
+            help="The model name GetModelInfo reports, as vLLM's --served-model-name (the smg "
+            "gateway picks its image processor by it); mmctl-stub/<family> when not given.",
+            show_default=False,
+        ),
+    ] = None,
     tls_cert: Annotated[
         Path | None,
         typer.Option(
@@ -182,8 +192,7 @@ def stub_worker(
     check_bindable(host, port)  # before the model loads: a taken port fails at once
     model = model_for(model_dir=model_dir, bundle=bundle, family=family)
     model.tokenizer  # noqa: B018 - load now: a broken tokenizer fails at start, not per request
-    if device_normalize is None:
-        device_normalize = checks.normalizes_by_default(model.spec)
+    device_normalize = checks.device_normalize_for(model.spec, device_normalize)
     policy = checks.Policy(
         device_normalize=device_normalize,
         legacy_proto=legacy_proto,
@@ -200,6 +209,7 @@ def stub_worker(
         max_message_mb=max_message_mb,
         max_concurrent_requests=max_concurrent_requests,
         record_dir=record_dir,
+        served_model_name=served_model_name,
     )
     tls = None
     if (tls_cert is None) != (tls_key is None):

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from mmctl.choices import PixelFormat
 from mmctl.client.worker import WorkerFacts
 from mmctl.errors import CheckFailed, UsageError
-from mmctl.models.base import ModelSpec
+from mmctl.models.family import Family
 from mmctl.request.tensors import LEGACY_DTYPES
 
 
@@ -42,7 +42,7 @@ def pixel_dtype(
     facts: WorkerFacts | None,
     requested: str | None,
     skip_checks: bool = False,
-    spec: ModelSpec | None = None,
+    spec: Family | None = None,
 ) -> Decision:
     """The pixel type to send. ``facts``: the worker's, when one was asked;
     without them, ``spec``'s default worker's (``build`` offline), else
@@ -56,6 +56,12 @@ def pixel_dtype(
         except ValueError:
             choices = ", ".join(f.value for f in PixelFormat)
             raise UsageError(f"--pixel-dtype must be one of {choices}; got {requested!r}") from None
+        if spec is not None and fmt is PixelFormat.UINT8 and not spec.device_normalize:
+            raise UsageError(
+                f"--pixel-dtype uint8: vLLM normalizes {spec.name} pixels in its processor, not "
+                "on the device, so its workers take normalized floats",
+                hint="--pixel-dtype float32, bfloat16 or float16",
+            )
         if not skip_checks:
             if normalizes and fmt is not PixelFormat.UINT8:
                 raise CheckFailed(
@@ -93,10 +99,14 @@ def pixel_dtype(
             )
         return Decision(fmt.value, "--pixel-dtype")
     if facts is None and spec is not None:
+        why = (
+            f"a default vLLM worker normalizes {spec.name} pixels on the device, so raw uint8"
+            if spec.worker_pixels is PixelFormat.UINT8
+            else f"{spec.name} pixels are normalized here; float32 (every worker casts it)"
+        )
         return Decision(
             spec.worker_pixels.value,
-            f"no worker asked: a default vLLM worker normalizes {spec.name} pixels on the "
-            "device, so raw uint8 (--target asks a worker; --pixel-dtype chooses)",
+            f"no worker asked: {why} (--target asks a worker; --pixel-dtype chooses)",
         )
     if facts is None:
         return Decision(

@@ -17,36 +17,33 @@ moved, and every phase as a lap of one timeline, so the timing rows add up.
 from __future__ import annotations
 
 import base64
-import os
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from mmctl import modality
 from mmctl.choices import (
     DEFAULT_MAX_TOKENS,
-    DEFAULT_PROMPT,
     MediaRef,
     PixelFormat,
     Processing,
-    Transport,
+    prompt_text,
 )
 from mmctl.client.channel import as_error, generate_method, response
-from mmctl.client.negotiate import Decision, pixel_dtype, processing_schemes, transport
+from mmctl.client.negotiate import Decision, pixel_dtype, processing_schemes
 from mmctl.client.options import Hooks, Inputs, SendOptions, refuse
-from mmctl.client.placement import (
-    ShmAllocator,
-    ShmPlacer,
-    inline_bytes,
-    move_inline_to_shm,
-)
+from mmctl.client.placement import ShmAllocator, inline_bytes
 from mmctl.client.session import Session
+from mmctl.client.stream import TokenStream
+from mmctl.client.transport import Route, choose
 from mmctl.errors import CheckFailed, GenerationIncomplete
 from mmctl.media.probe import MediaKind, media_type
+from mmctl.models.family import Family, check_failed
 from mmctl.request.build import new_request_id
-from mmctl.request.compose import Composed, check_layout, compose
+from mmctl.request.compose import Composed, compose
 from mmctl.request.limits import check_encoder_budget, check_item_limits, parse_item_limits
 from mmctl.timing import Timeline
-from mmctl.transport.shm import ShmArena, ShmUnavailable, namespace_id, shm_dir, sweep_dead
+from mmctl.transport.shm import ShmArena, sweep_dead
 from mmctl.wire import proto
 
 
@@ -154,16 +151,9 @@ def prepare(
     """Everything before ``Generate``; the arena's files are the caller's to
     remove (:func:`finish`) from here on."""
     run = Run(timeline, kinds=inputs.kinds)
-    problem = shm_problem()
-    run.decisions["transport"] = transport(
-        opts.transport.value, session.facts, namespace_id(), problem
-    )
-    use_shm = run.decisions["transport"].value == "shm"
-    if use_shm:
-        if problem:
-            raise ShmUnavailable(
-                f"--transport shm: {problem}", hint="use --transport auto or inline"
-            )
+    route = choose(opts.transport, session.facts, opts.shm_min_bytes)
+    run.decisions["transport"] = route.decision
+    if route.shm:
         swept = sweep_dead()
         if swept:
             hooks.note(f"removed {len(swept)} shm file(s) left by dead mmctl processes")
@@ -174,18 +164,15 @@ def prepare(
         elif opts.processing is Processing.WORKER:
             request, plan = _worker_processing(session, opts, inputs, run), None
         else:
-            allocator = (
-                ShmAllocator(arena, opts.shm_min_bytes, fallback=opts.transport is Transport.AUTO)
-                if use_shm and all(n == 1 for n in Counter(inputs.kinds).values())
-                else None
-            )
+            single = all(n == 1 for n in Counter(inputs.kinds).values())
+            allocator = route.allocator(arena, single)
             composed = _client_processing(session, opts, inputs, run, hooks, allocator)
             request, plan = None, (composed, allocator)
         for warning in run.warnings:
             hooks.warn(warning)
         _check_modality_support(session, run, opts.skip_checks)
         timeline.lap("tokenize_s")
-        request, data = _hand_off(opts, run, arena, use_shm, request, plan, hooks)
+        request, data = _hand_off(route, run, arena, request, plan, hooks)
         run.moved["request"] = len(data)
         timeline.lap("handoff_s")
     except BaseException:
@@ -194,45 +181,27 @@ def prepare(
     return Ready(run, request, data, arena, [s.name for s in arena.segments])
 
 
-def shm_problem() -> str | None:
-    folder = shm_dir()
-    if not folder.is_dir():
-        return f"{folder} does not exist"
-    if not os.access(folder, os.W_OK | os.X_OK):
-        return f"{folder} is not writable"
-    return None
-
-
 def _hand_off(
-    opts: SendOptions,
+    route: Route,
     run: Run,
     arena: ShmArena,
-    use_shm: bool,
     request: Any,
     plan: tuple[Composed, ShmAllocator | None] | None,
     hooks: Hooks,
 ) -> tuple[Any, bytes]:
     """Tensors into shm files (one copy, none when preprocessing wrote them
-    there) or inline; the message (without a spliced tensor's bytes) and the
-    bytes the worker gets."""
-    fallback = opts.transport is Transport.AUTO
+    there) or inline, as the route says; the message (without a spliced
+    tensor's bytes) and the bytes the worker gets."""
     spliced = 0
+    problems: list[str]
     if plan is not None:
         composed, allocator = plan
-        placer = (
-            ShmPlacer(arena, opts.shm_min_bytes, allocator, run.moved, fallback)
-            if use_shm
-            else None
-        )
-        encoded = composed.plan.encode(placer) if placer else composed.plan.encode()
+        encoding = route.encode(composed.plan, arena, run.moved, allocator)
+        encoded = encoding.encoded
         request, data, spliced = encoded.request, encoded.data, encoded.spliced
-        problems = placer.problems if placer is not None else []
+        problems = list(encoding.problems)
     else:
-        problems = (
-            move_inline_to_shm(request, arena, opts.shm_min_bytes, run.moved, fallback)
-            if use_shm
-            else []
-        )
+        problems = route.place_recorded(request, arena, run.moved)
         data = request.SerializeToString()
     if problems:  # transport auto, /dev/shm filled up: those tensors went inline
         run.decisions["transport"] = Decision(
@@ -255,7 +224,7 @@ def _client_processing(
     facts, model = session.facts, session.model
     _check_limits(session, run, opts.skip_checks)
     run.decisions["pixel_dtype"] = decided = pixel_dtype(
-        facts, opts.pixel_dtype.value if opts.pixel_dtype else None, opts.skip_checks
+        facts, opts.pixel_dtype.value if opts.pixel_dtype else None, opts.skip_checks, model.spec
     )
     if decided.warning:
         run.warnings.append(decided.warning)
@@ -263,7 +232,7 @@ def _client_processing(
         model = model.with_vision(opts.vision)
     composed = compose(
         list(inputs.media),
-        DEFAULT_PROMPT if opts.prompt is None else opts.prompt,
+        opts.prompt,
         model,
         pixel_format=PixelFormat(run.decisions["pixel_dtype"].value),
         system=opts.system,
@@ -291,14 +260,12 @@ def _client_processing(
             "the worker",
         )
         run.checks.append(Check("mm_encoder_budget", True, True, detail={"budget": budget}))
-    _record_walk(run, composed.check, opts.skip_checks)
+    _record_walk(run, model.spec, composed.check, opts.skip_checks)
     run.decisions["prompt"] = Decision(composed.rendered.how, "how the prompt text was made")
     run.items = [
         {
             "path": it.path,
-            "kind": it.kind.value,
-            "grid_thw": list(it.pre.grid_thw),
-            "num_tokens": it.pre.num_tokens,
+            **it.pre.facts.as_dict(),
             "frames": len(it.pre.frame_indices),
             "content_hash": it.content_hash,
         }
@@ -343,13 +310,12 @@ def _check_limits(session: Session, run: Run, skip: bool) -> None:
         run.checks.append(Check("mm_item_limits", True, True, detail={"limits": limits}))
 
 
-def _record_walk(run: Run, result: Any, skip: bool) -> None:
+def _record_walk(run: Run, family: Family, result: Any, skip: bool) -> None:
+    """The family's layout check (Qwen's mrope walk) as one of the run's checks."""
     detail = {k: v for k, v in result.as_dict().items() if k not in ("ok", "reason")}
-    run.checks.append(Check("mrope_walk", True, result.ok, result.reason, detail))
+    run.checks.append(Check(family.layout_check, True, result.ok, result.reason, detail))
     if not result.ok and not skip:
-        raise CheckFailed(
-            f"mrope walk failed: {result.reason}", hint="--skip-checks sends it anyway"
-        )
+        raise CheckFailed(check_failed(family, result.reason), hint="--skip-checks sends it anyway")
 
 
 def _check_modality_support(session: Session, run: Run, skip: bool) -> None:
@@ -409,24 +375,20 @@ def _worker_processing(session: Session, opts: SendOptions, inputs: Inputs, run:
             hint="file: needs a worker started with --allowed-local-media-path on this host",
         )
     _check_limits(session, run, opts.skip_checks)
-    engine, common = proto.engine_pb2, proto.common_pb2
+    engine = proto.engine_pb2
     refs = []
     for path, kind in zip(inputs.media, inputs.kinds, strict=True):
         if opts.media_ref is MediaRef.FILE:
             url = path.resolve().as_uri()  # the worker must see this path (same host)
         else:
             url = f"data:{media_type(path)};base64," + base64.b64encode(path.read_bytes()).decode()
-        modality = common.VIDEO if kind is MediaKind.VIDEO else common.IMAGE
-        refs.append(engine.MediaRef(modality=modality, url=url))
-    prompt = DEFAULT_PROMPT if opts.prompt is None else opts.prompt
+        refs.append(engine.MediaRef(modality=modality.to_wire(kind), url=url))
+    prompt = prompt_text(opts.prompt)
     parts: list[Any] = [*inputs.kinds, prompt] if prompt else list(inputs.kinds)
     rendered = render(
         parts,
-        tokenizer=model.tokenizer,
-        token_ids=model.token_ids,
-        source=model.source,
+        model,
         system=opts.system,
-        default_system=model.spec.default_system,
         chat=opts.chat is not False,
         allow_special_tokens=opts.allow_special_tokens,
     )
@@ -441,7 +403,7 @@ def _worker_processing(session: Session, opts: SendOptions, inputs: Inputs, run:
     run.decisions["processing"] = Decision(
         "worker", f"media_refs as {opts.media_ref.value}: URLs ({facts.server.mm_processor})"
     )
-    run.checks.append(Check("mrope_walk", False, reason="the worker expands the prompt"))
+    run.checks.append(Check(model.spec.layout_check, False, reason="the worker expands the prompt"))
     run.items = [
         {"path": str(p), "kind": k.value, "url_bytes": len(r.url)}
         for p, k, r in zip(inputs.media, inputs.kinds, refs, strict=True)
@@ -480,12 +442,10 @@ def _replay(session: Session, opts: SendOptions, inputs: Inputs, run: Run) -> An
                 hint="rebuild it with --pixel-dtype " + want.value,
             )
     run.decisions["pixel_dtype"] = Decision(",".join(sorted(dtypes)) or "none", "as recorded")
-    layout, grids = layout_of(req)
-    _record_walk(run, check_layout(session.model, layout, grids), opts.skip_checks)
-    run.items = [
-        {"kind": s.kind.value, "grid_thw": list(g)}
-        for s, g in zip(layout.spans, grids, strict=True)
-    ]
+    model = session.model
+    layout, items = layout_of(req, model)
+    _record_walk(run, model.spec, model.spec.check(layout, items, model), opts.skip_checks)
+    run.items = [item.as_dict() for item in items]
     return req
 
 
@@ -498,24 +458,25 @@ class Answer:
     def __init__(self, session: Session, ready: Ready, hooks: Hooks) -> None:
         self.tokenizer = session.model.tokenizer
         self.ready, self.hooks = ready, hooks
-        self.tokens: list[int] = []
+        self.received = TokenStream(bool(ready.request.stream))
         self.shown = ""
-        self.complete: Any = None
         self.first = True
+
+    @property
+    def tokens(self) -> list[int]:
+        return self.received.ids
+
+    @property
+    def complete(self) -> Any:
+        return self.received.complete
 
     def feed(self, resp: Any) -> None:
         if self.first:
             self.ready.run.timeline.lap("ttft_s")
             self.first = False
-        kind = response(resp, self.ready.request.request_id).WhichOneof("response")
-        if kind == "chunk":
-            self.tokens.extend(resp.chunk.token_ids)
-            if self.hooks.on_text is not None:
-                self.show(self.tokenizer.decode(self.tokens, skip_special_tokens=True))
-        elif kind == "complete":  # anything else: a kind newer than our proto, skipped
-            self.complete = resp.complete
-            if not self.ready.request.stream:
-                self.tokens.extend(self.complete.output_ids)
+        kind = self.received.feed(response(resp, self.ready.request.request_id))
+        if kind == "chunk" and self.hooks.on_text is not None:
+            self.show(self.tokenizer.decode(self.tokens, skip_special_tokens=True))
 
     def show(self, text: str) -> None:
         # Only whole characters: a token may end inside a multi-byte one.

@@ -1,10 +1,11 @@
 """Load an image with Pillow into an RGB uint8 array.
 
-EXIF orientation is applied. Modes are brought to RGB the way HF's
-``convert_to_rgb`` does — anything with transparency (RGBA, LA, palette with
-a transparent index) is composited onto white — except 16-bit grayscale,
-which is scaled to 8 bits instead of clipped. Pillow's decompression-bomb
-guard stays on.
+EXIF orientation is applied. Modes are brought to RGB the way vLLM 0.33
+loads images (``vllm/multimodal/image.py`` ``convert_image_mode``): anything
+with transparency (RGBA, LA, a palette with a transparent index, and an RGB
+or L PNG with a tRNS colour, which HF's ``convert_to_rgb`` would leave as it
+is) is composited onto white — except 16-bit grayscale, which is scaled to 8
+bits instead of clipped. Pillow's decompression-bomb guard stays on.
 """
 
 from __future__ import annotations
@@ -89,6 +90,10 @@ def _has_orientation(image: Image.Image) -> bool:
 def _to_rgb(image: Image.Image) -> Image.Image:
     from PIL import Image
 
+    # vLLM 0.33's convert_image_mode looks for transparency before anything else:
+    # an RGB or L PNG with a tRNS chunk is composited onto white too.
+    if image.mode in ("RGB", "L", "P") and "transparency" in image.info:
+        image = image.convert("RGBA")
     if image.mode == "RGB":
         return image
     if image.mode in ("I;16", "I;16B", "I;16L", "I"):
@@ -97,8 +102,6 @@ def _to_rgb(image: Image.Image) -> Image.Image:
         gray = np.right_shift(wide, shift) if wide.max() > 255 else wide
         gray = gray.astype(np.uint8)
         return Image.fromarray(np.repeat(gray[..., None], 3, axis=2))
-    if image.mode == "P" and "transparency" in image.info:
-        image = image.convert("RGBA")
     if image.mode in ("RGBA", "LA", "PA", "RGBa", "La"):
         rgba = image.convert("RGBA")
         white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))

@@ -1,27 +1,19 @@
-"""The interface every model family implements, and the parameters it owns.
+"""The Qwen-VL families' vision parameters and token ids; a user's overrides;
+the model files every family reads.
 
-A family (:mod:`mmctl.models.qwen3_vl`, :mod:`mmctl.models.qwen2_vl`) is a
-:class:`ModelSpec`: it says which configs it matches, its default vision
-parameters (mirroring the published checkpoints), how it samples video frames
-and times them, and its special token ids. Nothing outside ``mmctl/models``
-branches on a family's name.
+The interface a family implements is :class:`mmctl.models.family.Family`;
+:class:`VisionParams` and :class:`TokenIds` are what the Qwen families
+(:mod:`mmctl.models.qwen`) resolve into.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
-import numpy as np
-
-from mmctl.choices import PixelFormat
 from mmctl.errors import UsageError
-
-if TYPE_CHECKING:
-    from mmctl.media.probe import MediaKind
-    from mmctl.models.fields import WireField
-    from mmctl.models.processor_config import ProcessorClass
+from mmctl.media.probe import MediaKind
 
 
 @dataclass(frozen=True)
@@ -37,7 +29,7 @@ class PixelBudget:
 
 @dataclass(frozen=True)
 class VisionParams:
-    """Everything preprocessing needs; defaults come from a :class:`ModelSpec`.
+    """Everything preprocessing needs; defaults come from a :class:`Family`.
 
     Mirrors HF processor config keys: ``patch_size``, ``temporal_patch_size``,
     ``merge_size``, ``image_mean``, ``image_std``, ``rescale_factor``, ``fps``,
@@ -98,6 +90,15 @@ class VisionParams:
         )
         params.validate()
         return params
+
+    def overridden(self, overrides: VisionOverrides) -> VisionParams:
+        """:meth:`with_overrides` with a user's values (the family interface)."""
+        return self.with_overrides(**overrides.changes())
+
+    def settings(self) -> dict[str, Any]:
+        from mmctl.models.processor_config import settings
+
+        return settings(self)
 
     def validate(self) -> None:
         for name in ("patch_size", "temporal_patch_size", "merge_size", "min_frames", "max_frames"):
@@ -163,85 +164,25 @@ class VisionOverrides:
 
 @dataclass(frozen=True)
 class TokenIds:
-    """Special token ids, mirroring ``config.json`` keys of the same names."""
+    """Qwen-VL's special token ids, mirroring ``config.json`` keys of the same names
+    (a :class:`~mmctl.models.family.Tokens`)."""
 
     vision_start_token_id: int
     vision_end_token_id: int
     image_token_id: int
     video_token_id: int
 
+    def placeholder(self, kind: MediaKind) -> int:
+        return self.video_token_id if kind is MediaKind.VIDEO else self.image_token_id
 
-class ModelSpec(Protocol):
-    """What a model family provides. Implemented once per family module (frozen
-    dataclasses: the data members are read-only)."""
+    def embed(self, kind: MediaKind) -> int:
+        return self.placeholder(kind)
 
-    @property
-    def name(self) -> str: ...
+    def markers(self) -> dict[int, str]:
+        return {self.vision_start_token_id: "vision_start", self.vision_end_token_id: "vision_end"}
 
-    @property
-    def params(self) -> VisionParams: ...
-
-    @property
-    def token_ids(self) -> TokenIds: ...
-
-    @property
-    def per_frame_markers(self) -> bool:
-        """Video is laid out as one <|vision_start|>…<|vision_end|> block per
-        temporal patch (Qwen3-VL) rather than one flat run of pads."""
-        ...
-
-    @property
-    def worker_pixels(self) -> PixelFormat:
-        """What a default vLLM worker (0.33) expects for this family when no
-        worker is asked: it normalizes on the device, so raw uint8."""
-        ...
-
-    @property
-    def image_processor(self) -> ProcessorClass:
-        """The HF image processor class a worker builds for this family."""
-        ...
-
-    @property
-    def video_processor(self) -> ProcessorClass:
-        """The HF video processor class a worker builds for this family."""
-        ...
-
-    @property
-    def default_system(self) -> str | None:
-        """The system turn the family's chat template adds when none is given."""
-        ...
-
-    def matches(self, config: Mapping[str, Any]) -> bool:
-        """True when ``config.json`` (model_type / architectures) is this family's."""
-
-    def sample_indices(
-        self, total_frames: int, source_fps: float, params: VisionParams
-    ) -> np.ndarray:
-        """Indices of the frames to keep out of ``total_frames`` decoded ones."""
-
-    def video_frame_times(
-        self, indices: np.ndarray, source_fps: float, params: VisionParams
-    ) -> list[float]:
-        """One time in seconds per temporal patch (what the prompt states)."""
-
-    def video_size(
-        self, num_frames: int, height: int, width: int, params: VisionParams
-    ) -> tuple[int, int]:
-        """Resized (height, width) of a clip's frames."""
-
-    def image_size(self, height: int, width: int, params: VisionParams) -> tuple[int, int]:
-        """Resized (height, width) of an image."""
-
-    def frame_label(self, seconds: float) -> str:
-        """The text before a temporal patch's block (per-frame families only)."""
-
-    def video_tensors(
-        self, indices: np.ndarray, total_frames: int, source_fps: float, params: VisionParams
-    ) -> dict[str, np.ndarray]:
-        """Per-video tensors beyond pixels and grid (one row per item), by vLLM key."""
-
-    def fields(self, kind: MediaKind) -> tuple[WireField, ...]:
-        """The tensors of one modality's batch (:mod:`mmctl.models.fields`)."""
+    def as_dict(self) -> dict[str, int]:
+        return dict(vars(self))
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ class WireField:
     key: str
     layout: FieldLayout
     #: What fills it per item: :data:`PIXELS`, :data:`GRID`, :data:`ROWS`, or
-    #: a key of ``ModelSpec.video_tensors`` (values the family computes).
+    #: a key of ``Family.video_tensors`` (values the family computes).
     value: str
     #: Wire dtype name; :data:`PIXELS` is negotiated (``--pixel-dtype``).
     dtype: str

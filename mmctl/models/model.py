@@ -1,4 +1,4 @@
-"""One model, ready to use: its files, family, vision parameters, token ids, tokenizer."""
+"""One model, ready to use: its files, family, vision settings, token ids, tokenizer."""
 
 from __future__ import annotations
 
@@ -7,16 +7,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mmctl.errors import InputError
-from mmctl.models.base import (
-    ModelFiles,
-    ModelSpec,
-    TokenIds,
-    VisionOverrides,
-    VisionParams,
-)
+from mmctl.models.base import ModelFiles, VisionOverrides
+from mmctl.models.family import Family, Tokens, Vision
 from mmctl.models.files import load_model_files
-from mmctl.models.processor_config import resolve_params, settings
 from mmctl.models.registry import resolve as resolve_family
 from mmctl.models.source import ModelSource
 from mmctl.models.source import resolve as resolve_source
@@ -24,16 +17,16 @@ from mmctl.models.source import resolve as resolve_source
 if TYPE_CHECKING:
     from mmctl.prompt.tokenizer import Tokenizer
 
-TOKEN_KEYS = ("vision_start_token_id", "vision_end_token_id", "image_token_id", "video_token_id")
-
 
 @dataclass
 class Model:
     source: ModelSource
     files: ModelFiles
-    spec: ModelSpec
-    params: VisionParams
-    token_ids: TokenIds
+    spec: Family
+    #: The family's resolved processor settings (its own class: ``VisionParams`` for Qwen).
+    params: Vision
+    #: The family's special ids (its own class: ``TokenIds`` for Qwen).
+    token_ids: Tokens
     token_ids_from: str
     #: Where each vision setting came from (``processor_config.settings`` keys).
     vision_from: dict[str, str] = field(default_factory=dict)
@@ -49,7 +42,7 @@ class Model:
         """The same model (tokenizer included, loaded once) with other vision values."""
         return replace(
             self,
-            params=self.params.with_overrides(**overrides.changes()),
+            params=self.params.overridden(overrides),
             vision_from={**self.vision_from, **overridden(overrides)},
             _tokenizer=self.tokenizer,
         )
@@ -58,12 +51,8 @@ class Model:
         """Each resolved vision setting with where it came from (``info``, ``preprocess --json``)."""
         return {
             key: {"value": value, "from": self.vision_from.get(key, "")}
-            for key, value in settings(self.params).items()
+            for key, value in self.params.settings().items()
         }
-
-    @property
-    def merge_size(self) -> int:
-        return self.params.merge_size
 
     @cached_property
     def eos_token_ids(self) -> list[int]:
@@ -85,24 +74,6 @@ def _read(path: Path | None) -> dict:
     return read_json(path)
 
 
-def token_ids_from_config(config: dict, defaults: TokenIds) -> tuple[TokenIds, str]:
-    """The vision token ids of ``config.json``; the family's own when there is none.
-
-    A config.json that names some of them but not all is an error: guessing
-    the rest would silently build a prompt the model cannot read.
-    """
-    if not config:
-        return defaults, "family defaults (no config.json)"
-    source = config if any(k in config for k in TOKEN_KEYS) else config.get("text_config") or {}
-    missing = [k for k in TOKEN_KEYS if not isinstance(source.get(k), int)]
-    if missing:
-        raise InputError(
-            f"config.json lacks {', '.join(missing)}",
-            hint="pass --family to use the family's published ids only if you are sure they match",
-        )
-    return TokenIds(**{k: int(source[k]) for k in TOKEN_KEYS}), "config.json"
-
-
 def load_model(
     *,
     model_dir: Path | None = None,
@@ -115,21 +86,33 @@ def load_model(
     source = source or resolve_source(model_dir, bundle)
     files = load_model_files(source)
     spec = resolve_family(family, files.config)
-    if files.config and not spec.matches(files.config):
-        # --family forced over another family's files: their vision sizes
-        # (P=16 vs 14, mean/std) would be wrong for it; keep the family's own.
-        params = spec.params
-        vision_from = {
-            key: f"{spec.name} published default (--family over other files)"
-            for key in settings(params)
-        }
-    else:
-        params, vision_from = resolve_params(spec, files)
+    params, vision_from = spec.vision(files)
     if overrides:
-        params = params.with_overrides(**overrides.changes())
+        params = params.overridden(overrides)
         vision_from.update(overridden(overrides))
-    token_ids, origin = token_ids_from_config(dict(files.config), spec.token_ids)
-    return Model(source, files, spec, params, token_ids, origin, vision_from)
+    # The ids come from config.json, and where a family's config does not carry
+    # them all (Llama 4's tile tokens) from the tokenizer, loaded only then.
+    loaded: list[Tokenizer] = []
+
+    def vocab(token: str) -> int | None:
+        if not loaded:
+            from mmctl.prompt.tokenizer import Tokenizer
+
+            loaded.append(Tokenizer.load(source))
+        return loaded[0].token_to_id(token)
+
+    token_ids = spec.tokens(files.config, vocab)
+    origin = "config.json" if files.config else "family defaults (no config.json)"
+    return Model(
+        source,
+        files,
+        spec,
+        params,
+        token_ids,
+        origin,
+        vision_from,
+        _tokenizer=loaded[0] if loaded else None,
+    )
 
 
 def overridden(overrides: VisionOverrides) -> dict[str, str]:

@@ -35,7 +35,8 @@ from mmctl.errors import InputError, UsageError
 from mmctl.models.files import PREPROCESSOR, PROCESSOR, VIDEO_PREPROCESSOR
 
 if TYPE_CHECKING:
-    from mmctl.models.base import ModelFiles, ModelSpec, VisionParams
+    from mmctl.models.base import ModelFiles, VisionParams
+    from mmctl.models.qwen import QwenFamily
 
 #: OPENAI_CLIP_MEAN / OPENAI_CLIP_STD and IMAGENET_STANDARD_* in transformers.image_utils.
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
@@ -174,7 +175,7 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def resolve_params(spec: ModelSpec, files: ModelFiles) -> tuple[VisionParams, dict[str, str]]:
+def resolve_params(spec: QwenFamily, files: ModelFiles) -> tuple[VisionParams, dict[str, str]]:
     """The family's parameters as a worker serving ``files`` has them, and where
     each came from (keys as in :func:`settings`)."""
     published = f"published {spec.name} checkpoint (no processor config)"

@@ -27,6 +27,7 @@ from mmctl.models.processor_config import (
     QWEN2VL_VIDEO,
     ProcessorClass,
 )
+from mmctl.models.qwen import QwenFamily
 from mmctl.preprocessing.resize import fit_budget
 
 PARAMS = VisionParams(
@@ -75,8 +76,10 @@ FIELDS = {
 
 
 @dataclass(frozen=True)
-class Qwen2VL:
+class Qwen2VL(QwenFamily):
     name: str = "qwen2.5-vl"
+    aliases: tuple[str, ...] = ("qwen2-vl",)
+    model_types: tuple[str, ...] = MODEL_TYPES
     params: VisionParams = PARAMS
     token_ids: TokenIds = TOKEN_IDS
     timestamps_in_prompt: bool = False

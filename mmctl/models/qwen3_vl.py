@@ -17,6 +17,7 @@ from mmctl.media.probe import MediaKind
 from mmctl.models.base import PixelBudget, TokenIds, VisionParams
 from mmctl.models.fields import FieldLayout, WireField, qwen_fields
 from mmctl.models.processor_config import QWEN2VL_IMAGE, QWEN3VL_VIDEO, ProcessorClass
+from mmctl.models.qwen import QwenFamily
 from mmctl.preprocessing.resize import fit_budget, smart_resize_video
 
 PARAMS = VisionParams(
@@ -71,8 +72,10 @@ FIELDS = {
 
 
 @dataclass(frozen=True)
-class Qwen3VL:
+class Qwen3VL(QwenFamily):
     name: str = "qwen3-vl"
+    aliases: tuple[str, ...] = ("qwen3-vl-moe",)
+    model_types: tuple[str, ...] = MODEL_TYPES
     params: VisionParams = PARAMS
     token_ids: TokenIds = TOKEN_IDS
     #: The prompt states each temporal patch's time ("<1.5 seconds>").

@@ -2,7 +2,9 @@
 
 Ordered lookup, first match wins. Qwen3-VL comes first because it is the
 primary family and its matcher is the narrower one (``Qwen3VL*``); the
-Qwen2 matcher must not see a Qwen3 config first.
+Qwen2 matcher must not see a Qwen3 config first. The LLaVA families match
+their ``model_type`` exactly (``llava`` must not take ``llava_next``'s or
+OneVision's folders, as smg's name-based matcher does).
 """
 
 from __future__ import annotations
@@ -11,24 +13,28 @@ from collections.abc import Mapping
 from typing import Any
 
 from mmctl.errors import InputError, UsageError
-from mmctl.models import qwen2_vl, qwen3_vl
-from mmctl.models.base import ModelSpec
+from mmctl.models import llama4, llava, llava_next, llava_onevision, qwen2_vl, qwen3_vl
+from mmctl.models.family import Family
 
-FAMILIES: tuple[ModelSpec, ...] = (qwen3_vl.SPEC, qwen2_vl.SPEC)
-ALIASES: dict[str, ModelSpec] = {
-    "qwen3-vl": qwen3_vl.SPEC,
-    "qwen3-vl-moe": qwen3_vl.SPEC,
-    "qwen2.5-vl": qwen2_vl.SPEC,
-    "qwen2-vl": qwen2_vl.SPEC,
+FAMILIES: tuple[Family, ...] = (
+    qwen3_vl.SPEC,
+    qwen2_vl.SPEC,
+    llava.SPEC,
+    llava_next.SPEC,
+    llava_onevision.SPEC,
+    llama4.SPEC,
+)
+ALIASES: dict[str, Family] = {
+    name: family for family in FAMILIES for name in (family.name, *family.aliases)
 }
-DEFAULT = qwen3_vl.SPEC
+DEFAULT: Family = qwen3_vl.SPEC
 
 
 def family_names() -> list[str]:
     return sorted(ALIASES)
 
 
-def by_name(name: str) -> ModelSpec:
+def by_name(name: str) -> Family:
     try:
         return ALIASES[name.lower()]
     except KeyError:
@@ -37,7 +43,7 @@ def by_name(name: str) -> ModelSpec:
         ) from None
 
 
-def for_config(config: Mapping[str, Any]) -> ModelSpec:
+def for_config(config: Mapping[str, Any]) -> Family:
     """The family whose matcher accepts ``config.json``; typed error otherwise."""
     for spec in FAMILIES:
         if spec.matches(config):
@@ -49,7 +55,7 @@ def for_config(config: Mapping[str, Any]) -> ModelSpec:
     )
 
 
-def resolve(family: str | None, config: Mapping[str, Any] | None) -> ModelSpec:
+def resolve(family: str | None, config: Mapping[str, Any] | None) -> Family:
     """``--family`` wins; then ``config.json``; then the default (Qwen3-VL)."""
     if family:
         return by_name(family)

@@ -1,7 +1,8 @@
 /*
- * The two passes of torchvision's uint8 antialiased bicubic resize, as
- * compiled loops: the weights (int16 fixed point, as torch quantizes them)
- * come from mmctl/preprocessing/resize.py; this file only applies them,
+ * The two passes of torchvision's uint8 antialiased bicubic and bilinear
+ * resizes, as compiled loops: the weights (int16 fixed point, as torch
+ * quantizes them; the filter only changes them, not these loops) come from
+ * mmctl/preprocessing/resize.py; this file only applies them,
  * accumulating in int32 from half a unit, shifting and clamping exactly as
  * torch and resize.py's numpy fallback do, so all three agree bit for bit.
  *

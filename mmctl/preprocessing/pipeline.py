@@ -1,4 +1,5 @@
-"""Media file → pixel tensor + grid + frame facts, for one model family.
+"""Media file → pixel tensor + grid + frame facts, for the Qwen-VL families;
+and :class:`Preprocessed`, what every family's processor returns.
 
 Video runs as a two-stage pipeline: the calling thread decodes (PyAV, with
 FFmpeg's own threads) and hands each sampled RGB frame to one worker thread
@@ -20,7 +21,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -29,7 +30,11 @@ from mmctl.errors import InputError
 from mmctl.media.image import ImageInfo, load_image
 from mmctl.media.probe import MediaKind, check_readable, media_kind
 from mmctl.media.video import VideoInfo, decode_sampled
-from mmctl.models.base import ModelSpec, VisionParams
+from mmctl.models.base import VisionParams
+from mmctl.models.family import ItemFacts
+
+if TYPE_CHECKING:
+    from mmctl.models.qwen import QwenFamily
 from mmctl.preprocessing.pixels import grid_for, patchify_into
 from mmctl.preprocessing.resize import resize_rgb
 
@@ -58,14 +63,18 @@ class Timings:
 
 @dataclass(frozen=True)
 class Preprocessed:
-    """What the model will receive for one media item."""
+    """What the model will receive for one media item (any family)."""
 
     kind: MediaKind
     family: str
-    params: VisionParams
+    #: The family's vision settings that made it (``VisionParams`` for Qwen).
+    params: Any
     pixel_format: PixelFormat
-    pixel_values: np.ndarray  # [N, C*Tp*P*P]; bf16 as uint16 bit patterns
-    grid_thw: tuple[int, int, int]
+    #: This item's primary tensor as its HF processor returns it for one item
+    #: (Qwen: ``[N, C*Tp*P*P]`` patch rows); bf16 as uint16 bit patterns.
+    pixel_values: np.ndarray
+    #: Qwen: the ``(t, h, w)`` patch grid; ``None`` for families without one.
+    grid_thw: tuple[int, int, int] | None
     resized: tuple[int, int]  # (height, width)
     source: VideoInfo | ImageInfo
     frame_indices: np.ndarray  # int64; empty for images
@@ -74,12 +83,32 @@ class Preprocessed:
     num_tokens: int  # pad tokens in the prompt: t·h·w / M²
     timings: Timings
     frames: tuple[np.ndarray, ...] = field(default=(), repr=False)  # kept for previews
-    #: Per-video tensors the family adds (``ModelSpec.video_tensors``: Qwen2.5-VL's
+    #: Per-video tensors the family adds (``Family.video_tensors``: Qwen2.5-VL's
     #: ``second_per_grid_ts``), one row each.
     video_tensors: Mapping[str, np.ndarray] = field(default_factory=dict)
     #: The model's resolved vision settings and their origins (``Model.vision_settings``),
     #: set by callers that loaded a model.
     settings: Mapping[str, Any] = field(default_factory=dict)
+    #: This item's row of each other tensor of its batch, by wire key (the
+    #: family's field table: ``image_sizes``, ``aspect_ratios``, …).
+    item_tensors: Mapping[str, np.ndarray] = field(default_factory=dict)
+    #: What the family's prompt expansion reads beyond the token count
+    #: (:attr:`ItemFacts.extra`).
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    #: Its share of a flat pixel tensor where that is not the grid's ``t·h·w``
+    #: (Llama 4's tiles).
+    flat_rows: int | None = None
+
+    @property
+    def facts(self) -> ItemFacts:
+        return ItemFacts(
+            self.kind,
+            self.num_tokens,
+            self.grid_thw,
+            self.patch_times,
+            self.extra,
+            rows=int(np.prod(self.grid_thw)) if self.grid_thw is not None else self.flat_rows,
+        )
 
     @property
     def grid_thw_array(self) -> np.ndarray:
@@ -100,7 +129,7 @@ class Preprocessed:
 
 def preprocess(
     path: Path,
-    spec: ModelSpec,
+    spec: QwenFamily,
     params: VisionParams,
     pixel_format: PixelFormat = PixelFormat.FLOAT32,
     *,
@@ -142,7 +171,7 @@ def preprocess(
 
 def preprocess_image(
     path: Path,
-    spec: ModelSpec,
+    spec: QwenFamily,
     params: VisionParams,
     pixel_format: PixelFormat = PixelFormat.FLOAT32,
     *,
@@ -182,7 +211,7 @@ class _VideoAssembler:
 
     def __init__(
         self,
-        spec: ModelSpec,
+        spec: QwenFamily,
         params: VisionParams,
         fmt: PixelFormat,
         keep: bool,
@@ -247,7 +276,7 @@ class _VideoAssembler:
 
 def preprocess_video(
     path: Path,
-    spec: ModelSpec,
+    spec: QwenFamily,
     params: VisionParams,
     pixel_format: PixelFormat = PixelFormat.FLOAT32,
     *,

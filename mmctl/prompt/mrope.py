@@ -21,7 +21,7 @@ import numpy as np
 
 from mmctl.media.probe import MediaKind
 from mmctl.models.base import TokenIds
-from mmctl.prompt.layout import Span, pad_id
+from mmctl.prompt.layout import Span
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ def walk(
                 item,
             )
         per_frame = h * w // (merge_size * merge_size)
-        pad = pad_id(span.kind, token_ids)
+        pad = token_ids.placeholder(span.kind)
         inside = int(np.count_nonzero(arr[span.offset : span.end] == pad))
         if inside != t * per_frame:
             return WalkResult(

@@ -8,13 +8,16 @@ block belongs to (its timestamp text). ``inspect-tokens`` prints them and
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from mmctl.models.base import TokenIds
+from mmctl.errors import InputError
+from mmctl.media.probe import MediaKind
+from mmctl.models.family import Tokens
 from mmctl.prompt.layout import Layout, Span
 from mmctl.prompt.tokenizer import Tokenizer
 
@@ -22,11 +25,13 @@ from mmctl.prompt.tokenizer import Tokenizer
 @dataclass(frozen=True)
 class Row:
     at: int  # token offset
-    kind: str  # text | timestamp | vision_start | vision_end | pads | span_start | span_end
+    #: text | timestamp | vision_start | vision_end | marker | pads | span_start | span_end
+    kind: str
     count: int = 1  # tokens in the row (0 for span boundaries)
     text: str = ""
     item: int | None = None  # 1-based
     frame: int | None = None  # 1-based, video spans
+    token: str = ""  # the token's text, for marker and pad rows
 
     def signature(self) -> tuple:
         """What two layouts are compared on (offsets differ whenever anything before does)."""
@@ -34,30 +39,56 @@ class Row:
 
     def as_dict(self) -> dict:
         d = {"at": self.at, "kind": self.kind, "count": self.count}
-        for key in ("text", "item", "frame"):
+        for key in ("text", "item", "frame", "token"):
             value = getattr(self, key)
             if value not in ("", None):
                 d[key] = value
         return d
 
 
-def rows(layout: Layout, token_ids: TokenIds, tokenizer: Tokenizer) -> list[Row]:
+def media_tokens(tokens: Tokens) -> dict[int, str]:
+    """The family's embedding tokens (the positions that receive features), by id → kind."""
+    out: dict[int, str] = {}
+    for kind in MediaKind:
+        with contextlib.suppress(InputError):  # a kind the family does not read
+            out[tokens.embed(kind)] = kind.value
+    return out
+
+
+def marker_tokens(tokens: Tokens) -> dict[int, str]:
+    """Structural tokens, and placeholders that are not embedding tokens (Llama 4's
+    ``<|image|>`` inside its expansion), by id → name."""
+    out = dict(tokens.markers())
+    embeds = media_tokens(tokens)
+    for kind in MediaKind:
+        with contextlib.suppress(InputError):
+            placeholder = tokens.placeholder(kind)
+            if placeholder not in embeds:
+                out.setdefault(placeholder, kind.value)
+    return out
+
+
+def rows(layout: Layout, token_ids: Tokens, tokenizer: Tokenizer) -> list[Row]:
     ids = layout.ids
     n = len(ids)
-    pads = {token_ids.image_token_id: "image", token_ids.video_token_id: "video"}
-    vs, ve = token_ids.vision_start_token_id, token_ids.vision_end_token_id
+    pads = media_tokens(token_ids)
+    markers = marker_tokens(token_ids)
+    by_name = {name: i for i, name in markers.items()}
+    vs, ve = by_name.get("vision_start", -1), by_name.get("vision_end", -1)
+    others = [i for i, name in markers.items() if name not in ("vision_start", "vision_end")]
     starts = {int(s.offset): s for s in layout.spans}
     ends: dict[int, list[Span]] = {}
     for s in layout.spans:
         ends.setdefault(s.end, []).append(s)
     # Cut points: every change of token category, span boundary.
-    category = np.zeros(n, dtype=np.int8)  # 0 text, 1 vs, 2 ve, 3 pad
+    category = np.zeros(n, dtype=np.int8)  # 0 text, 1 vs, 2 ve, 3 pad, 4 other marker
     category[ids == vs] = 1
     category[ids == ve] = 2
     category[np.isin(ids, list(pads))] = 3
+    category[np.isin(ids, others)] = 4
     cuts: set[int] = {int(c) for c in np.flatnonzero(np.diff(category) != 0) + 1}
-    markers = np.flatnonzero((category == 1) | (category == 2))
-    cuts |= {int(c) for c in markers} | {int(c) + 1 for c in markers}
+    single = np.flatnonzero((category == 1) | (category == 2) | (category == 4))
+    cuts |= {int(c) for c in single} | {int(c) + 1 for c in single}
     cuts |= set(starts) | set(ends)
     bounds = sorted(int(c) for c in cuts if 0 < c < n)
     out: list[Row] = []
@@ -83,14 +114,18 @@ def rows(layout: Layout, token_ids: TokenIds, tokenizer: Tokenizer) -> list[Row]
         in_video = current is not None and current.kind.value == "video"
         item = current.item + 1 if current else None
         count = stop - start
+        token = tokenizer.id_to_token(int(ids[start])) or ""
         if cat == 1:
-            out.append(Row(start, "vision_start", 1, "", item, next_frame() if in_video else None))
+            frame_no = next_frame() if in_video else None
+            out.append(Row(start, "vision_start", 1, "", item, frame_no, token))
         elif cat == 2:
-            out.append(Row(start, "vision_end", 1, "", item, frame if in_video else None))
+            out.append(Row(start, "vision_end", 1, "", item, frame if in_video else None, token))
+        elif cat == 4:
+            out.append(Row(start, "marker", 1, markers[int(ids[start])], item, None, token))
         elif cat == 3:
             this = (frame or next_frame()) if in_video else None
             has_pads = True
-            out.append(Row(start, "pads", count, pads[int(ids[start])], item, this))
+            out.append(Row(start, "pads", count, pads[int(ids[start])], item, this, token))
         else:
             text = tokenizer.decode(ids[start:stop].tolist())
             if in_video:
@@ -102,15 +137,12 @@ def rows(layout: Layout, token_ids: TokenIds, tokenizer: Tokenizer) -> list[Row]
     return out
 
 
-def totals(layout: Layout, token_ids: TokenIds) -> dict[str, int]:
+def totals(layout: Layout, token_ids: Tokens) -> dict[str, int]:
     ids = layout.ids
-    image = int(np.count_nonzero(ids == token_ids.image_token_id))
-    video = int(np.count_nonzero(ids == token_ids.video_token_id))
-    markers = int(
-        np.count_nonzero(
-            (ids == token_ids.vision_start_token_id) | (ids == token_ids.vision_end_token_id)
-        )
-    )
+    pads = media_tokens(token_ids)
+    image = int(np.count_nonzero(np.isin(ids, [i for i, k in pads.items() if k == "image"])))
+    video = int(np.count_nonzero(np.isin(ids, [i for i, k in pads.items() if k == "video"])))
+    markers = int(np.count_nonzero(np.isin(ids, list(marker_tokens(token_ids)))))
     in_spans = sum(s.length for s in layout.spans)
     return {
         "tokens": len(ids),

@@ -7,9 +7,10 @@ send command's transport). That keeps one builder for both transports.
 
 What each modality batch carries — keys, flat or batched, kept on the CPU —
 is the model family's field table (:mod:`mmctl.models.fields`), the same
-table the stub worker checks against. Each batch also names its pad token
-(``im_token_id``), one placeholder span and one content hash per item.
-``encoder_input_key`` stays unset: Qwen's forward takes ``pixel_values``.
+table the stub worker checks against. Each batch also names its embedding
+token (``im_token_id``, the family's), one placeholder span and one content
+hash per item. ``encoder_input_key`` stays unset: every family's forward
+takes ``pixel_values`` (the servicer renames it for video).
 """
 
 from __future__ import annotations
@@ -23,17 +24,18 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mmctl import modality
 from mmctl.choices import DEFAULT_MAX_TOKENS
 from mmctl.errors import UsageError
 from mmctl.media.probe import MediaKind
 from mmctl.models.fields import GRID, PIXELS, ROWS, FieldLayout, WireField
 from mmctl.preprocessing.pipeline import Preprocessed
-from mmctl.prompt.layout import Layout, pad_id
+from mmctl.prompt.layout import Layout
 from mmctl.request import tensors
 from mmctl.wire import splice
 
 if TYPE_CHECKING:
-    from mmctl.models.base import ModelSpec, TokenIds
+    from mmctl.models.model import Model
     from mmctl.wire.proto import engine_pb2
 
 # (key, array, wire dtype) -> TensorData, or None: "inline, as the builder sees fit"
@@ -138,10 +140,7 @@ class Batch:
 
     @property
     def modality(self) -> int:
-        from mmctl.wire import proto
-
-        common = proto.common_pb2
-        return common.VIDEO if self.kind is MediaKind.VIDEO else common.IMAGE
+        return modality.to_wire(self.kind)
 
     def arrays(self) -> dict[str, np.ndarray]:
         return {PIXEL_KEY: self.pixel_values, **self.tensors}
@@ -173,11 +172,11 @@ class Batch:
         return msg
 
 
-def make_batches(
-    items: Sequence[MediaItem], layout: Layout, spec: ModelSpec, model_token_ids: TokenIds
-) -> list[Batch]:
+def make_batches(items: Sequence[MediaItem], layout: Layout, model: Model) -> list[Batch]:
     """One batch per modality, in the order the modalities first appear in the
-    prompt, laid out as the family's field table says (:mod:`mmctl.models.fields`)."""
+    prompt, laid out as the family's field table says (:mod:`mmctl.models.fields`),
+    the pixels joined as its HF processor batches them (``Family.batch_pixels``)."""
+    spec = model.spec
     order: list[MediaKind] = []
     for item in items:
         if item.kind not in order:
@@ -187,11 +186,7 @@ def make_batches(
         members = [(n, it) for n, it in enumerate(items) if it.kind is kind]
         pres = [it.pre for _, it in members]
         fields = spec.fields(kind)
-        pixels = (
-            pres[0].pixel_values
-            if len(pres) == 1
-            else np.concatenate([p.pixel_values for p in pres])
-        )
+        pixels = spec.batch_pixels(kind, [p.pixel_values for p in pres])
         rows = {f: [_value(f, p) for p in pres] for f in fields if f.value != PIXELS}
         # An optional field whose items' rows differ in length stays home.
         sent = [
@@ -212,7 +207,7 @@ def make_batches(
                 pixel_values=pixels,
                 pixel_dtype=pres[0].pixel_format.value,
                 tensors=arrays,
-                im_token_id=pad_id(kind, model_token_ids),
+                im_token_id=model.token_ids.embed(kind),
                 placeholders=[(s.offset, s.length) for s in spans],
                 hashes=[it.content_hash for _, it in members],
                 batched_keys=[f.key for f in sent if f.layout is FieldLayout.BATCHED],
@@ -225,10 +220,12 @@ def make_batches(
 
 def _value(field: WireField, pre: Preprocessed) -> object:
     """One item's row of a batched tensor."""
+    if field.key in pre.item_tensors:
+        return pre.item_tensors[field.key]
     if field.value == GRID:
         return pre.grid_thw
     if field.value == ROWS:
-        return int(np.prod(pre.grid_thw))
+        return pre.facts.rows
     if field.value not in pre.video_tensors:
         raise ValueError(f"{field.key} is a per-video value; this {pre.kind.value} item has none")
     value = pre.video_tensors[field.value]

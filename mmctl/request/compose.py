@@ -12,14 +12,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mmctl.choices import LayoutKind, PixelFormat
+from mmctl.choices import LayoutKind, PixelFormat, prompt_text
 from mmctl.errors import InputError
 from mmctl.media.probe import MediaKind, check_readable, media_kind
+from mmctl.models.family import ItemFacts, refuse_kind
 from mmctl.models.model import Model
-from mmctl.preprocessing.pipeline import Allocator, Preprocessed, empty, preprocess
+from mmctl.preprocessing.pipeline import Allocator, Preprocessed
 from mmctl.prompt.chat import Rendered, render
-from mmctl.prompt.layout import Layout, LayoutItem, expand
-from mmctl.prompt.mrope import WalkResult, walk
+from mmctl.prompt.layout import Layout
+from mmctl.prompt.mrope import WalkResult
 from mmctl.request.build import MediaItem, RequestPlan, Sampling, make_batches
 from mmctl.request.hashing import item_hash
 from mmctl.request.limits import check_item_limits
@@ -45,39 +46,17 @@ class Composed:
         return [w for it in self.items for w in it.pre.warnings]
 
 
-def layout_items(items: Sequence[MediaItem]) -> list[LayoutItem]:
-    return [LayoutItem(it.kind, it.pre.grid_thw, it.pre.patch_times) for it in items]
-
-
 def lay_out(
-    model: Model, prompt_ids: Sequence[int], items: Sequence[MediaItem], kind: LayoutKind
+    model: Model, prompt_ids: Sequence[int], items: Sequence[ItemFacts], kind: LayoutKind
 ) -> tuple[Layout, WalkResult]:
-    layout = expand(
-        prompt_ids,
-        layout_items(items),
-        spec=model.spec,
-        token_ids=model.token_ids,
-        tokenizer=model.tokenizer,
-        merge_size=model.merge_size,
-        kind=kind,
-    )
-    return layout, check_layout(model, layout, [it.pre.grid_thw for it in items])
-
-
-def check_layout(model: Model, layout: Layout, grids: Sequence[tuple[int, int, int]]) -> WalkResult:
-    return walk(
-        layout.ids,
-        layout.spans,
-        grids,
-        model.token_ids,
-        model.merge_size,
-        per_frame_markers=model.spec.per_frame_markers,
-    )
+    """The family's expansion of the prompt, and its check of the result."""
+    layout = model.spec.expand(prompt_ids, items, model, kind)
+    return layout, model.spec.check(layout, items, model)
 
 
 def compose(
     media: Sequence[Path],
-    prompt: str,
+    prompt: str | None,
     model: Model,
     *,
     pixel_format: PixelFormat = PixelFormat.FLOAT32,
@@ -105,20 +84,21 @@ def compose(
         for path in media:
             check_readable(path)
             kinds.append(media_kind(path))
+    for kind in kinds:
+        refuse_kind(model.spec, kind)
     if item_limits:
         check_item_limits([k.value for k in kinds], item_limits, "the limit")
     items: list[MediaItem] = []
     busy = 0.0
     for path, kind in zip(media, kinds, strict=True):
-        pre: Preprocessed = preprocess(
+        pre: Preprocessed = model.spec.preprocess(
             path,
-            model.spec,
-            model.params,
+            kind,
+            model,
             pixel_format,
-            kind=kind,
             on_frame=on_frame,
             strict=strict,
-            allocate=allocate or empty,
+            allocate=allocate,
         )
         busy += pre.timings.preprocess_s
         timeline.lap("decode_s")
@@ -142,7 +122,7 @@ def compose(
 
 def compose_items(
     items: list[MediaItem],
-    prompt: str,
+    prompt: str | None,
     model: Model,
     *,
     layout_kind: LayoutKind = LayoutKind.VLLM,
@@ -158,25 +138,23 @@ def compose_items(
     """The request for media items already preprocessed (the prompt, its
     layout, the checks, the batches); ``timeline`` gets the lap ``tokenize_s``."""
     timeline = timeline or Timeline()
+    prompt = prompt_text(prompt)
     parts: list[MediaKind | str] = [it.kind for it in items]
     if prompt:
         parts.append(prompt)
     rendered = render(
         parts,
-        tokenizer=model.tokenizer,
-        token_ids=model.token_ids,
-        source=model.source,
+        model,
         system=system,
-        default_system=model.spec.default_system,
         chat=chat,
         allow_special_tokens=allow_special_tokens,
     )
     prompt_ids = model.tokenizer.encode(rendered.text)
     try:
-        layout, check = lay_out(model, prompt_ids, items, layout_kind)
+        layout, check = lay_out(model, prompt_ids, [it.pre.facts for it in items], layout_kind)
     except InputError as err:
         raise _blame_prompt(err, model, [prompt, system or ""]) from None
-    batches = make_batches(items, layout, model.spec, model.token_ids)
+    batches = make_batches(items, layout, model)
     plan = RequestPlan(
         text=rendered.text,
         input_ids=layout.ids,
@@ -203,9 +181,7 @@ def _blame_prompt(err: InputError, model: Model, texts: list[str]) -> InputError
     """A placeholder mismatch says when the user's own text holds placeholders
     (possible only with ``allow_special_tokens``)."""
     tok = model.tokenizer
-    pads = [
-        tok.id_to_token(i) for i in (model.token_ids.image_token_id, model.token_ids.video_token_id)
-    ]
+    pads = [tok.id_to_token(model.token_ids.placeholder(k)) for k in model.spec.modalities]
     written = sum(text.count(p) for text in texts for p in pads if p)
     if not written:
         return err

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,15 @@ CHUNK = 1 << 20
 def pixel_facts(pre: Preprocessed) -> dict[str, Any]:
     """Everything besides the media bytes that decides the pixel values."""
     p = pre.params
+    if pre.grid_thw is None:  # the families without a patch grid: all their settings
+        return {
+            "family": pre.family,
+            "kind": pre.kind.value,
+            "frames": [int(i) for i in pre.frame_indices],
+            "shape": list(pre.pixel_values.shape),
+            "settings": _jsonable(asdict(p)),
+            "pixels": pre.pixel_format.value,
+        }
     return {
         "family": pre.family,
         "kind": pre.kind.value,
@@ -57,3 +67,11 @@ def content_hash(media: Path | bytes, facts: dict[str, Any]) -> str:
 
 def item_hash(pre: Preprocessed, media: Path | bytes) -> str:
     return content_hash(media, pixel_facts(pre))
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return value

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
 
+from mmctl import modality
 from mmctl.choices import LayoutKind
 from mmctl.errors import InputError
 from mmctl.media.probe import MediaKind
@@ -19,6 +20,8 @@ from mmctl.prompt.layout import Layout, Span
 from mmctl.request.tensors import from_bytes
 
 if TYPE_CHECKING:
+    from mmctl.models.family import ItemFacts
+    from mmctl.models.model import Model
     from mmctl.wire._gen.vllm_engine_pb2 import GenerateRequest, MultimodalInputs, TensorData
 
 
@@ -75,10 +78,9 @@ def tensor_fields(batch: MultimodalInputs) -> list[tuple[str, TensorData]]:
     return named
 
 
-def batch_kind(batch: MultimodalInputs) -> MediaKind:
-    from mmctl.wire import proto
-
-    return MediaKind.VIDEO if batch.modality == proto.common_pb2.VIDEO else MediaKind.IMAGE
+def batch_kind(batch: MultimodalInputs, what: str = "a batch") -> MediaKind:
+    """A recorded batch's kind; a modality mmctl does not handle is refused."""
+    return modality.from_wire(batch.modality, what)
 
 
 def tensor_summary(td: TensorData) -> dict[str, Any]:
@@ -139,35 +141,40 @@ def summary(req: GenerateRequest) -> dict[str, Any]:
     }
 
 
-def grid_of(batch: MultimodalInputs, kind: MediaKind) -> list[tuple[int, int, int]]:
-    """The per-item ``*_grid_thw`` rows of a batch (inline tensors only)."""
-    key = "video_grid_thw" if kind is MediaKind.VIDEO else "image_grid_thw"
-    if key not in batch.model_specific_tensors:
-        raise InputError(f"{kind.value} batch has no {key} tensor")
-    td = batch.model_specific_tensors[key]
-    if td.WhichOneof("payload") != "inline":
-        raise InputError(f"{key} is not inline; cannot read it here")
-    grid = from_bytes(td.inline, td.shape, td.dtype).reshape(-1, 3)
-    return [(int(t), int(h), int(w)) for t, h, w in grid]
+def shaped_tensors(batch: MultimodalInputs, kind: MediaKind) -> dict[str, np.ndarray]:
+    """A batch's tensors under the names the worker registers them (``pixel_values``
+    renamed for video): inline ones as views of their bytes, others (shm) as
+    zero-strided stand-ins of their shape — what reading a layout back needs."""
+    out: dict[str, np.ndarray] = {}
+    for key, td in tensor_fields(batch):
+        name = modality.pixel_key(kind) if key == "pixel_values" else key
+        if td.WhichOneof("payload") == "inline":
+            out[name] = from_bytes(td.inline, td.shape, td.dtype)
+        else:
+            out[name] = np.broadcast_to(np.zeros((), dtype=np.uint8), tuple(td.shape))
+    return out
 
 
-def layout_of(req: GenerateRequest) -> tuple[Layout, list[tuple[int, int, int]]]:
-    """The request's token layout (spans in prompt order) and each span's grid."""
-    spans: list[tuple[int, int, MediaKind, tuple[int, int, int]]] = []
-    for batch in batches(req):
-        kind = batch_kind(batch)
-        grids = grid_of(batch, kind)
-        if len(grids) != len(batch.mm_placeholders):
-            raise InputError(
-                f"{kind.value} batch: {len(batch.mm_placeholders)} placeholders for "
-                f"{len(grids)} grid rows"
-            )
-        for p, grid in zip(batch.mm_placeholders, grids, strict=True):
-            spans.append((p.offset, p.length, kind, grid))
+def layout_of(req: GenerateRequest, model: Model) -> tuple[Layout, list[ItemFacts]]:
+    """The request's token layout (spans in prompt order) and each span's item,
+    read back by the served family from the batch's tensors."""
+    from mmctl.models.family import ContractError
+
+    spans: list[tuple[int, int, ItemFacts]] = []
+    for n, batch in enumerate(batches(req)):
+        label = "mm_inputs" if n == 0 else f"extra_mm_inputs[{n - 1}]"
+        kind = batch_kind(batch, label)
+        count = len(batch.mm_placeholders)
+        try:
+            items = model.spec.received_items(kind, shaped_tensors(batch, kind), count, model)
+        except ContractError as err:
+            raise InputError(err.about(label, kind)) from None
+        for p, item in zip(batch.mm_placeholders, items, strict=True):
+            spans.append((p.offset, p.length, item))
     spans.sort(key=lambda s: s[0])
     layout = Layout(
         kind=LayoutKind.VLLM,
         ids=np.asarray(req.tokenized.input_ids, dtype=np.int64),
-        spans=tuple(Span(n, kind, off, length) for n, (off, length, kind, _) in enumerate(spans)),
+        spans=tuple(Span(n, it.kind, off, length) for n, (off, length, it) in enumerate(spans)),
     )
-    return layout, [s[3] for s in spans]
+    return layout, [s[2] for s in spans]

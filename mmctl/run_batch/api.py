@@ -145,7 +145,7 @@ def _setup(
         for client, f in zip(clients, facts, strict=True):
             shm = False
             if f is not None and transport_mode != "inline":
-                from mmctl.client.run import shm_problem
+                from mmctl.client.transport import shm_problem
 
                 decision = transport("auto", f, namespace_id(), shm_problem())
                 shm = decision.value == "shm"

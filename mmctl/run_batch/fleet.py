@@ -20,7 +20,7 @@ import contextlib
 import itertools
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import grpc
@@ -33,6 +33,7 @@ from mmctl.client.channel import (
 )
 from mmctl.client.options import SHM_MIN_BYTES
 from mmctl.client.placement import THREAD_MIN_BYTES, ShmPlacer
+from mmctl.client.stream import TokenStream
 from mmctl.request.build import new_request_id
 from mmctl.run_batch import output
 from mmctl.run_batch.work import Prepared
@@ -70,22 +71,23 @@ class _Gone(Exception):
 
 @dataclass
 class _Answer:
-    tokens: list[int] = field(default_factory=list)
-    complete: Any = None
+    received: TokenStream
     first_s: float | None = None
+
+    @property
+    def tokens(self) -> list[int]:
+        return self.received.ids
+
+    @property
+    def complete(self) -> Any:
+        return self.received.complete
 
     def feed(self, resp: Any, start: float) -> None:
         if self.first_s is None:
             self.first_s = time.perf_counter() - start
         if isinstance(resp, Malformed):
             raise _Gone("malformed", f"the worker sent {resp.size} bytes that are not a response")
-        kind = resp.WhichOneof("response")
-        if kind == "chunk":
-            self.tokens.extend(resp.chunk.token_ids)
-        elif kind == "complete":  # anything else: a kind newer than our proto, skipped
-            self.complete = resp.complete
-            if not self.tokens:
-                self.tokens = list(resp.complete.output_ids)
+        self.received.feed(resp)
 
     def check(self) -> None:
         if self.complete is None:
@@ -251,7 +253,7 @@ class Fleet:
             else:
                 wire = _encode(prep, member, arena)
             sent = time.perf_counter()
-            answer = _Answer()
+            answer = _Answer(TokenStream(prep.plan.stream))
             call = self.calls[index](
                 wire.data, timeout=self.timeout, metadata=member.target.headers
             )

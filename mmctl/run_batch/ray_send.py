@@ -60,7 +60,7 @@ class Sender:
         self, preparer: Any, members: Any, model_name: str, timeout: float | None
     ) -> None:
         """Send with ``preparer`` (its model's tokenizer loaded) from now on."""
-        from mmctl.client.run import shm_problem
+        from mmctl.client.transport import shm_problem
         from mmctl.run_batch.fleet import Fleet
         from mmctl.transport.shm import namespace_id
 

@@ -18,9 +18,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from mmctl.choices import DEFAULT_PROMPT, PixelFormat
+from mmctl.choices import PixelFormat
 from mmctl.dataset import Item
 from mmctl.errors import MmctlError
+from mmctl.models.family import check_failed, refuse_kind
 from mmctl.models.model import Model
 from mmctl.models.source import ModelSource
 from mmctl.request.build import MediaItem, RequestPlan, Sampling
@@ -104,7 +105,6 @@ class Preparer:
 
     def _preprocess(self, item: Item, number: int) -> Preprocessed:
         from mmctl.media.probe import check_media
-        from mmctl.preprocessing.pipeline import preprocess
         from mmctl.request.hashing import item_hash
         from mmctl.request.limits import check_item_limits
 
@@ -117,7 +117,8 @@ class Preparer:
         kinds = [check_media(p) for p in item.media]
         media = []
         for path, kind in zip(item.media, kinds, strict=True):
-            pre = preprocess(path, model.spec, model.params, s.pixel_format, kind=kind)
+            refuse_kind(model.spec, kind)
+            pre = model.spec.preprocess(path, kind, model, s.pixel_format)
             media.append(MediaItem(str(path), pre, item_hash(pre, path)))
         return Preprocessed(item, number, media, time.perf_counter() - start)
 
@@ -135,13 +136,13 @@ class Preparer:
         sampling = replace(s.sampling, **item.sampling) if item.sampling else s.sampling
         composed = compose_items(
             done.media,
-            item.prompt or s.prompt or DEFAULT_PROMPT,
+            item.prompt if item.prompt is not None else s.prompt,
             self.model,
             system=item.system,
             sampling=sampling,
         )
         if not composed.check.ok:
-            raise _LayoutFailed(f"mrope walk failed: {composed.check.reason}")
+            raise _LayoutFailed(check_failed(self.model.spec, composed.check.reason))
         return Prepared(
             id=item.id,
             number=done.number,

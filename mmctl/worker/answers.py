@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mmctl.media.probe import MediaKind
-from mmctl.models.base import VisionParams
+from mmctl import modality
 from mmctl.preprocessing.pixels import bfloat16_bits_to_float32
 from mmctl.worker.checks import ReceivedBatch
 
 if TYPE_CHECKING:
+    from mmctl.models.model import Model
     from mmctl.wire._gen.vllm_engine_pb2 import GenerateRequest
 
 PALETTE = {
@@ -40,19 +40,21 @@ _NAMES = list(PALETTE)
 _COLOURS = np.asarray(list(PALETTE.values()), dtype=np.float32)
 
 
-def patch_means(pixels: np.ndarray, dtype: str, params: VisionParams) -> np.ndarray:
-    """Per-row mean RGB on the 0–255 scale, whatever the wire dtype."""
-    rows = pixels.shape[0]
+def as_float(pixels: np.ndarray, dtype: str) -> np.ndarray:
+    """The pixel tensor's values, whatever the wire dtype."""
     if dtype == "bfloat16":
-        values = bfloat16_bits_to_float32(pixels)
-    else:
-        values = pixels.astype(np.float32, copy=False)
-    means = values.reshape(rows, 3, -1).mean(axis=2)
-    if dtype != "uint8":  # undo (x/255 - mean)/std
-        mean = np.asarray(params.image_mean, np.float32) / params.rescale_factor
-        std = np.asarray(params.image_std, np.float32) / params.rescale_factor
-        means = means * std + mean
-    return means
+        return bfloat16_bits_to_float32(pixels)
+    return pixels.astype(np.float32, copy=False)
+
+
+def unnormalized(means: np.ndarray, dtype: str, model: Model) -> np.ndarray:
+    """Mean RGB on the 0–255 scale: undo ``(x/255 - mean)/std`` unless raw uint8."""
+    if dtype == "uint8":
+        return means
+    params = model.params
+    mean = np.asarray(params.image_mean, np.float32) / params.rescale_factor
+    std = np.asarray(params.image_std, np.float32) / params.rescale_factor
+    return means * std + mean
 
 
 def colour_names(means: np.ndarray) -> list[str]:
@@ -60,33 +62,31 @@ def colour_names(means: np.ndarray) -> list[str]:
     return [_NAMES[i] for i in distance.argmin(axis=1)]
 
 
-def item_colours(batch: ReceivedBatch, params: VisionParams) -> list[list[str]]:
-    """For each item of the batch: the dominant colour per temporal patch, merged."""
-    pixels = batch.tensors[batch.pixel_key]
+def item_colours(batch: ReceivedBatch, model: Model) -> list[list[str]]:
+    """For each item of the batch: the dominant colour per temporal unit (a
+    temporal patch, a frame, the image), merged."""
+    pixels = as_float(batch.tensors[batch.pixel_key], batch.dtypes[batch.pixel_key])
     dtype = batch.dtypes[batch.pixel_key]
+    units = model.spec.unit_means(batch.kind, pixels, batch.items(model), model)
     out = []
-    start = 0
-    for t, h, w in batch.grids():
-        per_t = h * w
+    for item in units:
         colours: list[str] = []
-        for i in range(t):
-            rows = pixels[start + i * per_t : start + (i + 1) * per_t]
-            names = colour_names(patch_means(rows, dtype, params))
+        for means in item:
+            names = colour_names(unnormalized(np.asarray(means).reshape(-1, 3), dtype, model))
             values, counts = np.unique(names, return_counts=True)
             dominant = str(values[counts.argmax()])
             if not colours or colours[-1] != dominant:
                 colours.append(dominant)
         out.append(colours)
-        start += t * per_t
     return out
 
 
-def colours_answer(batches: list[ReceivedBatch], params: VisionParams) -> str:
+def colours_answer(batches: list[ReceivedBatch], model: Model) -> str:
     """Items in prompt order; "red, blue" for one item, "; " between items."""
     items: list[tuple[int, list[str]]] = []
     for batch in batches:
         for (offset, _), colours in zip(
-            batch.placeholders, item_colours(batch, params), strict=True
+            batch.placeholders, item_colours(batch, model), strict=True
         ):
             items.append((offset, colours))
     items.sort()
@@ -104,6 +104,6 @@ def echo_answer(req: GenerateRequest, batches: list[ReceivedBatch]) -> str:
             for key, array in batch.tensors.items()
         )
         spans = ", ".join(f"[{o}, {o + n})" for o, n in batch.placeholders)
-        kind = "VIDEO" if batch.kind is MediaKind.VIDEO else "IMAGE"
+        kind = modality.of(batch.kind).wire_name
         parts.append(f"{batch.label}: {kind}, spans {spans}; {tensors}")
     return "; ".join(parts)

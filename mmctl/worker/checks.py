@@ -28,18 +28,17 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mmctl.choices import PixelFormat
-from mmctl.errors import InputError
+from mmctl import modality
+from mmctl.choices import LayoutKind, PixelFormat
+from mmctl.errors import InputError, UsageError
 from mmctl.media.probe import MediaKind
-from mmctl.models.base import ModelSpec
-from mmctl.models.fields import GRID, PIXELS, ROWS, FieldLayout, WireField, by_value
+from mmctl.models.family import ContractError, Family, ItemFacts, check_failed
+from mmctl.models.fields import PIXELS, ROWS, FieldLayout, WireField
 from mmctl.models.model import Model
-from mmctl.prompt.layout import Span, pad_id
-from mmctl.prompt.mrope import walk
+from mmctl.prompt.layout import Layout, Span
 from mmctl.request.tensors import LEGACY_DTYPES, WIRE_DTYPES, from_bytes
 from mmctl.request.view import batches, tensor_fields
 from mmctl.transport.shm import ShmReadError, read_handle
-from mmctl.wire import proto
 
 if TYPE_CHECKING:
     from mmctl.wire._gen.vllm_engine_pb2 import GenerateRequest, MultimodalInputs, TensorData
@@ -53,8 +52,8 @@ DEFAULT_ENCODER_INPUT_KEY = "pixel_values"
 
 def worker_key(key: str, kind: MediaKind) -> str:
     """The servicer's rename: VIDEO batches carry ``pixel_values_videos``."""
-    if kind is MediaKind.VIDEO and key == DEFAULT_ENCODER_INPUT_KEY:
-        return "pixel_values_videos"
+    if key == DEFAULT_ENCODER_INPUT_KEY:
+        return modality.pixel_key(kind)
     return key
 
 
@@ -62,11 +61,24 @@ class Rejected(ValueError):
     """One refusal; the message is what the client sees."""
 
 
-def normalizes_by_default(spec: ModelSpec) -> bool:
+def normalizes_by_default(spec: Family) -> bool:
     """Whether ``vllm serve MODEL --grpc`` (0.33) normalizes the family's pixels
     on the device when not told otherwise: the stub's default, so that a file
     ``build`` wrote for a default worker replays on the default stub."""
     return spec.worker_pixels is PixelFormat.UINT8
+
+
+def device_normalize_for(spec: Family, asked: bool | None) -> bool:
+    """``--[no-]device-normalize`` for a stub serving ``spec``: the default worker's
+    unless asked; asking for it where vLLM cannot is refused."""
+    if asked is None:
+        return normalizes_by_default(spec)
+    if asked and not spec.device_normalize:
+        raise UsageError(
+            f"--device-normalize: vLLM normalizes {spec.name} pixels in its processor; only "
+            "the Qwen2.5-VL and Qwen3-VL families normalize on the device"
+        )
+    return asked
 
 
 @dataclass(frozen=True)
@@ -127,21 +139,20 @@ class ReceivedBatch:
         """``flat_keys`` as the servicer reads them: both sides renamed (last wins)."""
         return {self.rename(k): self.rename(v) for k, v in self.flat_keys.items()}
 
-    @property
-    def grid_key(self) -> str:
-        return by_value(self.fields, GRID).key
+    def items(self, model: Model) -> list[ItemFacts]:
+        """The batch's items as the served family reads them from its tensors."""
+        try:
+            return model.spec.received_items(self.kind, self.tensors, len(self.placeholders), model)
+        except ContractError as err:
+            raise Rejected(err.about(self.label, self.kind)) from None
 
-    def grids(self) -> list[tuple[int, int, int]]:
-        grid = self.tensors[self.grid_key].reshape(-1, 3)
-        return [(int(t), int(h), int(w)) for t, h, w in grid]
 
-
-def _kind(modality: int, legacy: bool) -> MediaKind:
+def _kind(value: int, legacy: bool) -> MediaKind:
     """The servicer's ``modality_name``: VIDEO is video, every other value (UNSPECIFIED,
     AUDIO, a number it does not know) is an image batch and checked as one."""
     if legacy:
         return MediaKind.IMAGE  # field 10 is unknown to such a worker: everything is an image
-    return MediaKind.VIDEO if modality == proto.common_pb2.VIDEO else MediaKind.IMAGE
+    return modality.servicer_kind(value)
 
 
 def _primary_key(mm: MultimodalInputs, legacy: bool) -> str:
@@ -181,7 +192,7 @@ def _payload(
 
 
 def decode(
-    req: GenerateRequest, policy: Policy, spec: ModelSpec, pixels: memoryview | None = None
+    req: GenerateRequest, policy: Policy, spec: Family, pixels: memoryview | None = None
 ) -> list[ReceivedBatch]:
     """Read every batch's tensors (shm files are consumed here) with the servicer's checks.
     ``pixels``: the first batch's inline ``pixel_values`` payload, parsed apart
@@ -275,16 +286,15 @@ def validate(
                 f"{count} {kind} items in one request; this worker's mm_item_limits allow {limit}"
             )
     spans: list[Span] = []
-    grids: list[tuple[int, int, int]] = []
-    merge = model.params.merge_size
+    facts: list[ItemFacts] = []
     for batch in batches:
-        for (offset, length), grid in zip(batch.placeholders, batch.grids(), strict=True):
+        for (offset, length), item in zip(batch.placeholders, batch.items(model), strict=True):
             if offset + length > len(ids):
                 raise Rejected(
                     f"{batch.label}.mm_placeholders [{offset}, {offset + length}) lies outside the "
                     f"prompt of {len(ids)} tokens"
                 )
-            tokens = int(np.prod(grid)) // (merge * merge)
+            tokens = item.tokens
             if batch.im_token_id is None and length != tokens:
                 # Without im_token_id the servicer marks the whole span as embedding
                 # positions; only a span of exactly the item's pads fits that.
@@ -294,36 +304,35 @@ def validate(
                     "a placeholder/embedding count mismatch"
                 )
             if tokens > policy.encoder_budget:
+                what = f"of grid {list(item.grid_thw)} " if item.grid_thw else ""
                 raise Rejected(
-                    f"{batch.label}: an item of grid {list(grid)} carries {tokens} feature tokens, "
+                    f"{batch.label}: an item {what}carries {tokens} feature tokens, "
                     f"more than this worker's mm_encoder_budget {policy.encoder_budget}"
                 )
             spans.append(Span(len(spans), batch.kind, offset, length))
-            grids.append(grid)
+            facts.append(item)
     order = sorted(range(len(spans)), key=lambda i: spans[i].offset)
     for a, b in itertools.pairwise(order):
         if spans[a].end > spans[b].offset:
             raise Rejected(f"placeholder spans overlap at token {spans[b].offset}")
-    # Which pad token counts is im_token_id per batch; the walk uses the model's ids,
-    # so check im_token_id against them first.
-    result = walk(
+    # Which pad token counts is im_token_id per batch; the family's check uses the
+    # model's ids, so im_token_id was checked against them first.
+    ordered = sorted(zip(spans, facts, strict=True), key=lambda sf: sf[0].offset)
+    layout = Layout(
+        LayoutKind.VLLM,
         ids,
-        [Span(i, s.kind, s.offset, s.length) for i, s in enumerate(spans)],
-        grids,
-        model.token_ids,
-        merge,
-        per_frame_markers=model.spec.per_frame_markers,
+        tuple(Span(i, s.kind, s.offset, s.length) for i, (s, _) in enumerate(ordered)),
     )
+    result = model.spec.check(layout, [f for _, f in ordered], model)
     if not result.ok:
         fail = ""
         if "not in list" in result.reason:
             fail = f"; {ENGINE_FAIL} ValueError"
-        raise Rejected(f"mrope/placeholder check: {result.reason}{fail}")
+        raise Rejected(f"{check_failed(model.spec, result.reason)}{fail}")
 
 
 def _check_batch(batch: ReceivedBatch, model: Model, policy: Policy) -> None:
     label = batch.label
-    p = model.params
     if batch.pixel_key not in batch.tensors:
         if batch.primary_key != DEFAULT_ENCODER_INPUT_KEY:
             raise Rejected(
@@ -332,10 +341,15 @@ def _check_batch(batch: ReceivedBatch, model: Model, policy: Policy) -> None:
                 "would run with nothing to encode"
             )
         raise Rejected(
-            f"{label} carries grid tensors but no pixel_values (a pixel-less leg needs remote "
+            f"{label} carries other tensors but no pixel_values (a pixel-less leg needs remote "
             "KV, which this worker does not have); each modality batch needs its own"
         )
-    pixels = batch.tensors[batch.pixel_key]
+    if batch.kind not in model.spec.modalities:
+        raise Rejected(
+            f"{label} is a {batch.kind.value} batch; {model.spec.name} models read "
+            f"{' and '.join(k.value for k in model.spec.modalities)}; {ENGINE_FAIL} an "
+            "unsupported modality"
+        )
     dtype = batch.dtypes[batch.pixel_key]
     if policy.device_normalize and dtype != "uint8":
         raise Rejected(
@@ -348,34 +362,19 @@ def _check_batch(batch: ReceivedBatch, model: Model, policy: Policy) -> None:
             f"{label}.pixel_values is uint8, but this worker does not normalize on the device: "
             "raw 0-255 values would reach the vision encoder as if normalized"
         )
-    want_pad = pad_id(batch.kind, model.token_ids)
-    if batch.im_token_id is not None and batch.im_token_id != want_pad:
+    want = model.token_ids.embed(batch.kind)
+    if batch.im_token_id is not None and batch.im_token_id != want:
         raise Rejected(
             f"{label}.im_token_id is {batch.im_token_id}, the served model's "
-            f"{batch.kind.value} pad token is {want_pad}"
+            f"{batch.kind.value} embedding token is {want}"
         )
     items = len(batch.placeholders)
-    if batch.grid_key not in batch.tensors:
-        raise Rejected(f"{label} ({batch.kind.value}) carries no {batch.grid_key} tensor")
-    grid = batch.tensors[batch.grid_key]
-    if list(grid.shape) != [items, 3]:
-        raise Rejected(
-            f"{label}.{batch.grid_key} has shape {list(grid.shape)}; {items} placeholder(s) "
-            f"need [{items}, 3]"
-        )
-    _check_batched_fields(batch, items)
-    want_dim = 3 * p.temporal_patch_size * p.patch_size * p.patch_size
-    if pixels.ndim != 2 or pixels.shape[1] != want_dim:
-        raise Rejected(
-            f"{label}.pixel_values has shape {list(pixels.shape)}; patches of this model have "
-            f"3*{p.temporal_patch_size}*{p.patch_size}*{p.patch_size} = {want_dim} features"
-        )
-    rows = sum(int(np.prod(g)) for g in batch.grids())
-    if pixels.shape[0] != rows:
-        raise Rejected(
-            f"{label}.pixel_values has {pixels.shape[0]} rows, {batch.grid_key} "
-            f"{[list(g) for g in batch.grids()]} needs sum(t*h*w) = {rows}; {ENGINE_FAIL} a shape mismatch"
-        )
+    facts = batch.items(model)
+    _check_batched_fields(batch, facts)
+    try:
+        model.spec.check_received(batch.kind, batch.tensors, items, model, dtype == "uint8")
+    except ContractError as err:
+        raise Rejected(err.about(label, batch.kind)) from None
     if len(batch.hashes) < items:
         # vLLM keys each item's encoder cache by mm_hashes[modality][i]; extra ones go unused.
         raise Rejected(
@@ -406,20 +405,17 @@ def _check_batch(batch: ReceivedBatch, model: Model, policy: Policy) -> None:
                 f"{label}.flat_keys {name!r}: sizes {sizes.tolist()} from {sizes_name!r} do not "
                 f"split its {rows} rows into {items} item(s); {ENGINE_FAIL} a batch size mismatch"
             )
-    _check_declared(batch)
-    for grid_row in batch.grids():
-        _, h, w = grid_row
-        if min(grid_row) < 1 or h % p.merge_size or w % p.merge_size:
-            raise Rejected(f"{label}.{batch.grid_key} row {list(grid_row)} is not a valid grid")
+    _check_declared(batch, facts)
 
 
-def _check_batched_fields(batch: ReceivedBatch, items: int) -> None:
+def _check_batched_fields(batch: ReceivedBatch, facts: list[ItemFacts]) -> None:
     """The tensors the served model's field table names have one row per item
     (an optional one may be left out); a "t" dimension is each item's temporal
     patches, as vLLM asserts for Qwen3-VL's timestamps. The flat sizes tensor
     (:data:`~mmctl.models.fields.ROWS`) is the client's to name, so it is
     checked through ``flat_keys`` instead."""
-    grids = [list(g) for g in batch.grids()]
+    items = len(facts)
+    grids = [list(f.grid_thw) for f in facts if f.grid_thw is not None]
     temporal = {g[0] for g in grids}
     # A dense row per item needs one t for all of them; otherwise no shape fits.
     t = temporal.pop() if len(temporal) == 1 else "one t for every item"
@@ -440,7 +436,7 @@ def _check_batched_fields(batch: ReceivedBatch, items: int) -> None:
             )
 
 
-def _check_declared(batch: ReceivedBatch) -> None:
+def _check_declared(batch: ReceivedBatch, facts: list[ItemFacts]) -> None:
     """The key lists give the model's tensors the layout vLLM's field config
     does: one declared otherwise reaches the model wrongly cut. The pixels are
     flat by *some* sizes tensor holding each item's ``t·h·w`` (the servicer
@@ -461,9 +457,10 @@ def _check_declared(batch: ReceivedBatch) -> None:
                     "sizes tensor (rows per item)"
                 )
             sizes = batch.tensors[sizes_name].reshape(-1).tolist()
-            want = [int(np.prod(g)) for g in batch.grids()]
+            want = [item.rows for item in facts]
             if sizes != want:
+                what = "grids need t*h*w" if all(i.grid_thw for i in facts) else "tiles need"
                 raise Rejected(
                     f"{batch.label}.flat_keys[{f.key!r}] splits by {sizes_name!r} = {sizes}; "
-                    f"the items' grids {batch.grid_key} need t*h*w = {want} rows each"
+                    f"the items' {what} = {want} rows each"
                 )

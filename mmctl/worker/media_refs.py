@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
-from mmctl.choices import PixelFormat
+from mmctl import modality
+from mmctl.choices import LayoutKind, PixelFormat
 from mmctl.errors import MmctlError
 from mmctl.media.probe import MediaKind, suffix_for
+from mmctl.models.family import refuse_kind
 from mmctl.models.model import Model
-from mmctl.preprocessing.pipeline import preprocess
-from mmctl.prompt.layout import LayoutItem, expand
 from mmctl.request.build import MediaItem, make_batches
 from mmctl.request.hashing import item_hash
 from mmctl.request.limits import check_item_limits
@@ -87,9 +87,6 @@ def process(
     """(expanded input ids, batches) for a media_refs request. The item limits
     are checked from the refs' modalities before anything is decoded: a
     request over them costs nothing."""
-    from mmctl.wire import proto
-
-    common = proto.common_pb2
     fmt = PixelFormat.UINT8 if device_normalize else PixelFormat.FLOAT32
     kinds = []
     if not req.media_refs.items:
@@ -97,13 +94,11 @@ def process(
     for n, ref in enumerate(req.media_refs.items):
         # As the servicer's parse_media_refs: a reference names its modality
         # (UNSPECIFIED is refused there, unlike in a tensor batch).
-        if ref.modality == common.VIDEO:
-            kinds.append(MediaKind.VIDEO)
-        elif ref.modality == common.IMAGE:
-            kinds.append(MediaKind.IMAGE)
-        else:
-            name = {v: k for k, v in common.Modality.items()}.get(ref.modality, ref.modality)
-            raise Rejected(f"media_refs[{n}]: unsupported modality {name}")
+        try:
+            kinds.append(modality.from_wire(ref.modality))
+        except MmctlError:
+            name = modality.WIRE_NAMES.get(ref.modality, str(ref.modality))
+            raise Rejected(f"media_refs[{n}]: unsupported modality {name}") from None
     if item_limits:
         try:
             check_item_limits([k.value for k in kinds], item_limits, "this worker")
@@ -114,19 +109,15 @@ def process(
         for n, (ref, kind) in enumerate(zip(req.media_refs.items, kinds, strict=True)):
             path = resolve(ref.url, kind, Path(tmp), allowed_dir, n)
             try:
-                pre = preprocess(path, model.spec, model.params, fmt, kind=kind)
+                refuse_kind(model.spec, kind)
+                pre = model.spec.preprocess(path, kind, model, fmt)
             except MmctlError as err:
                 raise Rejected(f"media_refs[{n}]: {err.message}") from None
             items.append(MediaItem(ref.url[:64], pre, item_hash(pre, path)))
     try:
-        layout = expand(
-            list(req.tokenized.input_ids),
-            [LayoutItem(it.kind, it.pre.grid_thw, it.pre.patch_times) for it in items],
-            spec=model.spec,
-            token_ids=model.token_ids,
-            tokenizer=model.tokenizer,
-            merge_size=model.merge_size,
+        layout = model.spec.expand(
+            list(req.tokenized.input_ids), [it.pre.facts for it in items], model, LayoutKind.VLLM
         )
     except MmctlError as err:
         raise Rejected(f"media_refs: {err.message}") from None
-    return layout, make_batches(items, layout, model.spec, model.token_ids)
+    return layout, make_batches(items, layout, model)

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable, Sequence
     from types import ModuleType
 
-    from mmctl.models.base import ModelSpec
+    from mmctl.models.family import Family
     from mmctl.request.build import Batch
     from mmctl.wire._gen import vllm_engine_pb2 as pb
     from mmctl.worker.generate import Finished
@@ -70,6 +70,8 @@ class StubConfig:
     work_threads: int = field(default_factory=lambda: min(8, max(2, os.cpu_count() or 2)))
     #: Write each accepted request here (:mod:`mmctl.worker.record`).
     record_dir: Path | None = None
+    #: What GetModelInfo reports as ``served_model_name`` (``None``: mmctl-stub/<family>).
+    served_model_name: str | None = None
 
 
 class _Requests:
@@ -228,7 +230,7 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
             if cfg.answer == "echo":
                 text = answers.echo_answer(request, batches)
             else:
-                text = answers.colours_answer(batches, cfg.model.params)
+                text = answers.colours_answer(batches, cfg.model)
             del batches
             tok = cfg.model.tokenizer
             sp = request.sampling_params
@@ -367,21 +369,27 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
         self._note("GetModelInfo")
         model = self.cfg.model
         config = dict(model.files.config)
+        # Composite configs (LLaVA, Llama 4) keep the text model's length in text_config.
+        nested = config.get("text_config")
+        text: dict[str, Any] = nested if isinstance(nested, dict) else {}
+        length = int(
+            config.get("max_position_embeddings") or text.get("max_position_embeddings") or 0
+        )
         eos = model.eos_token_ids
         return proto.engine_pb2.GetModelInfoResponse(
             model_path=model.source.label,
             is_generation=True,
-            max_context_length=int(config.get("max_position_embeddings", 0) or 0),
+            max_context_length=length,
             vocab_size=model.tokenizer.vocab_size,
             supports_vision=True,
-            served_model_name=f"mmctl-stub/{model.spec.name}",
+            served_model_name=self.cfg.served_model_name or f"mmctl-stub/{model.spec.name}",
             tokenizer_path=model.source.label,
             model_type=str(config.get("model_type", "")),
             architectures=[str(a) for a in config.get("architectures", [])],
             eos_token_ids=eos,
             pad_token_id=int(config.get("pad_token_id", 0) or 0),
             bos_token_id=int(config.get("bos_token_id", 0) or 0),
-            max_req_input_len=int(config.get("max_position_embeddings", 0) or 0),
+            max_req_input_len=length,
         )
 
     async def GetServerInfo(
@@ -400,7 +408,11 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
             model_dtype="bfloat16",
             multimodal_encoder_dtype="bfloat16",
             mm_device_do_normalize=policy.device_normalize,
-            mm_item_limits=",".join(f"{k}={v}" for k, v in policy.item_limits.items()),
+            mm_item_limits=",".join(
+                f"{k}={v}"
+                for k, v in policy.item_limits.items()
+                if k in {m.value for m in self.cfg.model.spec.modalities}
+            ),
             mm_encoder_budget=policy.encoder_budget,
             max_num_seqs=256,
             mm_processor="mmctl",
@@ -463,7 +475,7 @@ def _describe(mm: pb.MultimodalInputs, taken: bool = False) -> str:
     return f"{kind} {len(mm.mm_placeholders)} item(s) {list(td.shape)} {td.dtype} via {where}"
 
 
-def _received(n: int, batch: Batch, spec: ModelSpec) -> checks.ReceivedBatch:
+def _received(n: int, batch: Batch, spec: Family) -> checks.ReceivedBatch:
     """A locally built batch (worker-side processing) as if it had arrived."""
     tensors = {}
     dtypes = {}

@@ -15,8 +15,10 @@ both greedy with top-k logprobs and prompt logprobs, and compares output ids,
 top-k logprobs and prompt logprobs exactly. The offline reference
 (``offline.py``: ``vllm.LLM.generate``, the media loaded by vLLM's connector
 with the model's video processor named) runs in the background for the cases
-a family lists, after its first worker's cases. A family's workers start
-together; each is stopped by PID when its cases are done. Every mmctl request carries content hashes never seen before, so vLLM's
+a family lists, after its first worker's cases. Workers start ``--workers``
+at a time (2 by default), across families: when one has run its cases it is
+stopped by PID and the next configuration starts. Every mmctl request
+carries content hashes never seen before, so vLLM's
 encoder cache cannot answer it from an earlier request: the encoder runs on
 mmctl's pixels every time.
 
@@ -51,6 +53,9 @@ MAX_TOKENS = 8
 TOP_K = 5
 REQUEST_TIMEOUT_S = 600.0
 OFFLINE_TIMEOUT_S = 900.0
+# Workers running at once. Each is 3.5-5.5 GB RSS (process tree); on a 2-core machine
+# more than two at once mostly queue for the CPU.
+DEFAULT_WORKERS = 2
 
 
 # ---- results ------------------------------------------------------------------
@@ -208,7 +213,7 @@ class Sender:
         return prepare(self.client.session(), opts, media_inputs(media), Hooks(), Timeline())
 
     def mmctl_request(
-        self, media: list[Path], transport: str, reverse: bool
+        self, media: list[Path], transport: str, case: Case
     ) -> tuple[Outcome, dict[str, Any]]:
         """mmctl's own request (client processing, negotiated pixel type), sent as
         mmctl places it; returns the outcome and what went to the encoder."""
@@ -224,8 +229,10 @@ class Sender:
             if transport == "shm" and not ready.run.moved.get("shm"):
                 raise RuntimeError("transport shm moved no bytes through /dev/shm")
             _fresh_hashes(req)
-            if reverse:
+            if case.reverse:
                 _reverse_video(req)
+            if case.mirror:
+                _mirror_images(req)
             _ask_logprobs(req)
             complete = self._generate(req.SerializeToString(), req.request_id)
         finally:
@@ -313,8 +320,36 @@ def _reverse_video(req: Any) -> None:
     pv.inline = raw[::-1].tobytes()
 
 
+def _mirror_images(req: Any) -> None:
+    """The image negative control: every image batch's pixels mirrored left to
+    right — the last axis of a channels-first tensor ([..., 3, H, W]: LLaVA's
+    images, LLaVA-NeXT's and OneVision's tiles, Llama 4's tiles)."""
+    import numpy as np
+
+    from mmctl.wire import proto
+
+    mirrored = 0
+    for batch in _batches(req):
+        if batch.modality == proto.common_pb2.VIDEO:
+            continue
+        pv = batch.pixel_values
+        if pv.WhichOneof("payload") != "inline" or len(pv.shape) < 3:
+            raise RuntimeError("the mirrored-image control needs inline channels-first pixels")
+        item = _ITEMSIZE[pv.dtype]
+        raw = np.frombuffer(pv.inline, dtype=np.uint8).reshape(-1, pv.shape[-1], item)
+        pv.inline = raw[:, ::-1].tobytes()
+        mirrored += 1
+    if not mirrored:
+        raise RuntimeError("the mirrored-image control needs an image batch")
+
+
+_SMALL = 64  # integer tensors up to this many entries are recorded in full
+
+
 def _encoder_facts(req: Any, ready: Any) -> dict[str, Any]:
-    """What mmctl put before the encoder: per batch, the pixel tensor and grids."""
+    """What mmctl put before the encoder, per batch: the pixel tensor, every
+    model-specific tensor (values of the small integer ones: grids, sizes,
+    aspect ratios, patch counts), the field layout and the placeholders."""
     import numpy as np
 
     facts: dict[str, Any] = {"prompt_tokens": len(req.tokenized.input_ids), "batches": []}
@@ -325,10 +360,18 @@ def _encoder_facts(req: Any, ready: Any) -> dict[str, Any]:
             "pixel_dtype": pv.dtype,
             "pixel_shape": list(pv.shape),
             "payload": pv.WhichOneof("payload"),
+            "batched_keys": list(batch.batched_keys),
+            "flat_keys": dict(batch.flat_keys),
+            "keep_on_cpu_keys": list(batch.keep_on_cpu_keys),
+            "im_token_id": batch.im_token_id if batch.HasField("im_token_id") else None,
+            "placeholders": [(p.offset, p.length) for p in batch.mm_placeholders],
         }
         for key, tensor in batch.model_specific_tensors.items():
-            if key.endswith("grid_thw") and tensor.WhichOneof("payload") == "inline":
-                entry[key] = np.frombuffer(tensor.inline, dtype=np.int64).reshape(-1, 3).tolist()
+            entry[key] = {"dtype": tensor.dtype, "shape": list(tensor.shape)}
+            n = int(np.prod(tensor.shape)) if len(tensor.shape) else 1
+            if tensor.dtype == "int64" and tensor.WhichOneof("payload") == "inline" and n <= _SMALL:
+                values = np.frombuffer(tensor.inline, dtype=np.int64)
+                entry[key]["values"] = values.reshape(tuple(tensor.shape)).tolist()
         facts["batches"].append(entry)
     facts["bytes"] = dict(ready.run.moved)
     return facts
@@ -424,7 +467,7 @@ def run_cases(
             t0 = time.monotonic()
             ref = sender.reference(media)
             for transport in case.transports:
-                mine, encoder = sender.mmctl_request(media, transport, case.reverse)
+                mine, encoder = sender.mmctl_request(media, transport, case)
                 if transport == "inline" and case.name in family.offline_cases:
                     inline[case.name] = (mine, encoder, sender.unexpanded_prompt(media))
                 seconds = time.monotonic() - t0
@@ -462,7 +505,7 @@ def _result(
 ) -> CaseResult:
     family, worker = slot.family, slot.worker
     diff = first_difference(mine, ref)
-    expect = "different" if case.reverse else "identical"
+    expect = "different" if case.control else "identical"
     dtypes = sorted({b["pixel_dtype"] for b in encoder.get("batches", [])})
     return CaseResult(
         name=case.name,
@@ -476,7 +519,7 @@ def _result(
         expect=expect,
         identical=diff is None,
         first_difference=diff,
-        ok=(diff is None) != case.reverse,
+        ok=(diff is None) != case.control,
         encoder_input=encoder if diff is not None else {},
         seconds=round(seconds, 2),
     )
@@ -486,7 +529,7 @@ def _line(r: CaseResult) -> str:
     verdict = "ok" if r.ok else "FAIL"
     what = "identical" if r.identical else f"differs: {r.first_difference}"
     return (
-        f"{verdict:4} {r.family:10} {r.name:15} {r.transport:6} {r.pixel_dtype:8} "
+        f"{verdict:4} {r.family:15} {r.name:15} {r.transport:6} {r.pixel_dtype:8} "
         f"{r.model_dtype:8} norm={'on ' if r.device_normalize else 'off'} "
         f"vs {r.reference:10} {what}"
     )
@@ -503,7 +546,9 @@ def start_offline(
     family, worker = slot.family, slot.worker
     cases = [c for c in family.cases if c.name in family.offline_cases]
     job = {
-        "engine": engine_settings(slot.model, worker.model_dtype, worker.device_normalize),
+        "engine": engine_settings(
+            slot.model, worker.model_dtype, worker.device_normalize, family.engine
+        ),
         "max_tokens": MAX_TOKENS,
         "top_k": TOP_K,
         "cases": [
@@ -546,8 +591,18 @@ def finish_offline(off: Offline, results: list[CaseResult], timings: dict[str, f
         log(_line(results[-1]))
 
 
-def run_family(
-    family: Family,
+def new_slot(family: Family, worker: Worker, engine_python: Path, cache: Path, logs: Path) -> Slot:
+    """The configuration's model (built once) and its worker process, not started."""
+    model = model_dir(cache, family, worker.model_dtype, engine_python)
+    settings = engine_settings(model, worker.model_dtype, worker.device_normalize, family.engine)
+    stem = f"worker-{family.name}-{worker.model_dtype}-{int(worker.device_normalize)}"
+    proc = EngineWorker(engine_python, engine_args(settings), logs / f"{stem}.log")
+    return Slot(family, worker, model, proc)
+
+
+def run_all(
+    families: list[Family],
+    max_workers: int,
     engine_python: Path,
     cache: Path,
     work: Path,
@@ -556,30 +611,50 @@ def run_family(
     offline: list[Offline],
     results: list[CaseResult],
     timings: dict[str, float],
+    failures: list[str],
 ) -> None:
-    """The family's workers, started together (start-up is mostly waiting, and
-    each takes minutes), then their cases one worker at a time; each worker is
-    stopped when its cases are done. The offline reference starts in the
-    background after the first worker's cases (it needs their prompt ids)."""
-    slots = []
-    for worker in family.workers:
-        model = model_dir(cache, family, worker.model_dtype, engine_python)
-        settings = engine_settings(model, worker.model_dtype, worker.device_normalize)
-        stem = f"worker-{family.name}-{worker.model_dtype}-{int(worker.device_normalize)}"
-        proc = EngineWorker(engine_python, engine_args(settings), logs / f"{stem}.log")
-        slots.append(Slot(family, worker, model, proc))
-    for slot in slots:
+    """Every configuration of every family, ``max_workers`` workers at a time
+    (start-up is minutes, mostly importing and profiling; cases take seconds):
+    the first ``max_workers`` start together, and each time one has run its
+    cases it is stopped and the next configuration starts, so a start-up
+    overlaps the cases and start-ups before it. Cases run one worker at a
+    time, in the families' order. A family's offline reference starts in the
+    background after its first worker's cases (it needs their prompt ids).
+    A configuration that fails (its worker dies, mmctl cannot build its
+    requests) is recorded in ``failures`` and the others still run: one
+    family's failure does not hide the rest."""
+    queue = [(f, w) for f in families for w in f.workers]
+    active: list[Slot] = []
+    done: set[str] = set()
+
+    def start_next() -> None:
+        family, worker = queue.pop(0)
+        slot = new_slot(family, worker, engine_python, cache, logs)
         running.append(slot.proc)
         slot.proc.start()
+        active.append(slot)
         log(f"{slot.label}: worker pid {slot.proc.pid} on {slot.proc.target}")
-    for index, slot in enumerate(slots):
-        inline = run_cases(slot, results, timings)
+
+    while queue and len(active) < max_workers:
+        start_next()
+    while active:
+        slot = active.pop(0)
+        try:
+            inline = run_cases(slot, results, timings)
+        except Exception as err:
+            failures.append(f"{slot.label}: {type(err).__name__}: {err}")
+            log(f"{slot.label}: FAILED: {type(err).__name__}: {err}")
+            inline = None
         running.remove(slot.proc)
         stop([slot.proc])
-        if index == 0 and family.offline_cases:
+        if queue:
+            start_next()
+        family = slot.family
+        if inline is not None and family.name not in done and family.offline_cases:
             off = start_offline(slot, engine_python, inline, work, logs)
             running.append(off.proc)
             offline.append(off)
+        done.add(family.name)
 
 
 def table(results: list[CaseResult]) -> str:
@@ -627,6 +702,12 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="write the JSON document here")
     parser.add_argument("--family", action="append", choices=sorted(FAMILIES))
     parser.add_argument("--logs", type=Path, help="keep the worker logs here")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=DEFAULT_WORKERS,
+        help=f"engine workers running at once (default {DEFAULT_WORKERS}; 3.5-5.5 GB each)",
+    )
     args = parser.parse_args()
     # SIGTERM as an exception: every worker's ``finally`` stops it by PID.
     signal.signal(signal.SIGTERM, _terminated)
@@ -635,24 +716,26 @@ def main() -> int:
     results: list[CaseResult] = []
     timings: dict[str, float] = {}
     error: str | None = None
+    failures: list[str] = []
     t_all = time.monotonic()
     logs = args.logs or Path(tempfile.mkdtemp(prefix="mmctl-engine-logs-"))
     running: list[Engine] = []
     offline: list[Offline] = []
     try:
         with tempfile.TemporaryDirectory(prefix="mmctl-engine-") as work:
-            for family in families:
-                run_family(
-                    family,
-                    args.engine_python,
-                    args.cache,
-                    Path(work),
-                    logs,
-                    running,
-                    offline,
-                    results,
-                    timings,
-                )
+            run_all(
+                families,
+                args.workers,
+                args.engine_python,
+                args.cache,
+                Path(work),
+                logs,
+                running,
+                offline,
+                results,
+                timings,
+                failures,
+            )
             for off in offline:
                 finish_offline(off, results, timings)
                 running.remove(off.proc)
@@ -663,11 +746,13 @@ def main() -> int:
     finally:
         stop(running)
     timings["total"] = round(time.monotonic() - t_all, 1)
+    if failures:
+        error = "; ".join(failures + ([error] if error else []))
     ok = error is None and bool(results) and all(r.ok for r in results)
     print(table(results))
     print(
         f"{sum(r.ok for r in results)} passed, {sum(not r.ok for r in results)} failed"
-        + (f" (stopped early: {error})" if error else "")
+        + (f" (errors: {error})" if error else "")
     )
     doc = {
         "ok": ok,

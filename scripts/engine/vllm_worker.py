@@ -39,9 +39,11 @@ ENGINE_ENV = {
 }
 
 
-def engine_settings(model: Path, dtype: str, device_normalize: bool) -> dict[str, object]:
+def engine_settings(
+    model: Path, dtype: str, device_normalize: bool, overrides: dict[str, object] | None = None
+) -> dict[str, object]:
     """The vLLM engine settings a worker and the offline reference share
-    (``vllm.EngineArgs`` field names)."""
+    (``vllm.EngineArgs`` field names); ``overrides``: a family's own (``Family.engine``)."""
     return {
         "model": str(model),
         "dtype": dtype,
@@ -60,6 +62,7 @@ def engine_settings(model: Path, dtype: str, device_normalize: bool) -> dict[str
             "image": {"count": 2, "width": 256, "height": 256},
             "video": {"count": 1, "num_frames": 8, "width": 256, "height": 256},
         },
+        **(overrides or {}),
     }
 
 

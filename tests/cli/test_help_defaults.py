@@ -174,12 +174,25 @@ def _ray_address(observed: dict[str, Any]) -> object:
             os.environ["RAY_ADDRESS"] = saved
 
 
+def _offline_pixels_of_the_other_families() -> set[str]:
+    from mmctl.client.negotiate import pixel_dtype
+    from mmctl.models import registry
+
+    others = [f for f in registry.FAMILIES if not f.device_normalize]
+    assert others
+    return {pixel_dtype(None, None, spec=f).value for f in others}
+
+
 #: (option, shown text) → a check of what the command does without the option.
 TRUTH: dict[tuple[str, str], Callable[[dict[str, Any]], object]] = {
-    ("--pixel-dtype", "a default vLLM worker's for the family: uint8 for the Qwen families"): (
+    (
+        "--pixel-dtype",
+        "a default vLLM worker's for the family: uint8 for the Qwen families, else float32",
+    ): (
         lambda o: (
             o["build"]["decisions"]["pixel_dtype"]["value"] == "uint8"
             and o["preprocess"]["pixel_format"] == "uint8"
+            and _offline_pixels_of_the_other_families() == {"float32"}
         )
     ),
     ("--prompt", '"Describe this."'): lambda o: "Describe this." in _request(o)["original_text"],

@@ -502,7 +502,7 @@ def test_without_reflection_video_needs_proof_of_a_new_worker(
     if code == 6:
         assert "cannot tell whether the worker knows video" in res.err
     elif code == 4:  # --skip-checks sent it; the old worker read the video as an image
-        assert "image pad token" in res.err
+        assert "image embedding token" in res.err
     else:  # the 0.4.28 capability fields prove a worker newer than `modality`
         check = next(c for c in json.loads(res.out)["checks"] if c["name"] == "modality_field")
         assert check["ran"] is True and check["ok"] is True and "capability" in check["by"]

@@ -19,14 +19,12 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import ctypes.util
 import io
 import json
 import os
 import shutil
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -44,35 +42,10 @@ from mmctl.request.tensors import from_bytes
 from mmctl.request.view import batches, read_request, tensor_fields
 from mmctl.wire import proto
 
-GATEWAY_VERSION = "1.13.0"
 START_TIMEOUT_S = 60
 REQUEST_TIMEOUT_S = 30
 PROMPT = "Which colours?"
 TEMPLATE = Path(__file__).resolve().parents[1] / "fixtures" / "gateway" / "chat_template.jinja"
-
-
-def _missing() -> str | None:
-    smg = Path(sys.executable).with_name("smg")
-    if not smg.is_file():
-        return f"the smg gateway is not installed (pip install smg=={GATEWAY_VERSION})"
-    for tool in ("ffmpeg", "ffprobe"):
-        if shutil.which(tool) is None:
-            return f"{tool} is not on PATH (apt-get install ffmpeg libturbojpeg0)"
-    # Loaded at run time for Pillow-exact JPEG decoding; without it the
-    # gateway falls back to another decoder and the pixels may differ.
-    if ctypes.util.find_library("turbojpeg") is None:
-        return "libturbojpeg is not installed (apt-get install libturbojpeg0)"
-    return None
-
-
-@pytest.fixture(scope="module")
-def smg_exe() -> Path:
-    why = _missing()
-    if why is not None:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI runs the gateway test: {why}")
-        pytest.skip(f"{why}; CI installs it (.ci/run)")
-    return Path(sys.executable).with_name("smg")
 
 
 @pytest.fixture(scope="module")
@@ -163,10 +136,18 @@ def _wait_ready(proc: subprocess.Popen, url: str, log: Path) -> None:
 
 @contextlib.contextmanager
 def _running(
-    smg: Path, model_dir: Path, work: Path, *, processing: str, transport: str, normalize: bool
+    smg: Path,
+    model_dir: Path,
+    work: Path,
+    *,
+    processing: str,
+    transport: str,
+    normalize: bool,
+    served_model_name: str | None = None,
 ) -> Iterator[Pair]:
     """The stub (``normalize``: device normalization on, raw uint8 pixels; off:
-    the gateway sends the model dtype) and the gateway in front of it."""
+    the gateway sends the model dtype) and the gateway in front of it.
+    ``served_model_name``: what the stub reports (smg picks its processor by it)."""
     from mmctl.models.model import load_model
     from mmctl.worker import checks
     from mmctl.worker.server import StubConfig, start
@@ -177,6 +158,7 @@ def _running(
         policy=checks.Policy(device_normalize=normalize),
         log=log,
         record_dir=work / "recorded",
+        served_model_name=served_model_name,
     )
     work.joinpath("recorded").mkdir()
     stub = start(cfg, port=0)

@@ -55,9 +55,15 @@ def base(red_blue, picture, builtin_model) -> Bases:
 
 @pytest.fixture
 def shm_unchanged():
-    before = set(os.listdir(shm_dir()))
+    """This process's /dev/shm files (the in-process stub's and its clients'):
+    other processes on a shared machine create and remove their own meanwhile."""
+
+    def ours() -> set[str]:
+        return {n for n in os.listdir(shm_dir()) if n.startswith(f"mmctl-{os.getpid()}-")}
+
+    before = ours()
     yield
-    after = set(os.listdir(shm_dir()))
+    after = ours()
     assert after == before, f"/dev/shm changed: +{sorted(after - before)} -{sorted(before - after)}"
 
 

@@ -4,7 +4,9 @@ the engine flags and the family table (the engine itself runs in CI's engine ste
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
+import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -144,29 +146,134 @@ def test_engine_flags(engine_check: Any) -> None:
     assert "--mm-device-do-normalize" in on
 
 
+# The families whose mmctl spec takes video; the others are image-only.
+VIDEO_FAMILIES = {"qwen3-vl", "qwen2.5-vl", "llava-onevision"}
+# vLLM has device normalization only for the Qwen families.
+DEVICE_NORMALIZE_FAMILIES = {"qwen3-vl", "qwen2.5-vl"}
+
+
 def test_the_family_table_covers_the_issue(engine_check: Any) -> None:
     from mmctl.media.probe import MediaKind, check_media
     from mmctl.models import registry
 
     families = _load("families").FAMILIES
-    assert set(families) >= {"qwen3-vl", "qwen2.5-vl"}
+    assert set(families) >= {
+        "qwen3-vl",
+        "qwen2.5-vl",
+        "llava",
+        "llava-next",
+        "llama4",
+        "llava-onevision",
+    }
     identical = 0
     for family in families.values():
         registry.by_name(family.name)  # a family mmctl knows
         assert family.config["architectures"] == [family.hf_class]
-        assert family.config["text_config"].get("head_dim", 32) >= 32  # vLLM CPU attention
+        text, vision = family.config["text_config"], family.config["vision_config"]
+        # vLLM CPU attention has no kernel for head_dim 16
+        assert text.get("head_dim", text["hidden_size"] // text["num_attention_heads"]) >= 32
+        heads = vision.get("num_heads", vision.get("num_attention_heads"))
+        assert vision["hidden_size"] // heads >= 32
         kinds = set()
         for case in family.cases:
             for path in case.media:
                 kinds.add(check_media(ROOT / path))
-            if not case.reverse:
+            if not case.control:
                 identical += len(case.transports) * len(family.workers)
                 assert set(case.transports) == {"inline", "shm"}
-        assert kinds == {MediaKind.IMAGE, MediaKind.VIDEO}
-        assert any(c.reverse for c in family.cases), "each family needs a negative control"
-        assert {w.device_normalize for w in family.workers} == {True, False}
+        want = (
+            {MediaKind.IMAGE, MediaKind.VIDEO}
+            if family.name in VIDEO_FAMILIES
+            else {MediaKind.IMAGE}
+        )
+        assert kinds == want, family.name
+        assert any(c.control for c in family.cases), "each family needs a negative control"
+        normalize = {True, False} if family.name in DEVICE_NORMALIZE_FAMILIES else {False}
+        assert {w.device_normalize for w in family.workers} == normalize
         assert set(family.offline_cases) <= {c.name for c in family.cases}
+        if family.files_dir is not None:
+            assert (ROOT / family.files_dir / "tokenizer.json").is_file()
+            # the tiny model keeps the published image geometry (mmctl's shapes follow it)
+            published = json.loads((ROOT / family.files_dir / "config.json").read_text())
+            for key in ("image_size", "patch_size"):
+                assert vision[key] == published["vision_config"][key], (family.name, key)
+            assert text["vocab_size"] >= published["text_config"]["vocab_size"]
+            assert any(
+                sum(check_media(ROOT / m) == MediaKind.IMAGE for m in c.media) >= 2
+                for c in family.cases
+            ), f"{family.name}: a two-image case (the batch layout)"
     assert any(f.offline_cases for f in families.values())
     dtypes = {w.model_dtype for f in families.values() for w in f.workers}
     assert dtypes == {"float32", "bfloat16"}
     assert identical >= 8
+
+
+def test_the_mirrored_control_mirrors_every_image_and_no_video(engine_check: Any) -> None:
+    from mmctl.wire import proto
+
+    engine, common = proto.engine_pb2, proto.common_pb2
+    image = np.arange(2 * 3 * 3 * 4, dtype=np.float32).reshape(2, 3, 3, 4)  # tiles, C, H, W
+    video = np.arange(5 * 6, dtype=np.float32).reshape(5, 6)
+
+    def tensor(a: np.ndarray) -> Any:
+        return engine.TensorData(shape=list(a.shape), dtype="float32", inline=a.tobytes())
+
+    req = engine.GenerateRequest(
+        mm_inputs=engine.MultimodalInputs(modality=common.IMAGE, pixel_values=tensor(image)),
+        extra_mm_inputs=[
+            engine.MultimodalInputs(modality=common.VIDEO, pixel_values=tensor(video))
+        ],
+    )
+    engine_check._mirror_images(req)
+    got = np.frombuffer(req.mm_inputs.pixel_values.inline, dtype=np.float32).reshape(image.shape)
+    assert np.array_equal(got, image[..., ::-1])
+    assert req.extra_mm_inputs[0].pixel_values.inline == video.tobytes()
+    with pytest.raises(RuntimeError, match="an image batch"):
+        engine_check._mirror_images(
+            engine.GenerateRequest(
+                mm_inputs=engine.MultimodalInputs(modality=common.VIDEO, pixel_values=tensor(video))
+            )
+        )
+
+
+def test_encoder_facts_name_the_layout_and_small_tensors(engine_check: Any) -> None:
+    from mmctl.wire import proto
+
+    engine, common = proto.engine_pb2, proto.common_pb2
+    ratios = np.array([[1, 1], [3, 5]], dtype=np.int64)
+    req = engine.GenerateRequest(
+        mm_inputs=engine.MultimodalInputs(
+            modality=common.IMAGE,
+            pixel_values=engine.TensorData(shape=[17, 3, 336, 336], dtype="float32"),
+            model_specific_tensors={
+                "aspect_ratios": engine.TensorData(
+                    shape=[2, 2], dtype="int64", inline=ratios.tobytes()
+                )
+            },
+            flat_keys={"pixel_values": "patches_per_image"},
+            batched_keys=["patches_per_image", "aspect_ratios"],
+            im_token_id=200092,
+            mm_placeholders=[engine.PlaceholderRange(offset=5, length=146)],
+        )
+    )
+
+    class Ready:
+        class run:
+            moved = types.MappingProxyType({"inline": 10})
+
+    facts = engine_check._encoder_facts(req, Ready)
+    (batch,) = facts["batches"]
+    assert batch["aspect_ratios"] == {"dtype": "int64", "shape": [2, 2], "values": [[1, 1], [3, 5]]}
+    assert batch["flat_keys"] == {"pixel_values": "patches_per_image"}
+    assert batch["im_token_id"] == 200092 and batch["placeholders"] == [(5, 146)]
+    assert batch["pixel_shape"] == [17, 3, 336, 336]
+
+
+def test_a_family_overrides_engine_settings(engine_check: Any) -> None:
+    worker = _load("vllm_worker")
+    families = _load("families").FAMILIES
+    onevision = families["llava-onevision"]
+    settings = worker.engine_settings(Path("/m"), "float32", False, onevision.engine)
+    assert settings["max_model_len"] == onevision.engine["max_model_len"]
+    assert settings["limit_mm_per_prompt"] == onevision.engine["limit_mm_per_prompt"]
+    assert settings["enforce_eager"] is True  # the shared settings stay

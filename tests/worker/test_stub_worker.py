@@ -257,11 +257,15 @@ MALFORMED = [
         "timestamps has shape [1, 1]; 1 placeholder(s) with grids [[4, 6, 8]] need [1, 4]",
     ),
     # The servicer reads every modality but VIDEO as an image batch.
-    ("audio", lambda req, tmp: _modality(2)(req), "the served model's image pad token is 151655"),
+    (
+        "audio",
+        lambda req, tmp: _modality(2)(req),
+        "the served model's image embedding token is 151655",
+    ),
     (
         "modality-7",
         lambda req, tmp: _modality(7)(req),
-        "the served model's image pad token is 151655",
+        "the served model's image embedding token is 151655",
     ),
 ]
 

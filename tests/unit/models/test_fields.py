@@ -5,8 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from mmctl.media.probe import MediaKind
-from mmctl.models import qwen2_vl, qwen3_vl
-from mmctl.models.fields import FieldLayout
+from mmctl.models import llama4, llava, llava_next, llava_onevision, qwen2_vl, qwen3_vl
+from mmctl.models.fields import FieldLayout, WireField
+
+#: After the Qwen rows, each other family's batches, tagged with its name.
+OTHERS = (llava.SPEC, llava_next.SPEC, llava_onevision.SPEC, llama4.SPEC)
 
 README = Path(__file__).resolve().parents[3] / "README.md"
 
@@ -22,12 +25,18 @@ def expected_rows() -> list[str]:
             *((f, " (Qwen3-VL)") for f in q3 if f not in q25),
             *((f, " (Qwen2.5-VL)") for f in q25 if f not in q3),
         ]
-        for f, note in tagged:
-            flat = f.layout is FieldLayout.FLAT
-            layout = f"flat, split by `{f.sizes}`" if flat else "batched"
-            layout += ", kept on CPU" if f.keep_on_cpu else ""
-            rows.append(f"| `{f.key}` | {kind.value}{note} | {f.content} | {layout} |")
+        rows.extend(_row(f, kind, note) for f, note in tagged)
+    for family in OTHERS:
+        for kind in family.modalities:
+            rows.extend(_row(f, kind, f" ({family.name})") for f in family.fields(kind))
     return rows
+
+
+def _row(f: WireField, kind: MediaKind, note: str) -> str:
+    flat = f.layout is FieldLayout.FLAT
+    layout = f"flat, split by `{f.sizes}`" if flat else "batched"
+    layout += ", kept on CPU" if f.keep_on_cpu else ""
+    return f"| `{f.key}` | {kind.value}{note} | {f.content} | {layout} |"
 
 
 def test_readme_table_is_the_field_tables():

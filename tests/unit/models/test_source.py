@@ -10,7 +10,8 @@ import pytest
 
 from mmctl.errors import InputError, UsageError
 from mmctl.models import qwen3_vl, source
-from mmctl.models.model import load_model, token_ids_from_config
+from mmctl.models.model import load_model
+from mmctl.models.qwen import token_ids_from_config
 
 
 @pytest.fixture(autouse=True)

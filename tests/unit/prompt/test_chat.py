@@ -18,15 +18,7 @@ TEMPLATE = """{%- for m in messages -%}<|im_start|>{{ m.role }}
 
 
 def _render(model, parts, **kw):
-    return render(
-        parts,
-        tokenizer=model.tokenizer,
-        token_ids=model.token_ids,
-        source=model.source,
-        system=kw.get("system"),
-        default_system=model.spec.default_system,
-        chat=kw.get("chat", True),
-    )
+    return render(parts, model, system=kw.get("system"), chat=kw.get("chat", True))
 
 
 def test_builtin_format_when_the_template_is_text_only(builtin_model):

@@ -8,7 +8,17 @@ from mmctl.choices import LayoutKind
 from mmctl.errors import InputError
 from mmctl.media.probe import MediaKind
 from mmctl.models import qwen2_vl, qwen3_vl
-from mmctl.prompt.layout import LayoutItem, expand
+from mmctl.models.family import ItemFacts
+from mmctl.prompt.layout import expand
+
+
+def qwen_item(
+    kind: MediaKind, grid: tuple[int, int, int], times: tuple[float, ...] = ()
+) -> ItemFacts:
+    """A Qwen item of ``grid`` (merge size 2)."""
+    t, h, w = grid
+    return ItemFacts(kind, t * h * w // 4, grid, times, rows=t * h * w)
+
 
 IDS = qwen3_vl.TOKEN_IDS
 VS, VE = IDS.vision_start_token_id, IDS.vision_end_token_id
@@ -26,7 +36,7 @@ def _label(t: float) -> list[int]:
     return [ord(c) for c in f"<{t:.1f} seconds>"]
 
 
-VIDEO = LayoutItem(MediaKind.VIDEO, (2, 4, 4), (0.25, 1.5))
+VIDEO = qwen_item(MediaKind.VIDEO, (2, 4, 4), (0.25, 1.5))
 PROMPT = [1, 2, VS, VPAD, VE, 3]
 
 
@@ -57,7 +67,7 @@ def test_hf_legacy_replaces_the_whole_triple():
 
 def test_image_expands_to_pads_only():
     prompt = [VS, IPAD, VE, 7]
-    layout = _expand([LayoutItem(MediaKind.IMAGE, (1, 6, 4))], prompt=prompt)
+    layout = _expand([qwen_item(MediaKind.IMAGE, (1, 6, 4))], prompt=prompt)
     assert layout.id_list() == [VS, *[IPAD] * 6, VE, 7]
     assert (layout.spans[0].offset, layout.spans[0].length) == (1, 6)
 
@@ -70,7 +80,7 @@ def test_qwen25_video_is_one_flat_run_in_every_layout():
 
 def test_items_follow_prompt_order():
     prompt = [VS, IPAD, VE, VS, VPAD, VE]
-    layout = _expand([LayoutItem(MediaKind.IMAGE, (1, 2, 2)), VIDEO], prompt=prompt)
+    layout = _expand([qwen_item(MediaKind.IMAGE, (1, 2, 2)), VIDEO], prompt=prompt)
     assert [s.kind for s in layout.spans] == [MediaKind.IMAGE, MediaKind.VIDEO]
     assert layout.spans[0].end < layout.spans[1].offset
 
@@ -79,4 +89,4 @@ def test_count_and_kind_mismatches_are_input_errors():
     with pytest.raises(InputError, match="1 media placeholder"):
         _expand([VIDEO, VIDEO])
     with pytest.raises(InputError, match="is video but placeholder 1"):
-        _expand([LayoutItem(MediaKind.VIDEO, (1, 2, 2), (0.0,))], prompt=[VS, IPAD, VE])
+        _expand([qwen_item(MediaKind.VIDEO, (1, 2, 2), (0.0,))], prompt=[VS, IPAD, VE])

@@ -5,8 +5,18 @@ from __future__ import annotations
 from mmctl.choices import LayoutKind
 from mmctl.media.probe import MediaKind
 from mmctl.models import qwen3_vl
-from mmctl.prompt.layout import LayoutItem, Span, expand
+from mmctl.models.family import ItemFacts
+from mmctl.prompt.layout import Span, expand
 from mmctl.prompt.mrope import walk
+
+
+def qwen_item(
+    kind: MediaKind, grid: tuple[int, int, int], times: tuple[float, ...] = ()
+) -> ItemFacts:
+    """A Qwen item of ``grid`` (merge size 2)."""
+    t, h, w = grid
+    return ItemFacts(kind, t * h * w // 4, grid, times, rows=t * h * w)
+
 
 IDS = qwen3_vl.TOKEN_IDS
 VS, VE, VPAD = IDS.vision_start_token_id, IDS.vision_end_token_id, IDS.video_token_id
@@ -21,7 +31,7 @@ class FakeTokenizer:
 def _layout(kind=LayoutKind.VLLM):
     return expand(
         [5, VS, VPAD, VE, 6],
-        [LayoutItem(MediaKind.VIDEO, GRID, (0.0, 1.0, 2.0))],
+        [qwen_item(MediaKind.VIDEO, GRID, (0.0, 1.0, 2.0))],
         spec=qwen3_vl.SPEC,
         token_ids=IDS,
         tokenizer=FakeTokenizer(),

@@ -1,0 +1,132 @@
+"""The smg gateway 1.13.0 as a peer client of the stub serving the other families.
+
+The gateway serves LLaVA, LLaVA-NeXT and Llama 4 (not OneVision); for each
+it builds the request itself from the same published-values folder
+(``tests/fixtures/families/``). Where its layout is vLLM's, the stub accepts
+the request and it equals mmctl's in prompt ids, placeholders, ``im_token_id``
+and every tensor but the pixels — whose values the gateway computes with its
+own resize (``crates/multimodal/src/vision/processors/``; transformers 5 and
+vLLM use torchvision's, as mmctl does: scripts/families/README.md). Where its
+layout is not vLLM's (LLaVA-NeXT's token count), the stub refuses it as vLLM's
+model would fail on it, in one sentence. Needs what tests/compat/test_smg_gateway.py needs.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mmctl.request.view import batches, read_request
+from tests.compat.test_smg_gateway import LOCAL, _running, _tensors
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FAMILIES = FIXTURES / "families"
+PROMPT = "Describe what you see."
+#: smg 1.13.0 picks its vision processor by a substring of the served model
+#: name (``vision/processor.rs`` ``with_defaults``): the published repo ids.
+PUBLISHED = {
+    "llava": "llava-hf/llava-1.5-7b-hf",
+    "llava_next": "llava-hf/llava-v1.6-mistral-7b-hf",
+    "llama4": "meta-llama/Llama-4-Scout-17B-16E-Instruct",
+    "llava_onevision": "llava-hf/llava-onevision-qwen2-7b-ov-hf",
+}
+MIME = {
+    ".png": ("image", "image/png"),
+    ".jpg": ("image", "image/jpeg"),
+    ".mp4": ("video", "video/mp4"),
+}
+
+
+def _chat(http: str, model: str, media: list[Path]) -> tuple[int, str]:
+    content: list[dict] = []
+    for path in media:
+        kind, mime = MIME[path.suffix]
+        url = f"data:{mime};base64," + base64.b64encode(path.read_bytes()).decode()
+        content.append({"type": f"{kind}_url", f"{kind}_url": {"url": url}})
+    content.append({"type": "text", "text": PROMPT})
+    body = {"model": model, "max_tokens": 4, "messages": [{"role": "user", "content": content}]}
+    req = urllib.request.Request(
+        f"{http}/v1/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    try:
+        with LOCAL.open(req, timeout=60) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode(errors="replace")
+
+
+def _gateway(smg_exe, model_type, tmp_path):
+    return _running(
+        smg_exe,
+        FAMILIES / model_type,
+        tmp_path,
+        processing="router",
+        transport="inline",
+        normalize=False,
+        served_model_name=PUBLISHED[model_type],
+    )
+
+
+@pytest.mark.parametrize(
+    ("model_type", "media"),
+    [("llava", ["rgb_odd.png", "large.png"]), ("llama4", ["shrink.jpg", "rgb_odd.png"])],
+)
+def test_the_gateway_lays_out_as_vllm_and_equals_mmctl_but_for_its_resize(
+    smg_exe, model_type, media, tmp_path
+):
+    paths = [FIXTURES / "media" / name for name in media]
+    with _gateway(smg_exe, model_type, tmp_path) as pair:
+        status, body = _chat(pair.http, PUBLISHED[model_type], paths)
+        assert status == 200, f"{body}\n{pair.log.getvalue()}"
+        [recorded] = pair.recorded()
+        mine = pair.client.build(paths, prompt=PROMPT).request
+    gateway = read_request(recorded)
+    assert list(gateway.tokenized.input_ids) == list(mine.tokenized.input_ids)
+    [theirs], [ours] = batches(gateway), batches(mine)
+    assert (theirs.modality, theirs.im_token_id) == (ours.modality, ours.im_token_id)
+    assert [(p.offset, p.length) for p in theirs.mm_placeholders] == [
+        (p.offset, p.length) for p in ours.mm_placeholders
+    ]
+    assert set(theirs.batched_keys) == set(ours.batched_keys)
+    assert dict(theirs.flat_keys) == dict(ours.flat_keys)
+    a, b = _tensors(theirs), _tensors(ours)
+    assert set(a) == set(b)
+    for key in set(b) - {"pixel_values"}:
+        assert np.array_equal(a[key][1], b[key][1]), key
+    assert a["pixel_values"][1].shape == b["pixel_values"][1].shape
+    # The one difference, its resize filter: not bit-identical, near.
+    theirs_px = a["pixel_values"][1].astype(np.float32)
+    ours_px = b["pixel_values"][1].astype(np.float32)
+    assert not np.array_equal(theirs_px, ours_px)
+
+
+def test_the_stub_refuses_the_gateways_llava_next_count_as_vllm_would_fail(smg_exe, tmp_path):
+    """smg 1.13.0's ``LlavaNextProcessor::calculate_num_tokens`` gives a 61x97 image
+    976 tokens; vLLM's processor (and mmctl) count 1512."""
+    with _gateway(smg_exe, "llava_next", tmp_path) as pair:
+        status, _body = _chat(
+            pair.http, PUBLISHED["llava_next"], [FIXTURES / "media" / "rgb_odd.png"]
+        )
+        log = pair.log.getvalue()
+    assert status != 200
+    assert "placeholder spans failed: item 1" in log, log
+    assert "needs 1512" in log, log
+
+
+def test_the_gateway_has_no_onevision(smg_exe, tmp_path):
+    """No OneVision spec in smg 1.13.0: its ``LlavaSpec`` claims the folder and
+    refuses the video — mmctl is the only client that sends OneVision video."""
+    clip = FIXTURES / "media" / "odd_count.mp4"
+    with _gateway(smg_exe, "llava_onevision", tmp_path) as pair:
+        status, body = _chat(pair.http, PUBLISHED["llava_onevision"], [clip])
+        assert pair.recorded() == []
+    assert status != 200
+    assert "not supported" in body or "No vision processor" in body, body

@@ -1,0 +1,38 @@
+"""The one modality table against the wire's enum, and what it refuses."""
+
+from __future__ import annotations
+
+import pytest
+
+from mmctl import modality
+from mmctl.errors import InputError
+from mmctl.media.probe import MediaKind
+from mmctl.wire import proto
+
+
+def test_the_table_is_the_wire_enum():
+    common = proto.common_pb2
+    assert {v: k for k, v in common.Modality.items()} == modality.WIRE_NAMES
+    for kind, entry in modality.MODALITIES.items():
+        assert entry.wire == common.Modality.Value(entry.wire_name)
+        assert modality.from_wire(modality.to_wire(kind)) is kind
+    assert modality.UNSPECIFIED == common.MODALITY_UNSPECIFIED
+    assert set(modality.MODALITIES) == set(MediaKind)
+
+
+@pytest.mark.parametrize("value", [0, 2, 7])
+def test_an_unknown_modality_is_refused_not_guessed(value):
+    with pytest.raises(InputError, match="which mmctl does not handle"):
+        modality.from_wire(value)
+
+
+def test_the_stub_reads_as_the_servicer_does():
+    # smg-grpc-servicer's modality_name: VIDEO is video, everything else an image.
+    assert modality.servicer_kind(3) is MediaKind.VIDEO
+    for value in (0, 1, 2, 7):
+        assert modality.servicer_kind(value) is MediaKind.IMAGE
+
+
+def test_the_worker_pixel_keys():
+    assert modality.pixel_key(MediaKind.IMAGE) == "pixel_values"
+    assert modality.pixel_key(MediaKind.VIDEO) == "pixel_values_videos"

@@ -1,0 +1,175 @@
+"""The stub worker serving the LLaVA families and Llama 4: what mmctl sends is
+accepted and read back right (the colours answer comes from the pixels), and
+what vLLM's model for the family would refuse is refused with one sentence.
+
+The stub proves the plumbing; tests/compat/test_family_requests.py proves the
+tensors against the goldens and scripts/engine-check against a real engine.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import mmctl
+from mmctl.media import synth
+from mmctl.models.model import load_model
+from mmctl.request import tensors
+from mmctl.wire import proto
+from tests.conftest import Stub, _stub
+
+FAMILIES = Path(__file__).resolve().parents[1] / "fixtures" / "families"
+MODEL_TYPES = ("llava", "llava_next", "llama4", "llava_onevision")
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory) -> tuple[Path, Path]:
+    folder = tmp_path_factory.mktemp("family-media")
+    red = synth.write_image(folder / "red.png", synth.color_frame((255, 0, 0), 200, 300))
+    blue = synth.write_image(folder / "blue.png", synth.color_frame((0, 0, 255), 500, 120))
+    return red, blue
+
+
+@pytest.fixture(scope="module", params=MODEL_TYPES)
+def served(request) -> Iterator[tuple[str, Stub]]:
+    model = load_model(model_dir=FAMILIES / request.param)
+    running = _stub(model)
+    try:
+        yield request.param, running
+    finally:
+        running.close()
+
+
+def _client(stub: Stub, model_type: str) -> mmctl.Client:
+    return mmctl.Client(stub.running.address, model_dir=FAMILIES / model_type)
+
+
+@pytest.mark.parametrize("transport", ["inline", "shm"])
+def test_two_images_come_back_as_their_colours(served, images, transport):
+    model_type, stub = served
+    with _client(stub, model_type) as client:
+        result = client.send(list(images), "Which colours?", transport=transport)
+    assert result.answer == "red; blue"
+    check = next(c for c in result.checks if c.name == "placeholder_spans")
+    assert check.ran and check.ok
+
+
+def test_the_float_types_all_read_back(served, images):
+    model_type, stub = served
+    with _client(stub, model_type) as client:
+        for dtype in ("float32", "bfloat16", "float16"):
+            result = client.send([images[0]], "Colour?", pixel_dtype=dtype, skip_checks=True)
+            assert result.answer == "red", dtype
+
+
+def test_uint8_is_refused_before_sending(served, images):
+    model_type, stub = served
+    with _client(stub, model_type) as client, pytest.raises(mmctl.MmctlError, match="uint8"):
+        client.send([images[0]], "Colour?", pixel_dtype="uint8")
+
+
+def _built(stub: Stub, model_type: str, paths: list[Path]):
+    with _client(stub, model_type) as client:
+        return client.build(paths, "Colour?").request
+
+
+def _refused(stub: Stub, req) -> str:
+    import grpc
+
+    with pytest.raises(grpc.RpcError) as info:
+        stub.generate(req)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    return str(info.value.details())
+
+
+def test_a_pixel_tensor_of_the_wrong_shape_is_refused(served, images):
+    model_type, stub = served
+    req = _built(stub, model_type, [images[0]])
+    td = req.mm_inputs.pixel_values
+    pixels = tensors.from_bytes(td.inline, td.shape, td.dtype)
+    cut = np.ascontiguousarray(pixels[..., :300])  # a crop, not the model's tile size
+    req.mm_inputs.pixel_values.CopyFrom(tensors.inline(cut, td.dtype))
+    assert "input schema" in _refused(stub, req)
+
+
+def test_a_span_that_is_not_the_expansion_is_refused(served, images):
+    model_type, stub = served
+    req = _built(stub, model_type, [images[0]])
+    span = req.mm_inputs.mm_placeholders[0]
+    ids = list(req.tokenized.input_ids)
+    ids[span.offset + span.length // 2] = ids[0]  # one embedding position overwritten
+    req.tokenized.input_ids[:] = ids
+    assert "placeholder spans failed: item 1" in _refused(stub, req)
+
+
+def test_an_unknown_modality_is_refused_by_mmctl_reading_a_request(served, images, tmp_path):
+    from mmctl.errors import InputError
+    from mmctl.request.view import layout_of
+
+    model_type, stub = served
+    req = _built(stub, model_type, [images[0]])
+    req.mm_inputs.modality = proto.common_pb2.AUDIO
+    with pytest.raises(InputError, match="modality AUDIO, which mmctl does not handle"):
+        layout_of(req, load_model(model_dir=FAMILIES / model_type))
+
+
+def test_video_is_refused_where_the_family_reads_images_only(served, red_blue):
+    model_type, stub = served
+    if model_type == "llava_onevision":
+        with _client(stub, model_type) as client:
+            assert client.send([red_blue], "Colours?").answer == "red, blue"
+        return
+    with _client(stub, model_type) as client, pytest.raises(mmctl.MmctlError, match="read image"):
+        client.send([red_blue], "Colours?")
+
+
+def test_llama4_needs_im_token_id(images):
+    model = load_model(model_dir=FAMILIES / "llama4")
+    running = _stub(model)
+    try:
+        req = _built(running, "llama4", [images[1]])
+        assert req.mm_inputs.im_token_id == 200092  # <|patch|>
+        req.mm_inputs.ClearField("im_token_id")
+        assert "would receive embeddings" in _refused(running, req)
+    finally:
+        running.close()
+
+
+def _mmctl(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mmctl", *args], capture_output=True, text=True, timeout=180
+    )
+
+
+def test_batch_and_bench_run_a_family(tmp_path, images, red_blue):
+    """OneVision's images and video through ``mmctl batch`` and ``mmctl bench``."""
+    model = load_model(model_dir=FAMILIES / "llava_onevision")
+    running = _stub(model)
+    try:
+        lines = [
+            {"id": "image", "media": [str(images[0])], "prompt": "Colour?"},
+            {"id": "video", "media": [str(red_blue)]},
+            {"id": "both", "media": [str(images[1]), str(red_blue)]},
+        ]
+        dataset = tmp_path / "in.jsonl"
+        dataset.write_text("".join(json.dumps(line) + "\n" for line in lines))
+        out = tmp_path / "out.jsonl"
+        target = running.running.address
+        done = _mmctl("batch", str(dataset), "-o", str(out), "--target", target)
+        assert done.returncode == 0, done.stderr
+        answers = {}
+        for line in out.read_text().splitlines():
+            doc = json.loads(line)
+            answers[doc["custom_id"]] = doc["response"]["body"]["choices"][0]["message"]["content"]
+        assert answers == {"image": "red", "video": "red, blue", "both": "blue; red, blue"}
+        bench = _mmctl("bench", "--dataset", str(dataset), "--target", target, "--json")
+        assert bench.returncode == 0, bench.stderr
+        assert json.loads(bench.stdout)
+    finally:
+        running.close()
