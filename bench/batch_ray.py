@@ -38,6 +38,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import statistics
@@ -242,6 +243,8 @@ def main() -> int:
         for proc, _ in (*slow, fast):
             proc.terminate()
             proc.wait(10)
+        shutil.rmtree(head.folder, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)  # the generated clips and outputs
     med = {k: statistics.median(v) for k, v in walls.items()}
     doc = {
         "items": args.items,
