@@ -94,6 +94,18 @@ class Route:
         encoded = plan.encode(timed)
         return Encoding(encoded, tuple(placer.problems), placed)
 
+    def from_here(self, worker_namespace: str) -> Route:
+        """The route as seen from this process's host: the shm route only where this
+        host shares the worker's /dev/shm (a Ray actor on another node goes inline)."""
+        if not self.shm:
+            return self
+        problem = shm_problem()
+        if problem is not None:
+            return inline(f"{problem} on this node")
+        if worker_namespace != namespace_id():
+            return inline("this node does not share the worker's /dev/shm")
+        return self
+
     def place_recorded(self, req: Any, arena: ShmArena, moved: dict[str, int]) -> list[str]:
         """A recorded request's large inline tensors into /dev/shm (the shm route)."""
         if not self.shm:
@@ -109,6 +121,11 @@ def shm_problem() -> str | None:
     if not os.access(folder, os.W_OK | os.X_OK):
         return f"{folder} is not writable"
     return None
+
+
+def inline(why: str) -> Route:
+    """The inline route, for a reason (``--transport inline``, another host)."""
+    return fixed(Transport.INLINE, why)
 
 
 def fixed(mode: Transport, why: str, min_bytes: int = SHM_MIN_BYTES) -> Route:

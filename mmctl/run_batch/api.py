@@ -21,7 +21,7 @@ from typing import Any
 
 from mmctl.choices import PixelFormat
 from mmctl.client.client import Client
-from mmctl.client.negotiate import pixel_dtype, transport
+from mmctl.client.negotiate import pixel_dtype
 from mmctl.dataset import Items
 from mmctl.errors import CheckFailed, UsageError, WorkerUnavailable
 from mmctl.request.build import Sampling
@@ -29,7 +29,6 @@ from mmctl.request.limits import parse_item_limits
 from mmctl.run_batch.fleet import Member
 from mmctl.run_batch.output import OutputFile
 from mmctl.run_batch.work import Settings
-from mmctl.transport.shm import namespace_id
 
 ENGINES = ("local", "ray")
 #: ``--max-remote-mb`` default: a fetched medium larger than this is refused.
@@ -141,21 +140,20 @@ def _setup(
                 limits[kind] = min(n, limits.get(kind, n))
             if f.server.mm_encoder_budget:
                 budgets.append(int(f.server.mm_encoder_budget))
+        from mmctl.client.transport import choose, inline
+
         members = []
         for client, f in zip(clients, facts, strict=True):
-            shm = False
+            route = inline("--transport inline")
             if f is not None and transport_mode != "inline":
-                from mmctl.client.transport import shm_problem
-
-                decision = transport("auto", f, namespace_id(), shm_problem())
-                shm = decision.value == "shm"
-                if transport_mode == "shm" and not shm:
+                route = choose("auto", f)
+                if transport_mode == "shm" and not route.shm:
                     raise CheckFailed(
-                        f"--transport shm: {client.target.address}: {decision.reason}",
+                        f"--transport shm: {client.target.address}: {route.decision.reason}",
                         hint="--transport auto uses shared memory only where it works",
                     )
             namespace = f.server.shm_namespace_id if f is not None else ""
-            members.append(Member(client.target, shm, up=f is not None, namespace=namespace))
+            members.append(Member(client.target, route, up=f is not None, namespace=namespace))
         settings = Settings(
             source=session.model.source,
             family=session.model.spec.name,

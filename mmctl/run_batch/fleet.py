@@ -31,9 +31,9 @@ from mmctl.client.channel import (
     generate_method,
     open_aio_channel,
 )
-from mmctl.client.options import SHM_MIN_BYTES
-from mmctl.client.placement import THREAD_MIN_BYTES, ShmPlacer
+from mmctl.client.placement import THREAD_MIN_BYTES
 from mmctl.client.stream import TokenStream
+from mmctl.client.transport import Route
 from mmctl.request.build import new_request_id
 from mmctl.run_batch import output
 from mmctl.run_batch.work import Prepared
@@ -55,9 +55,9 @@ WAIT_FOR_MEMBER_S = 60.0
 @dataclass
 class Member:
     target: Target
-    shm: bool  # decided where the fleet was set up
+    route: Route  # decided where the fleet was set up (``Route.from_here`` elsewhere)
     up: bool = True
-    #: The worker's ``shm_namespace_id`` (a Ray actor re-decides ``shm`` on its own host).
+    #: The worker's ``shm_namespace_id`` (a Ray actor re-decides the route on its own host).
     namespace: str = ""
 
 
@@ -109,8 +109,7 @@ def _encode(prep: Prepared, member: Member, arena: ShmArena) -> _Wire:
     plan = replace(prep.plan, request_id=new_request_id())
     start = time.perf_counter()
     moved = {"shm": 0}
-    placer = ShmPlacer(arena, SHM_MIN_BYTES, None, moved) if member.shm else None
-    encoded = plan.encode(placer) if placer else plan.encode()
+    encoded = member.route.encode(plan, arena, moved).encoded
     return _Wire(encoded.data, plan.request_id, time.perf_counter() - start, moved["shm"])
 
 
@@ -148,7 +147,7 @@ def _extras(
 ) -> dict[str, Any]:
     return ({"node": prep.node} if prep.node else {}) | {
         "worker": member.target.address if member else None,
-        "transport": ("shm" if member.shm else "inline") if member else None,
+        "transport": member.route.name if member else None,
         "attempts": attempts,
         "timings_s": {"preprocess_s": round(prep.preprocess_s, 6)}
         | {k: round(v, 6) for k, v in timings.items()},

@@ -60,15 +60,10 @@ class Sender:
         self, preparer: Any, members: Any, model_name: str, timeout: float | None
     ) -> None:
         """Send with ``preparer`` (its model's tokenizer loaded) from now on."""
-        from mmctl.client.transport import shm_problem
         from mmctl.run_batch.fleet import Fleet
-        from mmctl.transport.shm import namespace_id
 
-        here, problem = namespace_id(), shm_problem()
         # Shared memory only where this host shares the worker's /dev/shm.
-        members = [
-            replace(m, shm=m.shm and problem is None and m.namespace == here) for m in members
-        ]
+        members = [replace(m, route=m.route.from_here(m.namespace)) for m in members]
         self.preparer = preparer
         self.fleet = Fleet(members, preparer.model.tokenizer, model_name, timeout)
         self.ready.set()
