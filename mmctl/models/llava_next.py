@@ -39,7 +39,6 @@ from mmctl.models.tiled import (
     Item,
     PlaceholderTokens,
     TileFamily,
-    pad_tiles,
     table_rows,
 )
 from mmctl.preprocessing import tiles
@@ -283,7 +282,7 @@ class AnyresImages(TileFamily):
 
     def batch_pixels(self, kind: MediaKind, items: Sequence[np.ndarray]) -> np.ndarray:
         if kind is MediaKind.IMAGE:
-            return pad_tiles(items)
+            return batch_pixels(items)
         return super().batch_pixels(kind, items)
 
     def received_items(

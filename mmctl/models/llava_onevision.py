@@ -223,14 +223,9 @@ def image_pixels(rgb: np.ndarray, vision: Vision) -> np.ndarray:
     return llava_next.image_pixels(rgb, vision)
 
 
-def batch_pixels(items: Sequence[np.ndarray]) -> np.ndarray:
-    """The images of one call as HF batches them: ``float32 [n, max_tiles, 3, S, S]``."""
-    return tiles.pad_patch_axis(items)
-
-
-def image_sizes(items: Sequence[np.ndarray]) -> np.ndarray:
-    """``image_sizes``: int64 ``[n, 2]`` (height, width) of the loaded images."""
-    return np.asarray([item.shape[:2] for item in items], dtype=np.int64).reshape(-1, 2)
+#: As LLaVA-NeXT's: the patch axis zero-padded across a call's images; their sizes.
+batch_pixels = llava_next.batch_pixels
+image_sizes = llava_next.image_sizes
 
 
 def image_tokens(height: int, width: int, vision: Vision) -> int:

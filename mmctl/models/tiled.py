@@ -397,16 +397,6 @@ def as_format(pixels: np.ndarray, fmt: PixelFormat) -> np.ndarray:
     return pixels.astype(np.float16)
 
 
-def pad_tiles(items: Sequence[np.ndarray]) -> np.ndarray:
-    """``[n_i, C, S, S]`` items → ``[n, max n_i, C, S, S]``, missing tiles zeros
-    (HF's ``_pad_for_batching``; zero is zero in every wire format)."""
-    most = max(item.shape[0] for item in items)
-    out = np.zeros((len(items), most, *items[0].shape[1:]), dtype=items[0].dtype)
-    for row, item in zip(out, items, strict=True):
-        row[: item.shape[0]] = item
-    return out
-
-
 def table_rows(
     tensors: Mapping[str, np.ndarray], key: str, count: int, width: int
 ) -> list[tuple[int, ...]]:

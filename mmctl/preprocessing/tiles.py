@@ -229,12 +229,13 @@ def anyres_tiles(
 
 
 def pad_patch_axis(items: Sequence[np.ndarray]) -> np.ndarray:
-    """Stack ``[n_i, C, H, W]`` float32 items into ``[len, max n_i, C, H, W]``,
+    """Stack ``[n_i, C, H, W]`` items (float32, or a wire format) into ``[len, max n_i, C, H, W]``,
     the missing patches zeros."""
     if not items:
         raise InputError("no images to batch")
     most = max(item.shape[0] for item in items)
-    out = np.zeros((len(items), most, *items[0].shape[1:]), dtype=np.float32)
+    # The items' own dtype: zero is zero in float32, float16 and bfloat16 bits alike.
+    out = np.zeros((len(items), most, *items[0].shape[1:]), dtype=items[0].dtype)
     for row, item in zip(out, items, strict=True):
         row[: item.shape[0]] = item
     return out
