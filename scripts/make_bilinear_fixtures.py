@@ -2,7 +2,7 @@
 bilinear (Llama 4's ``resample=2``) on seeded random images; the test
 regenerates the inputs from the seeds (``make_resize_fixtures.case_image``).
 
-    /work/hfref/bin/python scripts/make_bilinear_fixtures.py   # needs torch + torchvision
+    "$(bash scripts/reference/install_env.sh)/bin/python" scripts/make_bilinear_fixtures.py   # needs torch + torchvision
 """
 
 from __future__ import annotations

@@ -2,10 +2,9 @@
 
 Needs torch/torchvision/transformers (never run by CI), like make_hf_fixtures.py:
 
-    python3 -m venv /work/hfref
-    /work/hfref/bin/pip install torch==2.14.1 torchvision==0.29.1
-    /work/hfref/bin/pip install transformers==5.20.2 av==18.1.0 pillow numpy
-    /work/hfref/bin/python scripts/make_family_fixtures.py
+    "$(bash scripts/reference/install_env.sh)/bin/python" scripts/make_family_fixtures.py
+
+(scripts/reference/install_env.sh builds the pinned environment once and caches it.)
 
 For each model folder of tests/fixtures/families/<model_type>/ (written by
 scripts/families/make_folders.py) it loads ``AutoProcessor.from_pretrained(folder)``

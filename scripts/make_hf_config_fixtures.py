@@ -4,8 +4,8 @@ tests/fixtures/hf_config_cases.py, into tests/fixtures/hf_config/<version>.json.
 Needs torch and torchvision besides transformers (never run by CI); run it once
 per transformers version worth pinning (the newest, and the one vLLM pins):
 
-    /work/hfref/bin/python scripts/make_hf_config_fixtures.py
-    PYTHONPATH=/tmp/tf520 /work/hfref/bin/python scripts/make_hf_config_fixtures.py
+    "$(bash scripts/reference/install_env.sh --transformers 5.24.0)/bin/python" scripts/make_hf_config_fixtures.py
+    "$(bash scripts/reference/install_env.sh)/bin/python" scripts/make_hf_config_fixtures.py
 
 For each case it writes the folder, builds ``AutoImageProcessor`` and
 ``AutoVideoProcessor`` from it exactly as a worker does (``from_pretrained``

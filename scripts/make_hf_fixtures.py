@@ -2,10 +2,9 @@
 
 Needs torch and torchvision besides transformers (never run by CI):
 
-    python3 -m venv /tmp/hfref
-    /tmp/hfref/bin/pip install torch==2.14.1 torchvision==0.29.1 transformers==5.24.0 av==18.1.0 pillow numpy
-    /tmp/hfref/bin/pip install -e . --no-deps
-    /tmp/hfref/bin/python scripts/make_hf_fixtures.py [--regenerate-media]
+    "$(bash scripts/reference/install_env.sh --transformers 5.24.0)/bin/python" scripts/make_hf_fixtures.py [--regenerate-media]
+
+(scripts/reference/install_env.sh builds the pinned environment once and caches it.)
 
 For every case of tests/fixtures/hf_cases.py it reads the committed media
 file (tests/fixtures/media/; ``--regenerate-media`` re-encodes them all first,

@@ -3,7 +3,7 @@
 Needs torch/torchvision/transformers (never run by CI), like
 ``scripts/make_hf_fixtures.py``:
 
-    /work/hfref/bin/python scripts/make_hf_token_fixtures.py
+    "$(bash scripts/reference/install_env.sh --transformers 5.24.0)/bin/python" scripts/make_hf_token_fixtures.py
 
 For every case of ``hf_cases.TOKEN_CASES`` it reads the committed media
 (tests/fixtures/media/; re-encoded only by ``make_hf_fixtures.py

@@ -1,7 +1,7 @@
 """Write tests/fixtures/hf/resize_exact.npz: torchvision's uint8 antialiased bicubic
 on seeded random images (the test regenerates the inputs from the seeds).
 
-    /work/hfref/bin/python scripts/make_resize_fixtures.py   # needs torch + torchvision
+    "$(bash scripts/reference/install_env.sh)/bin/python" scripts/make_resize_fixtures.py   # needs torch + torchvision
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Runs in the reference environment (torch, torchvision, transformers 5.20.2),
 never in CI:
 
-    /work/hfref/bin/python scripts/families/check_llama4_unseen.py [--images 240] [--pairs 600]
+    "$(bash scripts/reference/install_env.sh)/bin/python" scripts/families/check_llama4_unseen.py [--images 240] [--pairs 600]
 
 1. ``--images`` random images (noise, blocks, gradients; sides from 1 px to
    ~2000 px, a share of them extreme strips) through HF's image processor built

@@ -2,7 +2,7 @@
 
 Runs in the reference environment (torch, transformers 5.20.2; never in CI)::
 
-    /work/hfref/bin/python scripts/families/check_llava_unseen.py --images 200 --clips 12
+    "$(bash scripts/reference/install_env.sh)/bin/python" scripts/families/check_llava_unseen.py --images 200 --clips 12
 
 Random-size, random-content images (noise, gradients, flat colour; sides from 1
 to ~2000 px, extreme aspect ratios up to 1:60, the pinpoints and their
