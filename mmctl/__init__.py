@@ -18,7 +18,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from mmctl._version import __version__
 
 #: public name -> module that defines it
 _EXPORTS = {
@@ -35,7 +35,7 @@ _EXPORTS = {
     "inspect_tokens": "mmctl.offline",
     "TokenReport": "mmctl.offline",
     "Sampling": "mmctl.request.build",
-    "VisionOverrides": "mmctl.models.base",
+    "VisionOverrides": "mmctl.models.settings",
     "PixelFormat": "mmctl.choices",
     "Transport": "mmctl.choices",
     "Processing": "mmctl.choices",
@@ -97,7 +97,7 @@ if TYPE_CHECKING:
         WorkerRejected,
         WorkerUnavailable,
     )
-    from mmctl.models.base import VisionOverrides
+    from mmctl.models.settings import VisionOverrides
     from mmctl.offline import TokenReport, inspect_tokens, preprocess
     from mmctl.request.build import Sampling
     from mmctl.run_batch.api import BatchCounts, batch

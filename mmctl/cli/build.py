@@ -134,7 +134,7 @@ def build(
     from mmctl.client.negotiate import pixel_dtype as pixel_dtype_decision
     from mmctl.errors import CheckFailed, UsageError
     from mmctl.media.probe import check_readable
-    from mmctl.models.base import VisionOverrides
+    from mmctl.models.settings import VisionOverrides
     from mmctl.offline import model_for
     from mmctl.request.compose import compose
     from mmctl.request.view import summary, write_request
@@ -212,10 +212,8 @@ def build(
     for warning in composed.warnings:
         output.warn(warning)
     if not composed.check.ok and not force:
-        from mmctl.models.family import check_failed
-
         raise CheckFailed(
-            check_failed(model.spec, composed.check.reason), hint="--force writes it anyway"
+            model.spec.check_failed(composed.check.reason), hint="--force writes it anyway"
         )
     req = composed.plan.to_proto()
     doc = {

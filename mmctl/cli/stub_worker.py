@@ -223,6 +223,8 @@ def stub_worker(
     # From here on a stop signal is the normal way out (exit 0), even one that
     # arrives right after the ready line a script was waiting for.
     try:
+        for warning in model.warnings:
+            output.warn(warning)
         address = f"{host}:{running.port}"
         doc = {
             "event": "ready",

@@ -24,7 +24,7 @@ from mmctl.client.client import Built, Client, Media
 from mmctl.client.options import Hooks, Inputs, SendOptions, media_inputs, refuse, request_inputs
 from mmctl.client.run import Answer, SendResult, finish, prepare
 from mmctl.client.worker import Health
-from mmctl.models.base import VisionOverrides
+from mmctl.models.settings import VisionOverrides
 from mmctl.timing import Timeline
 
 

@@ -56,7 +56,7 @@ def pixel_dtype(
         except ValueError:
             choices = ", ".join(f.value for f in PixelFormat)
             raise UsageError(f"--pixel-dtype must be one of {choices}; got {requested!r}") from None
-        if spec is not None and fmt is PixelFormat.UINT8 and not spec.device_normalize:
+        if spec is not None and fmt is PixelFormat.UINT8 and not spec.processor.device_normalize:
             raise UsageError(
                 f"--pixel-dtype uint8: vLLM normalizes {spec.name} pixels in its processor, not "
                 "on the device, so its workers take normalized floats",
@@ -101,11 +101,11 @@ def pixel_dtype(
     if facts is None and spec is not None:
         why = (
             f"a default vLLM worker normalizes {spec.name} pixels on the device, so raw uint8"
-            if spec.worker_pixels is PixelFormat.UINT8
+            if spec.processor.worker_pixels is PixelFormat.UINT8
             else f"{spec.name} pixels are normalized here; float32 (every worker casts it)"
         )
         return Decision(
-            spec.worker_pixels.value,
+            spec.processor.worker_pixels.value,
             f"no worker asked: {why} (--target asks a worker; --pixel-dtype chooses)",
         )
     if facts is None:

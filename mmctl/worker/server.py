@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import grpc
 
+from mmctl.checkpoint.source import build_bundle
 from mmctl.errors import InputError, UsageError
 from mmctl.models.model import Model
-from mmctl.models.source import build_bundle
 from mmctl.request.tensors import wire_name
 from mmctl.request.view import batches
 from mmctl.transport.shm import namespace_id
@@ -495,7 +495,7 @@ def _received(n: int, batch: Batch, spec: Family) -> checks.ReceivedBatch:
         batched_keys=list(batch.batched_keys),
         flat_keys=dict(batch.flat_keys),
         keep_on_cpu_keys=list(batch.keep_on_cpu_keys),
-        fields=spec.fields(batch.kind),
+        fields=spec.wire.fields(batch.kind),
     )
 
 

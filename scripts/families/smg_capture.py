@@ -62,8 +62,8 @@ def capture_worker(out: Path, folder: Path):
     """The stub's servicer with a Generate that records and refuses, and a GetTokenizer
     that streams ``folder`` (smg 1.13.0 tokenizes with the worker's bundle, not
     ``--model-path``'s files) and a GetModelInfo with the folder's model_type."""
+    from mmctl.checkpoint.source import build_bundle, from_dir
     from mmctl.models.model import load_model
-    from mmctl.models.source import build_bundle, from_dir
     from mmctl.worker import checks, server
 
     class Capture(server.StubServicer):

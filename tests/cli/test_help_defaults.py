@@ -178,7 +178,7 @@ def _offline_pixels_of_the_other_families() -> set[str]:
     from mmctl.client.negotiate import pixel_dtype
     from mmctl.models import registry
 
-    others = [f for f in registry.FAMILIES if not f.device_normalize]
+    others = [f for f in registry.FAMILIES if not f.processor.device_normalize]
     assert others
     return {pixel_dtype(None, None, spec=f).value for f in others}
 

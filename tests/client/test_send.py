@@ -108,7 +108,7 @@ def test_bundle_is_fetched_verified_and_cached(send_json, cli, stub, red_blue):
 
 def test_tampered_bundle_is_rejected(send_json, cli, make_stub, red_blue):
     bad = make_stub()
-    from mmctl.models.source import build_bundle
+    from mmctl.checkpoint.source import build_bundle
 
     data, _ = build_bundle(bad.running.servicer.cfg.model.source)
     bad.running.servicer._bundle = (data, "0" * 64)

@@ -36,8 +36,8 @@ import numpy as np
 import pytest
 
 import mmctl
+from mmctl.checkpoint.source import BUILTIN_CONFIG_DIR, tokenizer_package_dir
 from mmctl.media import synth
-from mmctl.models.source import BUILTIN_CONFIG_DIR, tokenizer_package_dir
 from mmctl.request.tensors import from_bytes
 from mmctl.request.view import batches, read_request, tensor_fields
 from mmctl.wire import proto
