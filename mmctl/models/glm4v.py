@@ -1,88 +1,321 @@
-"""GLM-4.1V and GLM-4.6V as vLLM 0.33 processes them, as pure functions (numpy only).
+"""GLM-4.1V and GLM-4.6V (``glm4v``, ``glm4v_moe``) as vLLM 0.33 processes them.
 
-vLLM serves both with one model class (``glm4_1v.py``, model types ``glm4v`` and
-``glm4v_moe``) and tells them apart by the folder's *processor class*, not its
-model type: ``Glm4vProcessor`` (GLM-4.1V) or ``Glm46VProcessor`` (GLM-4.6V,
-GLM-4.6V-Flash). The two differ only in video: the frame loader vLLM registers
-for the video processor (:func:`loader_indices`) and the timestamp text
-(:func:`timestamp_text`). scripts/families/glm4v.md has the whole account.
+vLLM serves both with one model class (``glm4_1v.py``) and tells them apart by
+the folder's *processor class*, not its model type: ``Glm4vProcessor``
+(GLM-4.1V) or ``Glm46VProcessor`` (GLM-4.6V, GLM-4.6V-Flash — a ``glm4v``
+config). The two differ only in video: the frame loader vLLM registers for the
+video processor (:func:`loader_indices`), the processor's own resampling, and
+the timestamp text (:func:`timestamp_text`). scripts/families/glm4v.md has the
+whole account, with the source lines.
 
-Images and video frames are resized to multiples of ``patch_size * merge_size``
-(28) within a pixel budget that counts frames too (an image is two frames),
-bicubic as torchvision does on uint8, and patchified Qwen-style: rows ordered
-``(t, h/2, w/2, 2, 2)``, each ``3 * 2 * 14 * 14`` values, an image repeated over
-the temporal patch, an odd frame count padded with its last frame.
+Pixels are Qwen2-VL's: frames resized to multiples of ``patch_size *
+merge_size`` (28) within a budget that counts frames too (an image is two),
+bicubic as torchvision does on uint8, patchified into ``(t, h/2, w/2, 2, 2)``
+rows of ``3 * 2 * 14 * 14`` values — so a GLM item goes through the Qwen-VL
+pipeline with :class:`GlmVariant`, travels in Qwen2-VL's field table and is
+read back by its contract; vLLM normalizes GLM pixels on the device
+(``supports_mm_device_do_normalize``), so a default worker takes raw uint8.
+
+The prompt is GLM's own (:class:`GlmPrompt`): an image's ``<|image|>`` becomes
+``t*h*w/4`` of them; a video's ``<|begin_of_video|><|video|><|end_of_video|>``
+becomes one block per temporal patch (``<|begin_of_image|>``, the patch's
+``<|image|>`` run, ``<|end_of_image|>``, its timestamp's tokens) between the
+video markers. Only the ``<|image|>`` positions take embeddings, in both
+batches, and vLLM's GLM mrope walks those runs (``iter_mm_grid_thw``): the
+check is that each span holds exactly them. vLLM takes one video per prompt.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Literal
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
 
 import numpy as np
 
-from mmctl.choices import PixelFormat
-from mmctl.errors import InputError
-from mmctl.models.base import PixelBudget, VisionParams
-from mmctl.preprocessing import pixels, resize
+from mmctl.checkpoint.files import ModelFiles
+from mmctl.choices import LayoutKind
+from mmctl.errors import InputError, UsageError
+from mmctl.media.probe import MediaKind
+from mmctl.models import kinds
+from mmctl.models.family import Family, ModelView
+from mmctl.models.qwen_vl.parts import QwenContract, QwenProcessor, QwenWire, qwen_fields
+from mmctl.models.settings import File, HFClass, Resolved, Settings, processor_class, setting
+from mmctl.preprocessing.resize import smart_resize_video
+from mmctl.values.items import ItemFacts
+from mmctl.values.layout import Layout, LayoutCheck
 
-Variant = Literal["glm4v", "glm46v"]
+IMAGE, VIDEO, CONFIG = File.IMAGE, File.VIDEO, File.CONFIG
 
-#: ``processor_class`` (processor/preprocessor/tokenizer config) -> variant: what
-#: vLLM's ``Glm4vMultiModalProcessor`` branches on (``isinstance(.., Glm4vProcessor)``).
-PROCESSOR_VARIANTS: dict[str, Variant] = {"Glm4vProcessor": "glm4v", "Glm46VProcessor": "glm46v"}
+#: ``processor_class`` -> the processing it selects: what vLLM's
+#: ``Glm4vMultiModalProcessor`` branches on (``isinstance(…, Glm4vProcessor)``).
+VARIANTS = {"Glm4vProcessor": "glm4v", "Glm46VProcessor": "glm46v"}
+#: The video processor each processor class goes with (vLLM picks the frame
+#: loader by the video processor, the timestamps by the processor).
+VIDEO_PROCESSORS = {
+    "Glm4vProcessor": "Glm4vVideoProcessor",
+    "Glm46VProcessor": "Glm46VVideoProcessor",
+}
+#: transformers' AutoProcessor class for ``glm4v`` and ``glm4v_moe`` folders
+#: that name none.
+DEFAULT_PROCESSOR = "Glm4vProcessor"
 
-OPENAI_CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
-OPENAI_CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
+_GEOMETRY = {
+    "do_resize": True,
+    "resample": kinds.BICUBIC,
+    "do_rescale": True,
+    "rescale_factor": kinds.RESCALE,
+    "do_normalize": True,
+    "image_mean": kinds.CLIP_MEAN,
+    "image_std": kinds.CLIP_STD,
+    "patch_size": 14,
+    "temporal_patch_size": 2,
+    "merge_size": 2,
+}
+_IMAGE = {**_GEOMETRY, "size": {"shortest_edge": 112 * 112, "longest_edge": 28 * 28 * 15000}}
+_VIDEO = {
+    **_GEOMETRY,
+    "size": {"shortest_edge": 112 * 112, "longest_edge": 28 * 28 * 2 * 30000},
+    "fps": 2,
+    "max_duration": 300,
+}
+#: transformers 5.20.2's classes (the GLM-4.6V ones differ only in name, and in
+#: the video class's ``sample_frames``).
+IMAGE_CLASSES = (HFClass("Glm4vImageProcessor", _IMAGE), HFClass("Glm46VImageProcessor", _IMAGE))
+VIDEO_CLASSES = (HFClass("Glm4vVideoProcessor", _VIDEO), HFClass("Glm46VVideoProcessor", _VIDEO))
+
+_FRAMES_BUDGET = kinds.Int(1, 2**40)  # a budget's upper edge only caps a resize
 
 
 @dataclass(frozen=True)
-class Glm4vSettings:
-    """The values GLM processing reads, published GLM-4.1V-9B-Thinking defaults."""
+class GlmVision(Settings):
+    """Every setting that shapes a GLM item's pixels, grid and tokens; defaults
+    are GLM-4.1V-9B-Thinking's published files (tests/fixtures/families/glm4v)."""
 
-    variant: Variant = "glm4v"  # processor_class: Glm4vProcessor / Glm46VProcessor
-    patch_size: int = 14  # preprocessor_config.json patch_size (= vision_config.patch_size)
-    temporal_patch_size: int = 2  # temporal_patch_size
-    merge_size: int = 2  # merge_size (= vision_config.spatial_merge_size)
-    image_mean: tuple[float, float, float] = OPENAI_CLIP_MEAN  # image_mean
-    image_std: tuple[float, float, float] = OPENAI_CLIP_STD  # image_std
-    rescale_factor: float = 1 / 255  # rescale_factor
-    image_min_pixels: int = 112 * 112  # preprocessor_config.json size.shortest_edge
-    image_max_pixels: int = 28 * 28 * 2 * 6144  # size.longest_edge (frames x h x w)
-    video_min_pixels: int = 112 * 112  # video_preprocessor_config.json size.shortest_edge
-    video_max_pixels: int = 28 * 28 * 2 * 30000  # size.longest_edge (frames x h x w)
-    fps: float = 2.0  # video processor fps (GLM-4.1V's resampling and timestamps)
-    max_duration: int = 300  # video processor max_duration (GLM-4.1V)
-    image_token_id: int = 151343  # config.json image_token_id (<|image|>)
-    video_token_id: int = 151344  # video_token_id (<|video|>)
-    image_start_token_id: int = 151339  # image_start_token_id (<|begin_of_image|>)
-    image_end_token_id: int = 151340  # image_end_token_id (<|end_of_image|>)
-    video_start_token_id: int = 151341  # video_start_token_id (<|begin_of_video|>)
-    video_end_token_id: int = 151342  # video_end_token_id (<|end_of_video|>)
+    IMAGE_CLASSES: ClassVar[tuple[HFClass, ...]] = IMAGE_CLASSES
+    VIDEO_CLASSES: ClassVar[tuple[HFClass, ...]] = VIDEO_CLASSES
+    #: The budgets only: vLLM's GLM loaders sample with their own rates, so
+    #: ``--fps`` / ``--num-frames`` would describe a worker that does not exist.
+    OVERRIDABLE: ClassVar[tuple[str, ...]] = ("video_min_pixels", "video_max_pixels")
+    FLAG_NAMES: ClassVar[Mapping[str, str]] = {
+        "min_pixels": "video_min_pixels",
+        "max_pixels": "video_max_pixels",
+    }
+    #: vLLM samples frames itself and tells the processor whether to sample
+    #: again (``do_sample_frames``, its own metadata); ``num_frames`` and
+    #: ``max_image_size`` are sampling inputs no GLM path reads.
+    INERT: ClassVar[frozenset[str]] = frozenset(
+        {
+            "do_sample_frames",
+            "return_metadata",
+            "video_metadata",
+            "num_frames",
+            "max_image_size",
+            "default_to_square",
+        }
+    )
+
+    #: Resolved from the folder as transformers' AutoProcessor finds it
+    #: (:func:`~mmctl.models.settings.processor_class`), in :meth:`resolve`.
+    processor_class: str = DEFAULT_PROCESSOR
+    video_processor_type: str = setting(
+        VIDEO,
+        "video_processor_type",
+        VIDEO_CLASSES[0].name,
+        kinds.OneOf(tuple(c.name for c in VIDEO_CLASSES)),
+    )
+    #: Both budgets count frames (an image is ``temporal_patch_size`` frames).
+    image_min_pixels: int = setting(
+        IMAGE, "size.shortest_edge", 12544, kinds.Int(1, kinds.MAX_MIN_PIXELS)
+    )
+    image_max_pixels: int = setting(IMAGE, "size.longest_edge", 9633792, _FRAMES_BUDGET)
+    video_min_pixels: int = setting(
+        VIDEO, "size.shortest_edge", 12544, kinds.Int(1, kinds.MAX_MIN_PIXELS)
+    )
+    video_max_pixels: int = setting(VIDEO, "size.longest_edge", 47040000, _FRAMES_BUDGET)
+    patch_size: int = setting(VIDEO, "patch_size", 14, kinds.Int(1, 256), also_image=True)
+    temporal_patch_size: int = setting(
+        VIDEO, "temporal_patch_size", 2, kinds.Int(1, 16), also_image=True
+    )
+    merge_size: int = setting(VIDEO, "merge_size", 2, kinds.Int(1, 16), also_image=True)
+    image_mean: tuple[float, float, float] = setting(
+        VIDEO, "image_mean", kinds.CLIP_MEAN, kinds.Triple(), also_image=True
+    )
+    image_std: tuple[float, float, float] = setting(
+        VIDEO, "image_std", kinds.CLIP_STD, kinds.Triple(std=True), also_image=True
+    )
+    rescale_factor: float = setting(
+        VIDEO, "rescale_factor", kinds.RESCALE, kinds.Number(0, 1), also_image=True
+    )
+    do_resize: bool = setting(VIDEO, "do_resize", True, kinds.Flag(only=True), also_image=True)
+    resample: int = setting(
+        VIDEO,
+        "resample",
+        kinds.BICUBIC,
+        kinds.OneOf((kinds.BICUBIC,), "bicubic (3) only"),
+        also_image=True,
+    )
+    do_rescale: bool = setting(VIDEO, "do_rescale", True, kinds.Flag(only=True), also_image=True)
+    do_normalize: bool = setting(
+        VIDEO, "do_normalize", True, kinds.Flag(only=True), also_image=True
+    )
+    #: GLM-4.1V's processor resamples at ``fps`` up to ``max_duration`` seconds
+    #: when vLLM's loader decoded every frame (GLM-4.6V's ignores both).
+    fps: float = setting(VIDEO, "fps", 2.0, kinds.Number(0, 1000))
+    max_duration: int = setting(VIDEO, "max_duration", 300, kinds.Int(1, 10**6))
+
+    @classmethod
+    def resolve(cls, files: ModelFiles, family: str) -> Resolved:
+        """The base resolver's settings, with the processor class transformers'
+        AutoProcessor builds for the folder; the video processor must be its."""
+        resolved = super().resolve(files, family)
+        raw, where = processor_class(files)
+        if raw is None:
+            name, origin = (
+                DEFAULT_PROCESSOR,
+                "transformers' class for glm4v/glm4v_moe (no file names one)",
+            )
+        else:
+            name = kinds.OneOf(tuple(VARIANTS)).parse(raw, f"{where}: processor_class")
+            origin = where
+        settings = replace(resolved.settings, processor_class=name)
+        wanted = VIDEO_PROCESSORS[name]
+        if settings.video_processor_type != wanted:
+            raise InputError(
+                f"the processor is {name} ({origin}) but the video processor "
+                f"{settings.video_processor_type} ({resolved.origins['video_processor_type']}); "
+                "vLLM would sample frames with one and write timestamps with the other",
+                hint=f"a {name} folder ships a {wanted}",
+            )
+        return replace(
+            resolved, settings=settings, origins={**resolved.origins, "processor_class": origin}
+        )
+
+    @property
+    def variant(self) -> str:
+        """``glm4v`` (GLM-4.1V's processing) or ``glm46v`` (GLM-4.6V's)."""
+        return VARIANTS[self.processor_class]
 
     @property
     def factor(self) -> int:
         return self.patch_size * self.merge_size
 
     @property
-    def merge_length(self) -> int:
-        return self.merge_size * self.merge_size
+    def patch_dim(self) -> int:
+        return 3 * self.temporal_patch_size * self.patch_size * self.patch_size
+
+    def tokens_for_grid(self, grid_thw: tuple[int, int, int]) -> int:
+        t, h, w = grid_thw
+        return t * h * w // (self.merge_size * self.merge_size)
+
+    def check(self) -> None:
+        for problem in self._problems():
+            raise InputError(f"model processor config: {problem}")
+
+    def check_overrides(self) -> None:
+        for problem in self._problems():
+            raise UsageError(problem)
+
+    def _problems(self) -> list[str]:
+        return [
+            f"{what} pixel budget needs min-pixels <= max-pixels, got {low} and {high}"
+            for what, low, high in (
+                ("video", self.video_min_pixels, self.video_max_pixels),
+                ("image", self.image_min_pixels, self.image_max_pixels),
+            )
+            if low > high
+        ]
 
 
-#: GLM-4.1V-9B-Thinking (glm4v, Glm4vProcessor).
-GLM41V = Glm4vSettings()
-#: GLM-4.6V (glm4v_moe, Glm46VProcessor): GLM-4.5's tokenizer puts <|image|>/<|video|> later.
-GLM46V = Glm4vSettings(variant="glm46v", image_token_id=151363, video_token_id=151364)
+TOKEN_KEYS = (
+    "image_token_id",
+    "video_token_id",
+    "image_start_token_id",
+    "image_end_token_id",
+    "video_start_token_id",
+    "video_end_token_id",
+)
+#: The ids vLLM takes from the tokenizer rather than config.json (its prompt
+#: targets and the embedding token); config.json must agree, or vLLM's own
+#: start-up profiling (config ids, decoded) finds no placeholder.
+VOCAB = {
+    "image_token_id": "<|image|>",
+    "video_token_id": "<|video|>",
+    "video_start_token_id": "<|begin_of_video|>",
+    "video_end_token_id": "<|end_of_video|>",
+}
 
-# ---- sizes and pixels ----
+
+def _token(key: str, published: int) -> Any:
+    return setting(CONFIG, key, published, kinds.TokenId())
 
 
-def image_size(height: int, width: int, s: Glm4vSettings) -> tuple[int, int]:
+@dataclass(frozen=True)
+class GlmTokens(Settings):
+    """GLM's special ids, mirroring config.json keys of the same names
+    (GLM-4.1V's published values); a :class:`~mmctl.values.tokens.Tokens`.
+    Both batches embed at ``<|image|>``: a video's frames are image runs."""
+
+    image_token_id: int = _token("image_token_id", 151343)  # <|image|>
+    video_token_id: int = _token("video_token_id", 151344)  # <|video|>
+    image_start_token_id: int = _token("image_start_token_id", 151339)  # <|begin_of_image|>
+    image_end_token_id: int = _token("image_end_token_id", 151340)  # <|end_of_image|>
+    video_start_token_id: int = _token("video_start_token_id", 151341)  # <|begin_of_video|>
+    video_end_token_id: int = _token("video_end_token_id", 151342)  # <|end_of_video|>
+
+    def placeholder(self, kind: MediaKind) -> int:
+        return self.video_token_id if kind is MediaKind.VIDEO else self.image_token_id
+
+    def embed(self, kind: MediaKind) -> int:
+        return self.image_token_id
+
+    def markers(self) -> dict[int, str]:
+        return {
+            self.image_start_token_id: "begin_of_image",
+            self.image_end_token_id: "end_of_image",
+            self.video_start_token_id: "begin_of_video",
+            self.video_end_token_id: "end_of_video",
+        }
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(vars(self))
+
+    def specials(self) -> frozenset[int]:
+        return frozenset(vars(self).values())
+
+
+def glm_tokens(config: Mapping[str, Any], vocab: Callable[[str], int | None]) -> GlmTokens:
+    """The family's :class:`~mmctl.models.family.TokenReader`: all six ids from
+    config.json (the two model types' config classes default differently, so
+    none is guessed), checked against the tokenizer where vLLM reads that one."""
+    if config:
+        missing = [k for k in TOKEN_KEYS if k not in config]
+        if missing:
+            raise InputError(
+                f"config.json lacks {', '.join(missing)}",
+                hint="GLM-4.1V/4.6V checkpoints name all six; pass --family only over such a folder",
+            )
+    ids: GlmTokens = GlmTokens.resolve(ModelFiles(config=config), "GLM").settings
+    for key, token in VOCAB.items():
+        found, want = vocab(token), getattr(ids, key)
+        if found != want:
+            held = f"has {token} at {found}" if found is not None else f"has no {token}"
+            raise InputError(
+                f"config.json's {key} is {want} but the tokenizer {held}; vLLM reads that "
+                "token from the tokenizer and the rest from config.json, so it cannot serve "
+                "this folder"
+            )
+    return ids
+
+
+# ---- sizes ------------------------------------------------------------------------
+
+
+def image_size(height: int, width: int, s: GlmVision) -> tuple[int, int]:
     """(h, w) an image is resized to: HF's GLM ``smart_resize`` with two frames
     (``num_frames=temporal_patch_size``), the image budget."""
-    return resize.smart_resize_video(
+    return smart_resize_video(
         s.temporal_patch_size,
         height,
         width,
@@ -93,9 +326,9 @@ def image_size(height: int, width: int, s: Glm4vSettings) -> tuple[int, int]:
     )
 
 
-def video_size(num_frames: int, height: int, width: int, s: Glm4vSettings) -> tuple[int, int]:
+def video_size(num_frames: int, height: int, width: int, s: GlmVision) -> tuple[int, int]:
     """(h, w) every frame of a clip of ``num_frames`` kept frames is resized to."""
-    return resize.smart_resize_video(
+    return smart_resize_video(
         num_frames,
         height,
         width,
@@ -106,89 +339,22 @@ def video_size(num_frames: int, height: int, width: int, s: Glm4vSettings) -> tu
     )
 
 
-def vision_params(s: Glm4vSettings) -> VisionParams:
-    """The settings as :mod:`mmctl.preprocessing.pixels` takes them."""
-    return VisionParams(
-        patch_size=s.patch_size,
-        temporal_patch_size=s.temporal_patch_size,
-        merge_size=s.merge_size,
-        image_mean=s.image_mean,
-        image_std=s.image_std,
-        rescale_factor=s.rescale_factor,
-        video_budget=PixelBudget(s.video_min_pixels, s.video_max_pixels),
-        image_budget=PixelBudget(s.image_min_pixels, s.image_max_pixels),
-        fps=s.fps,
-    )
-
-
-def _patchify(
-    frames: np.ndarray, s: Glm4vSettings, fmt: PixelFormat
-) -> tuple[np.ndarray, tuple[int, int, int]]:
-    """``[T, h, w, 3]`` resized uint8 frames (T a multiple of Tp) -> rows and grid."""
-    params = vision_params(s)
-    t, h, w = pixels.grid_for(len(frames), frames.shape[1], frames.shape[2], params)
-    rows = h * w
-    out = np.empty((t * rows, params.patch_dim), dtype=fmt.numpy_dtype)
-    tp = s.temporal_patch_size
-    for k in range(t):
-        pixels.patchify_into(
-            out[k * rows : (k + 1) * rows], frames[k * tp : (k + 1) * tp], params, fmt
-        )
-    return out, (t, h, w)
-
-
-def image_pixels(
-    rgb: np.ndarray, s: Glm4vSettings, fmt: PixelFormat = PixelFormat.FLOAT32
-) -> tuple[np.ndarray, tuple[int, int, int]]:
-    """One ``[H, W, 3]`` uint8 image (loaded as vLLM loads it) -> its ``pixel_values``
-    rows ``[h*w/196, 1176]`` and ``image_grid_thw`` ``(1, h/14, w/14)``."""
-    h, w = image_size(rgb.shape[0], rgb.shape[1], s)
-    frame = resize.resize_rgb(rgb, h, w)
-    return _patchify(np.repeat(frame[None], s.temporal_patch_size, axis=0), s, fmt)
-
-
-def video_pixels(
-    frames: np.ndarray, s: Glm4vSettings, fmt: PixelFormat = PixelFormat.FLOAT32
-) -> tuple[np.ndarray, tuple[int, int, int]]:
-    """The frames the processor keeps (``[T, H, W, 3]`` uint8, see :func:`sample_indices`)
-    -> ``pixel_values_videos`` rows and ``video_grid_thw`` ``(ceil(T/2), h/14, w/14)``."""
-    if len(frames) < s.temporal_patch_size:
-        raise InputError(
-            f"GLM needs at least {s.temporal_patch_size} frames of a video, got {len(frames)}",
-            hint="send a clip of at least 1 s, or the frame as an image",
-        )
-    h, w = video_size(len(frames), frames.shape[1], frames.shape[2], s)
-    pad = -len(frames) % s.temporal_patch_size
-    resized = np.stack([resize.resize_rgb(f, h, w) for f in frames])
-    if pad:  # HF's patchify repeats the last frame (after the resize)
-        resized = np.concatenate([resized, np.repeat(resized[-1:], pad, axis=0)])
-    return _patchify(resized, s, fmt)
-
-
-# ---- frame choice ----
+# ---- frame choice -----------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class SampledFrames:
     """What the processor works on for one clip."""
 
-    #: Indices into the decoded clip, in order, as the processor keeps them (a last
-    #: index may repeat: the even padding of a resampled list).
+    #: Indices into the clip, in order, as the processor keeps them (the last
+    #: may repeat: the even padding of a resampled list, which counts in its size).
     indices: tuple[int, ...]
-    #: Whole second of each temporal patch (every second kept frame), for the prompt.
-    seconds: tuple[int, ...]
     #: Whether vLLM let the processor resample (its loader decoded every frame).
     resampled: bool
 
 
 def _unique(indices: Sequence[int]) -> list[int]:
-    seen: set[int] = set()
-    out = []
-    for i in indices:
-        if i not in seen:
-            seen.add(i)
-            out.append(i)
-    return out
+    return list(dict.fromkeys(indices))
 
 
 def _even(indices: list[int]) -> list[int]:
@@ -211,6 +377,10 @@ def _glm41v_indices(total: int, fps: float, duration: float, rate: float, max_s:
 GLM46V_RATES = ((30, 3.0), (300, 1.0), (2400, 0.5))
 GLM46V_MAX_FRAMES = 640
 GLM46V_MAX_DURATION = 2400
+#: vLLM's GLM-4.1V loader (``opencv_dynamic``): its own rate and limit, not the processor's.
+GLM41V_LOADER_FPS, GLM41V_LOADER_MAX_S = 2.0, 300
+#: vLLM's GLM-4.6V loader samples for a temporal patch of 2 whatever the processor's.
+GLM46V_LOADER_TPS = 2
 
 
 def _glm46v_indices(total: int, fps: float, duration: float, tps: int) -> list[int]:
@@ -239,22 +409,22 @@ def _glm46v_indices(total: int, fps: float, duration: float, tps: int) -> list[i
     return _even(_unique(chosen))
 
 
-def loader_indices(total: int, fps: float, s: Glm4vSettings) -> list[int]:
+def loader_indices(total: int, fps: float, s: GlmVision) -> list[int]:
     """The frames vLLM's GLM loader decodes, ascending, each once (its ``read_frames``
-    reads a set). ``total`` and ``fps`` as OpenCV reports them; vLLM's duration is
-    ``total / fps``. GLM-4.1V's loader (``opencv_dynamic``) samples at 2 fps up to
-    300 s (its own defaults, not the processor's); GLM-4.6V's (``glm46v``) by clip
-    length with a temporal patch of 2."""
+    reads a set). ``total`` and ``fps`` as the decoder reports them; vLLM's
+    duration is ``total / fps``."""
     if total < 1 or fps <= 0:
         raise InputError(f"a video needs frames and a frame rate, got {total} at {fps} fps")
     duration = total / fps
     if s.variant == "glm4v":
-        return sorted(set(_glm41v_indices(total, fps, duration, 2.0, 300)))
-    return sorted(set(_glm46v_indices(total, fps, duration, 2)))
+        return sorted(
+            set(_glm41v_indices(total, fps, duration, GLM41V_LOADER_FPS, GLM41V_LOADER_MAX_S))
+        )
+    return sorted(set(_glm46v_indices(total, fps, duration, GLM46V_LOADER_TPS)))
 
 
-def sample_indices(total: int, fps: float, s: Glm4vSettings) -> SampledFrames:
-    """The frames the processor keeps and the seconds written in the prompt.
+def sample_indices(total: int, fps: float, s: GlmVision) -> SampledFrames:
+    """The frames the processor keeps.
 
     vLLM hands the processor the loader's frames with ``do_sample_frames`` true only
     when the loader decoded every frame; the processor then samples again with its
@@ -279,40 +449,36 @@ def sample_indices(total: int, fps: float, s: Glm4vSettings) -> SampledFrames:
             f"{s.temporal_patch_size}",
             hint="send a clip of at least 1 s, or the frame as an image",
         )
-    seconds = [int(i / fps) for i in _even(_unique(kept))][::2]
-    return SampledFrames(tuple(kept), tuple(seconds), resampled)
+    return SampledFrames(tuple(kept), resampled)
 
 
-# ---- prompt ----
+def patch_seconds(indices: Sequence[int], fps: float) -> list[int]:
+    """The whole second of each temporal patch (its first frame), as vLLM's
+    ``_get_video_second_idx_*`` writes them: ``int(i / fps)`` of every second
+    kept frame, the list de-duplicated and evened first."""
+    return [int(i / fps) for i in _even(_unique([int(i) for i in indices]))][::2]
 
 
-def timestamp_text(second: int, s: Glm4vSettings) -> str:
+# ---- the prompt -------------------------------------------------------------------
+
+
+def timestamp_text(second: int, s: GlmVision) -> str:
     """The text after each frame, tokenized on its own: ``"3"`` (GLM-4.1V) or
     ``"3.0 seconds"`` (GLM-4.6V; vLLM writes whole seconds, HF the exact time)."""
     return str(second) if s.variant == "glm4v" else f"{second:.1f} seconds"
 
 
-def image_target(s: Glm4vSettings) -> list[int]:
-    """What vLLM replaces per image in the tokenized prompt: ``<|image|>``."""
-    return [s.image_token_id]
-
-
-def video_target(s: Glm4vSettings) -> list[int]:
-    """What vLLM replaces per video: ``<|begin_of_video|><|video|><|end_of_video|>``."""
-    return [s.video_start_token_id, s.video_token_id, s.video_end_token_id]
-
-
-def image_replacement(grid: tuple[int, int, int], s: Glm4vSettings) -> list[int]:
+def image_replacement(grid: tuple[int, int, int], s: GlmVision, ids: GlmTokens) -> list[int]:
     """``t*h*w/4`` x ``<|image|>`` (every one an embedding position)."""
-    t, h, w = grid
-    return [s.image_token_id] * (t * h * w // s.merge_length)
+    return [ids.image_token_id] * s.tokens_for_grid(grid)
 
 
 def video_replacement(
     grid: tuple[int, int, int],
     seconds: Sequence[int],
-    encode: Callable[[str], list[int]],
-    s: Glm4vSettings,
+    encode: Callable[[str], Sequence[int]],
+    s: GlmVision,
+    ids: GlmTokens,
 ) -> list[int]:
     """``_construct_video_placeholder``: ``<|begin_of_video|>``, then per temporal patch
     ``<|begin_of_image|>`` + ``h*w/4`` x ``<|image|>`` + ``<|end_of_image|>`` + the
@@ -320,19 +486,199 @@ def video_replacement(
     then ``<|end_of_video|>``. Only the ``<|image|>`` ids take embeddings."""
     t, h, w = grid
     if len(seconds) != t:
-        raise ValueError(f"{len(seconds)} timestamps for {t} temporal patches")
-    per_frame = h * w // s.merge_length
-    out = [s.video_start_token_id]
+        raise InputError(f"{len(seconds)} timestamps for a video of {t} temporal patches")
+    per_frame = s.tokens_for_grid((1, h, w))
+    out = [ids.video_start_token_id]
     for second in seconds:
-        out.append(s.image_start_token_id)
-        out += [s.image_token_id] * per_frame
-        out.append(s.image_end_token_id)
+        out.append(ids.image_start_token_id)
+        out += [ids.image_token_id] * per_frame
+        out.append(ids.image_end_token_id)
         out += encode(timestamp_text(second, s))
-    out.append(s.video_end_token_id)
+    out.append(ids.video_end_token_id)
     return out
 
 
-def embed_mask(replacement: Sequence[int], s: Glm4vSettings) -> np.ndarray:
-    """Which positions of a replacement receive embeddings: its ``<|image|>`` ids
-    (smg-grpc-servicer derives the same from ``im_token_id``)."""
-    return np.asarray(replacement, dtype=np.int64) == s.image_token_id
+def span_problem(got: Sequence[int], item: ItemFacts, s: GlmVision, ids: GlmTokens) -> str | None:
+    """What in one item's span vLLM's GLM model would not read as its item, or
+    ``None``. An image is one run of ``h*w/4`` ``<|image|>`` (``iter_mm_grid_thw``
+    asserts it); a video is ``<|begin_of_video|>``, ``t`` blocks of
+    ``<|begin_of_image|>`` + a run of ``h*w/4`` + ``<|end_of_image|>`` + timestamp
+    text, ``<|end_of_video|>`` — with any other run count vLLM silently positions
+    the video as one block, which is not the model's layout."""
+    t, h, w = item.grid
+    per = s.tokens_for_grid((1, h, w))
+    embed = ids.image_token_id
+    if item.kind is MediaKind.IMAGE:
+        if t != 1:
+            return f"an image must have 1 temporal patch, its grid has {t}"
+        if len(got) != per or any(i != embed for i in got):
+            held = sum(1 for i in got if i == embed)
+            return f"its span of {len(got)} tokens holds {held} <|image|>; the image needs a run of {per}"
+        return None
+    if len(got) < 2 or got[0] != ids.video_start_token_id or got[-1] != ids.video_end_token_id:
+        return "its span is not <|begin_of_video|> … <|end_of_video|>"
+    specials = ids.specials()
+    pos, end = 1, len(got) - 1
+    for frame in range(1, t + 1):
+        if pos >= end or got[pos] != ids.image_start_token_id:
+            return (
+                f"temporal patch {frame} of {t} does not open with <|begin_of_image|> (token {pos})"
+            )
+        run = pos + 1
+        while run < end and got[run] == embed:
+            run += 1
+        if run - pos - 1 != per:
+            return f"temporal patch {frame} holds a run of {run - pos - 1} <|image|>; its grid needs {per}"
+        if run >= end or got[run] != ids.image_end_token_id:
+            return f"temporal patch {frame} does not close with <|end_of_image|> (token {run})"
+        pos = run + 1
+        while pos < end and got[pos] not in specials:  # the timestamp's text
+            pos += 1
+    if pos != end:
+        return f"after {t} temporal patches the span holds more than a timestamp (token {pos})"
+    return None
+
+
+def _settings(model: ModelView) -> tuple[GlmVision, GlmTokens]:
+    s, ids = model.params, model.token_ids
+    assert isinstance(s, GlmVision) and isinstance(ids, GlmTokens), "a GLM model"
+    return s, ids
+
+
+def chat_format(body: str, system: str | None) -> str:
+    """What GLM-4.1V's template writes for one user turn."""
+    turns = ["[gMASK]<sop>"]
+    if system:
+        turns.append(f"<|system|>\n{system}")
+    turns.append(f"<|user|>\n{body}<|assistant|>\n")
+    return "".join(turns)
+
+
+@dataclass(frozen=True)
+class GlmPrompt:
+    """vLLM's GLM prompt updates: ``<|image|>`` and
+    ``<|begin_of_video|><|video|><|end_of_video|>`` replaced per item; the check
+    is :func:`span_problem` on every span, and one video at most."""
+
+    default_system: str | None = None
+    #: vLLM's GLM mrope position pass walks each span's ``<|image|>`` runs.
+    check_name: str = "mrope_walk"
+
+    def knows_media(self, template: str) -> bool:
+        return "<|image|>" in template
+
+    def placeholder_text(self, kind: MediaKind, model: ModelView) -> str:
+        """What GLM's templates write: ``<|begin_of_image|><|image|><|end_of_image|>``
+        (the begin/end stay outside vLLM's target) or the video triple."""
+        _, ids = _settings(model)
+        triple = (
+            (ids.video_start_token_id, ids.video_token_id, ids.video_end_token_id)
+            if kind is MediaKind.VIDEO
+            else (ids.image_start_token_id, ids.image_token_id, ids.image_end_token_id)
+        )
+        names = [model.tokenizer.id_to_token(i) for i in triple]
+        if any(n is None for n in names):
+            raise InputError(
+                f"the tokenizer ({model.tokenizer.label}) lacks the {kind.value} tokens of "
+                f"config.json ({', '.join(map(str, triple))})"
+            )
+        return "".join(n for n in names if n is not None)
+
+    def chat_format(self, body: str, system: str | None) -> str:
+        return chat_format(body, system)
+
+    def expand(
+        self, ids: Sequence[int], items: Sequence[ItemFacts], model: ModelView, layout: LayoutKind
+    ) -> Layout:
+        from mmctl.prompt.layout import replace_placeholders
+
+        if layout is not LayoutKind.VLLM:
+            raise UsageError(f"--layout {layout.value} is a Qwen3-VL video layout")
+        s, tokens = _settings(model)
+        videos = sum(1 for it in items if it.kind is MediaKind.VIDEO)
+        if videos > 1:
+            raise InputError(
+                f"{videos} videos in one prompt; vLLM's GLM-4.1V/4.6V processing takes one",
+                hint="send each video in its own request",
+            )
+        encode = model.tokenizer.encode_cached
+
+        def replacement(item: ItemFacts) -> list[int]:
+            if item.kind is MediaKind.IMAGE:
+                return image_replacement(item.grid, s, tokens)
+            seconds = [int(t) for t in item.patch_times]
+            return video_replacement(item.grid, seconds, encode, s, tokens)
+
+        target = [tokens.video_start_token_id, tokens.video_token_id, tokens.video_end_token_id]
+        return replace_placeholders(ids, items, tokens, replacement, {MediaKind.VIDEO: target})
+
+    def check(self, layout: Layout, items: Sequence[ItemFacts], model: ModelView) -> LayoutCheck:
+        s, tokens = _settings(model)
+        ids = layout.ids
+        videos = [n for n, it in enumerate(items) if it.kind is MediaKind.VIDEO]
+        if len(videos) > 1:
+            return LayoutCheck(
+                False, f"{len(videos)} videos in one prompt; vLLM's GLM takes one", videos[1] + 1
+            )
+        frames = 0
+        for span, item in zip(layout.spans, items, strict=True):
+            n = span.item + 1
+            if span.offset < 0 or span.end > len(ids):
+                return LayoutCheck(
+                    False,
+                    f"item {n}: placeholder span [{span.offset}, {span.end}) lies outside the "
+                    f"prompt of {len(ids)} tokens",
+                    n,
+                )
+            problem = span_problem(ids[span.offset : span.end].tolist(), item, s, tokens)
+            if problem is not None:
+                return LayoutCheck(False, f"item {n}: {problem}", n, frames_checked=frames)
+            frames += item.grid[0]
+        return LayoutCheck(True, frames_checked=frames)
+
+
+@dataclass(frozen=True)
+class GlmVariant:
+    """What the Qwen-VL pipeline reads of GLM (a
+    :class:`~mmctl.models.qwen_vl.variant.PatchVariant` of :class:`GlmVision`)."""
+
+    name: str = "glm4v"
+
+    def sample_indices(self, total_frames: int, source_fps: float, vision: GlmVision) -> np.ndarray:
+        return np.asarray(sample_indices(total_frames, source_fps, vision).indices, dtype=np.int64)
+
+    def video_frame_times(
+        self, indices: np.ndarray, source_fps: float, vision: GlmVision
+    ) -> list[float]:
+        """The whole seconds the prompt writes, one per temporal patch."""
+        return [float(s) for s in patch_seconds(indices.tolist(), source_fps)]
+
+    def video_size(
+        self, num_frames: int, height: int, width: int, vision: GlmVision
+    ) -> tuple[int, int]:
+        return video_size(num_frames, height, width, vision)
+
+    def image_size(self, height: int, width: int, vision: GlmVision) -> tuple[int, int]:
+        return image_size(height, width, vision)
+
+    def video_tensors(
+        self, indices: np.ndarray, total_frames: int, source_fps: float, vision: GlmVision
+    ) -> dict[str, np.ndarray]:
+        return {}
+
+
+VARIANT = GlmVariant()
+#: vLLM's ``_create_qwen2vl_field_factory``: Qwen2-VL's table as it is.
+WIRE = QwenWire({kind: qwen_fields(kind) for kind in (MediaKind.IMAGE, MediaKind.VIDEO)})
+FAMILY = Family(
+    name=VARIANT.name,
+    aliases=("glm4v-moe", "glm-4.1v"),
+    model_types=("glm4v", "glm4v_moe"),
+    modalities=(MediaKind.IMAGE, MediaKind.VIDEO),
+    settings=GlmVision,
+    tokens=glm_tokens,
+    processor=QwenProcessor(VARIANT),
+    prompt=GlmPrompt(),
+    wire=WIRE,
+    contract=QwenContract(WIRE),
+)

@@ -1,18 +1,23 @@
-"""mmctl's GLM-4.1V / GLM-4.6V functions against HF (and vLLM's loaders) on unseen media.
+"""mmctl's GLM-4.1V / GLM-4.6V processing against HF (and vLLM's loaders) on unseen media.
 
 Runs in the reference environment (torch, transformers 5.20.2; never in CI)::
 
     "$(bash scripts/reference/install_env.sh)/bin/python" scripts/families/check_glm4v_unseen.py --images 300 --clips 16
 
-Random-size, random-content images (sides 1 to ~3000 px, aspect ratios up to
-1:150, sizes around the 28-px factor and the pixel budget) go through the
-folder's processor (tests/fixtures/families/glm4v|glm46v/) as vLLM calls it
-and through ``image_pixels``; the float32 rows and the grid must be equal bit
-for bit. Random clips (numpy frames, random frame count and rate: no encoding)
-are handed to the processor as vLLM's registered loader hands them (the
-frames ``loader_indices`` names, the loader's metadata, ``do_sample_frames``
-when every frame was decoded); the processor's kept frames, rows and grid must
-equal ``sample_indices`` + ``video_pixels``, and the timestamps the seconds.
+mmctl's side is its real path: the folder loaded with ``load_model`` (the
+family and its 4.1V/4.6V processing chosen from the files), each item through
+``model.spec.processor.preprocess`` from a file. Random-size, random-content
+images (sides 1 to ~3000 px, aspect ratios up to 1:190, sizes around the 28-px
+factor and the pixel budget) are written as PNG (lossless) and go through the
+folder's processor (tests/fixtures/families/glm4v|glm46v/) as vLLM calls it;
+the float32 rows and the grid must be equal bit for bit. Random clips (noise,
+random frame count and rate) are written losslessly (FFV1 RGB in AVI; the
+frames mmctl decodes are checked to be the written ones) and handed to the
+processor as vLLM's registered loader hands them (the frames
+``loader_indices`` names, the loader's metadata, ``do_sample_frames`` when
+every frame was decoded); the processor's kept frames, rows and grid must
+equal mmctl's, and vLLM's timestamps (whole seconds of every second kept
+frame) the ones mmctl writes.
 
 With ``--loaders N`` in a Python that has vLLM (the engine environment), it
 instead compares ``loader_indices`` with vLLM's own
@@ -25,20 +30,36 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import math
 import sys
+import tempfile
+from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from mmctl.choices import PixelFormat  # noqa: E402
 from mmctl.errors import InputError  # noqa: E402
+from mmctl.media.probe import MediaKind  # noqa: E402
 from mmctl.models import glm4v  # noqa: E402
+from mmctl.models.model import Model, load_model  # noqa: E402
+from mmctl.values.items import DEFAULT_OPTIONS  # noqa: E402
 
 FAMILIES = ROOT / "tests" / "fixtures" / "families"
-SETTINGS = {"glm4v": glm4v.GLM41V, "glm46v": glm4v.GLM46V}
+FOLDERS = ("glm4v", "glm46v")
+
+
+def _preprocess(model: Model, path: Path, kind: MediaKind) -> Any:
+    """mmctl's item as ``mmctl build --pixel-dtype float32`` makes it, or its refusal."""
+    try:
+        return model.spec.processor.preprocess(
+            path, kind, model.params, PixelFormat.FLOAT32, DEFAULT_OPTIONS
+        )
+    except InputError as err:
+        return err
 
 
 def image_sizes(rng: np.random.Generator, count: int) -> list[tuple[int, int]]:
@@ -68,17 +89,19 @@ def _sha(a: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest()
 
 
-def check_images(family: str, processor, rng: np.random.Generator, count: int) -> int:
+def check_images(
+    model: Model, processor: Any, rng: np.random.Generator, count: int, tmp: Path
+) -> int:
     from PIL import Image
 
-    s = SETTINGS[family]
+    family = model.params.variant
     differ = 0
-    for h, w in image_sizes(rng, count):
+    for n, (h, w) in enumerate(image_sizes(rng, count)):
         rgb = content(rng, h, w)
-        try:
-            ours = glm4v.image_pixels(rgb, s)
-        except InputError as err:
-            ours = err
+        path = tmp / f"{n}.png"
+        Image.fromarray(rgb).save(path)
+        pre = _preprocess(model, path, MediaKind.IMAGE)
+        ours = pre if isinstance(pre, Exception) else (pre.pixel_values, pre.grid_thw)
         try:
             # vLLM hands the processor PIL images (ImageMediaIO), never arrays.
             hf = processor.image_processor(images=[Image.fromarray(rgb)], return_tensors="pt")
@@ -93,22 +116,59 @@ def check_images(family: str, processor, rng: np.random.Generator, count: int) -
             differ += 1
             print(
                 f"DIFF {family} image {w}x{h}: {ours if isinstance(ours, Exception) else ours[1]} "
-                f"vs {theirs if isinstance(theirs, Exception) else theirs[1]}"
-            )  # type: ignore[index]
+                f"vs {theirs if isinstance(theirs, Exception) else theirs[1]}"  # type: ignore[index]
+            )
+        path.unlink()
     print(f"{family} images: {count - differ} equal, {differ} differ", flush=True)
     return differ
 
 
-def check_clips(family: str, processor, rng: np.random.Generator, count: int) -> int:
+def write_clip(path: Path, clip: np.ndarray, fps: Fraction) -> None:
+    """Lossless: FFV1 keeps RGB exactly (no chroma subsampling)."""
+    import av
+
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("ffv1", rate=fps)
+        stream.width, stream.height = clip.shape[2], clip.shape[1]
+        stream.pix_fmt = "bgr0"
+        for rgb in clip:
+            frame = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="bgr0")
+            container.mux(stream.encode(frame))
+        container.mux(stream.encode())
+
+
+def decoded_frames(path: Path, indices: list[int]) -> np.ndarray:
+    """The frames mmctl's decoder gives for ``indices`` (the lossless check)."""
+    from mmctl.media.video import decode_sampled
+
+    got: dict[int, np.ndarray] = {}
+
+    def sink(pos: int, rgb: np.ndarray) -> None:
+        got[pos] = rgb
+
+    decode_sampled(path, lambda total, fps: np.asarray(indices, dtype=np.int64), sink)
+    return np.stack([got[p] for p in range(len(indices))])
+
+
+def check_clips(
+    model: Model, processor: Any, rng: np.random.Generator, count: int, tmp: Path
+) -> int:
     from transformers.video_utils import VideoMetadata
 
-    s = SETTINGS[family]
-    differ = 0
-    for _ in range(count):
-        fps = float(rng.choice([2.0, 5.0, 8.0, 10.0, 12.5, 24000 / 1001, 30.0, 60.0]))
-        total = int(rng.integers(math.ceil(fps) + 1, int(fps * 45)))
+    family, s = model.params.variant, model.params
+    differ = refused = 0
+    rates = [Fraction(2), Fraction(5), Fraction(8), Fraction(10), Fraction(25, 2),
+             Fraction(24000, 1001), Fraction(30), Fraction(60)]  # fmt: skip
+    for n in range(count):
+        rate = rates[int(rng.integers(len(rates)))]
+        # The first clip is under 1 s (both must refuse it), the rest up to 45 s.
+        total = int(rng.integers(2, int(rate) if n == 0 else int(rate * 45)))
         h, w = int(rng.integers(20, 200)), int(rng.integers(20, 200))
         clip = rng.integers(0, 256, (total, h, w, 3), dtype=np.uint8)
+        path = tmp / f"{n}.avi"
+        write_clip(path, clip, rate)
+        pre = _preprocess(model, path, MediaKind.VIDEO)
+        fps = float(rate) if isinstance(pre, Exception) else pre.source.source_fps
         decoded = glm4v.loader_indices(total, fps, s)
         meta = {
             "total_num_frames": total,
@@ -118,33 +178,49 @@ def check_clips(family: str, processor, rng: np.random.Generator, count: int) ->
             "frames_indices": decoded,
         }
         try:
-            sampled = glm4v.sample_indices(total, fps, s)
-        except InputError:
-            continue
-        out = processor.video_processor(
-            videos=[clip[decoded]],
-            video_metadata=[VideoMetadata(**meta)],
-            do_sample_frames=len(decoded) == total,
-            return_metadata=True,
-            return_tensors="pt",
-        )
-        kept = [int(i) for i in out["video_metadata"][0].frames_indices]
-        rows, grid = glm4v.video_pixels(clip[list(sampled.indices)], s)
+            out = processor.video_processor(
+                videos=[clip[decoded]],
+                video_metadata=[VideoMetadata(**meta)],
+                do_sample_frames=len(decoded) == total,
+                return_metadata=True,
+                return_tensors="pt",
+            )
+        except ValueError as err:
+            out = err
         problems = []
-        if kept != list(sampled.indices):
-            problems.append(f"frames {kept[:6]}.. vs {list(sampled.indices)[:6]}..")
-        if tuple(out["video_grid_thw"][0].tolist()) != grid:
-            problems.append(f"grid {out['video_grid_thw'][0].tolist()} vs {grid}")
-        elif _sha(out["pixel_values_videos"].numpy()) != _sha(rows):
-            problems.append("pixels")
-        if len(sampled.seconds) != grid[0]:
-            problems.append(f"{len(sampled.seconds)} timestamps for {grid[0]} patches")
+        if isinstance(pre, Exception) or isinstance(out, Exception):
+            if not (isinstance(pre, Exception) and isinstance(out, Exception)):
+                problems.append(f"mmctl {pre!r:.80} vs HF {out!r:.80}")
+            else:
+                refused += 1
+        else:
+            kept = [int(i) for i in out["video_metadata"][0].frames_indices]
+            ours = pre.frame_indices.tolist()
+            grid = tuple(out["video_grid_thw"][0].tolist())
+            seconds = [float(int(i / fps)) for i in kept][::2]
+            if pre.source.total_frames != total:
+                problems.append(f"{pre.source.total_frames} frames decoded of {total}")
+            elif not np.array_equal(decoded_frames(path, ours), clip[ours]):
+                problems.append("the codec was not lossless here (not a difference of mmctl's)")
+            if kept != ours:
+                problems.append(f"frames {kept[:6]}.. vs {ours[:6]}..")
+            if grid != pre.grid_thw:
+                problems.append(f"grid {list(grid)} vs {list(pre.grid_thw)}")
+            elif _sha(out["pixel_values_videos"].numpy()) != _sha(pre.pixel_values):
+                problems.append("pixels")
+            if list(pre.patch_times) != seconds:
+                problems.append(f"timestamps {list(pre.patch_times)} vs vLLM's {seconds}")
         if problems:
             differ += 1
             print(
                 f"DIFF {family} clip {total} frames at {fps:.3f} fps {w}x{h}: {'; '.join(problems)}"
             )
-    print(f"{family} clips: {count - differ} equal, {differ} differ", flush=True)
+        path.unlink()
+    print(
+        f"{family} clips: {count - differ} equal ({refused} of them refused by both), "
+        f"{differ} differ",
+        flush=True,
+    )
     return differ
 
 
@@ -153,6 +229,7 @@ def check_loaders(rng: np.random.Generator, count: int) -> int:
     from vllm.multimodal.video_decoders import VideoSourceMetadata, VideoTargetMetadata
 
     loaders = {"glm4v": DynamicVideoBackend, "glm46v": GLM46VVideoBackend}
+    models = {f: load_model(model_dir=FAMILIES / f) for f in FOLDERS}
     differ = 0
     cases = [(6, 10.0), (10, 10.0), (1600, 4.0), (600, 2.0), (601, 2.0), (72000, 30.0)]
     while len(cases) < count:
@@ -169,7 +246,7 @@ def check_loaders(rng: np.random.Generator, count: int) -> int:
             except Exception as err:
                 theirs = [f"{type(err).__name__}"]  # type: ignore[list-item]
             try:
-                ours = glm4v.loader_indices(total, fps, SETTINGS[family])
+                ours = glm4v.loader_indices(total, fps, models[family].params)
             except InputError as err:
                 ours = [f"{type(err).__name__}"]  # type: ignore[list-item]
             if ours != theirs:
@@ -200,10 +277,12 @@ def main() -> int:
 
     torch.set_num_threads(1)
     differ = 0
-    for family in SETTINGS:
-        processor = AutoProcessor.from_pretrained(str(FAMILIES / family))
-        differ += check_images(family, processor, rng, args.images)
-        differ += check_clips(family, processor, rng, args.clips)
+    with tempfile.TemporaryDirectory(prefix="mmctl-glm-unseen-") as folder:
+        for family in FOLDERS:
+            model = load_model(model_dir=FAMILIES / family)
+            processor = AutoProcessor.from_pretrained(str(FAMILIES / family))
+            differ += check_images(model, processor, rng, args.images, Path(folder))
+            differ += check_clips(model, processor, rng, args.clips, Path(folder))
     return 1 if differ else 0
 
 
