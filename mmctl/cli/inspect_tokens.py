@@ -224,6 +224,7 @@ def _lines(rows: list[Row], doc: dict[str, Any], show_all: bool) -> list[str]:
             else:
                 frames.append((row.frame, [row]))
         elif row.item is not None:
+            flush_frames()  # a video's closing marker comes after its frames
             out.append(f"{row.at:>7}  │ " + _cell(row))
         else:
             out.append(f"{row.at:>7}  " + _cell(row))

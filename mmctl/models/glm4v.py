@@ -271,9 +271,10 @@ class GlmTokens(Settings):
         return self.image_token_id
 
     def markers(self) -> dict[int, str]:
+        # A frame's block in a video opens and closes as Qwen's vision_start/end do.
         return {
-            self.image_start_token_id: "begin_of_image",
-            self.image_end_token_id: "end_of_image",
+            self.image_start_token_id: "vision_start",
+            self.image_end_token_id: "vision_end",
             self.video_start_token_id: "begin_of_video",
             self.video_end_token_id: "end_of_video",
         }
