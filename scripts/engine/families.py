@@ -466,4 +466,76 @@ LLAVA_ONEVISION = Family(
     },
 )
 
-FAMILIES = {f.name: f for f in (QWEN3_VL, QWEN2_5_VL, LLAVA, LLAVA_NEXT, LLAMA4, LLAVA_ONEVISION)}
+
+# ---- GLM-4.1V (issue 32) ------------------------------------------------------------
+#
+# One model class (Glm4vForConditionalGeneration) serves GLM-4.1V and GLM-4.6V's
+# processing, told apart by the folder's processor class: the tiny model ships the
+# GLM-4.1V folder's files. vLLM normalizes GLM pixels on the device by default, so
+# the one worker is a default one: mmctl sends uint8. head_dim 64 (CPU attention);
+# GLM rotates half of each head (partial_rotary_factor 0.5), so the mrope sections
+# sum to 64 * 0.5 / 2 = 16. The vision tower keeps the published patch 14, merge 2,
+# temporal patch 2 (the processor files' geometry) in one small layer.
+
+GLM_TOKEN_IDS = {
+    "image_token_id": 151343,
+    "video_token_id": 151344,
+    "image_start_token_id": 151339,
+    "image_end_token_id": 151340,
+    "video_start_token_id": 151341,
+    "video_end_token_id": 151342,
+}
+
+GLM4V = Family(
+    name="glm4v",
+    hf_class="Glm4vForConditionalGeneration",
+    config={
+        "architectures": ["Glm4vForConditionalGeneration"],
+        "model_type": "glm4v",
+        **GLM_TOKEN_IDS,
+        "tie_word_embeddings": False,
+        "text_config": {
+            **_TEXT,
+            "vocab_size": 151552,
+            "hidden_size": 128,
+            "intermediate_size": 256,
+            "head_dim": 64,
+            "partial_rotary_factor": 0.5,
+            "attention_bias": True,
+            "pad_token_id": 151329,
+            "eos_token_id": [151329, 151336, 151338],
+            "rope_parameters": {
+                "rope_type": "default",
+                "rope_theta": 10000.0,
+                "mrope_section": [4, 6, 6],
+                "partial_rotary_factor": 0.5,
+            },
+        },
+        "vision_config": {
+            "depth": 1,
+            "hidden_size": 128,
+            "intermediate_size": 256,
+            "num_heads": 2,
+            "out_hidden_size": 128,
+            "patch_size": 14,
+            "spatial_merge_size": 2,
+            "temporal_patch_size": 2,
+            "image_size": 336,
+            "initializer_range": 0.3,
+        },
+    },
+    processor_files={},
+    workers=(Worker("float32", True),),
+    cases=(
+        Case("image", (IMAGE,)),
+        Case("video", (VIDEO,)),
+        Case("image+video", (IMAGE, ODD_VIDEO)),
+        Case("reversed-video", (VIDEO,), transports=("inline",), reverse=True),
+    ),
+    files_dir="tests/fixtures/families/glm4v",
+    generation_config={"eos_token_id": [151329, 151336, 151338], "pad_token_id": 151329},
+)
+
+FAMILIES = {
+    f.name: f for f in (QWEN3_VL, QWEN2_5_VL, LLAVA, LLAVA_NEXT, LLAMA4, LLAVA_ONEVISION, GLM4V)
+}
