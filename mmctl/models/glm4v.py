@@ -41,10 +41,10 @@ from mmctl.media.probe import MediaKind
 from mmctl.models import kinds
 from mmctl.models.family import Family, ModelView
 from mmctl.models.qwen_vl.parts import QwenContract, QwenProcessor, QwenWire, qwen_fields
+from mmctl.models.qwen_vl.settings import PATCH14_CLIP, PatchVision
 from mmctl.models.settings import File, HFClass, Resolved, Settings, processor_class, setting
-from mmctl.preprocessing.resize import smart_resize_video
 from mmctl.values.items import ItemFacts
-from mmctl.values.layout import Layout, LayoutCheck
+from mmctl.values.layout import Layout, LayoutCheck, span_outside
 
 IMAGE, VIDEO, CONFIG = File.IMAGE, File.VIDEO, File.CONFIG
 
@@ -61,21 +61,9 @@ VIDEO_PROCESSORS = {
 #: that name none.
 DEFAULT_PROCESSOR = "Glm4vProcessor"
 
-_GEOMETRY = {
-    "do_resize": True,
-    "resample": kinds.BICUBIC,
-    "do_rescale": True,
-    "rescale_factor": kinds.RESCALE,
-    "do_normalize": True,
-    "image_mean": kinds.CLIP_MEAN,
-    "image_std": kinds.CLIP_STD,
-    "patch_size": 14,
-    "temporal_patch_size": 2,
-    "merge_size": 2,
-}
-_IMAGE = {**_GEOMETRY, "size": {"shortest_edge": 112 * 112, "longest_edge": 28 * 28 * 15000}}
+_IMAGE = {**PATCH14_CLIP, "size": {"shortest_edge": 112 * 112, "longest_edge": 28 * 28 * 15000}}
 _VIDEO = {
-    **_GEOMETRY,
+    **PATCH14_CLIP,
     "size": {"shortest_edge": 112 * 112, "longest_edge": 28 * 28 * 2 * 30000},
     "fps": 2,
     "max_duration": 300,
@@ -85,23 +73,27 @@ _VIDEO = {
 IMAGE_CLASSES = (HFClass("Glm4vImageProcessor", _IMAGE), HFClass("Glm46VImageProcessor", _IMAGE))
 VIDEO_CLASSES = (HFClass("Glm4vVideoProcessor", _VIDEO), HFClass("Glm46VVideoProcessor", _VIDEO))
 
-_FRAMES_BUDGET = kinds.Int(1, 2**40)  # a budget's upper edge only caps a resize
-
 
 @dataclass(frozen=True)
-class GlmVision(Settings):
+class GlmVision(PatchVision):
     """Every setting that shapes a GLM item's pixels, grid and tokens; defaults
-    are GLM-4.1V-9B-Thinking's published files (tests/fixtures/families/glm4v)."""
+    are GLM-4.1V-9B-Thinking's published files (tests/fixtures/families/glm4v).
+    Both budgets count frames (an image is ``temporal_patch_size`` frames)."""
 
     IMAGE_CLASSES: ClassVar[tuple[HFClass, ...]] = IMAGE_CLASSES
     VIDEO_CLASSES: ClassVar[tuple[HFClass, ...]] = VIDEO_CLASSES
+    PUBLISHED: ClassVar[Mapping[str, Any]] = {
+        "video_min_pixels": 12544,
+        "video_max_pixels": 47040000,
+        "image_min_pixels": 12544,
+        "image_max_pixels": 9633792,
+        "patch_size": 14,
+        "image_mean": kinds.CLIP_MEAN,
+        "image_std": kinds.CLIP_STD,
+    }
     #: The budgets only: vLLM's GLM loaders sample with their own rates, so
     #: ``--fps`` / ``--num-frames`` would describe a worker that does not exist.
     OVERRIDABLE: ClassVar[tuple[str, ...]] = ("video_min_pixels", "video_max_pixels")
-    FLAG_NAMES: ClassVar[Mapping[str, str]] = {
-        "min_pixels": "video_min_pixels",
-        "max_pixels": "video_max_pixels",
-    }
     #: vLLM samples frames itself and tells the processor whether to sample
     #: again (``do_sample_frames``, its own metadata); ``num_frames`` and
     #: ``max_image_size`` are sampling inputs no GLM path reads.
@@ -124,41 +116,6 @@ class GlmVision(Settings):
         "video_processor_type",
         VIDEO_CLASSES[0].name,
         kinds.OneOf(tuple(c.name for c in VIDEO_CLASSES)),
-    )
-    #: Both budgets count frames (an image is ``temporal_patch_size`` frames).
-    image_min_pixels: int = setting(
-        IMAGE, "size.shortest_edge", 12544, kinds.Int(1, kinds.MAX_MIN_PIXELS)
-    )
-    image_max_pixels: int = setting(IMAGE, "size.longest_edge", 9633792, _FRAMES_BUDGET)
-    video_min_pixels: int = setting(
-        VIDEO, "size.shortest_edge", 12544, kinds.Int(1, kinds.MAX_MIN_PIXELS)
-    )
-    video_max_pixels: int = setting(VIDEO, "size.longest_edge", 47040000, _FRAMES_BUDGET)
-    patch_size: int = setting(VIDEO, "patch_size", 14, kinds.Int(1, 256), also_image=True)
-    temporal_patch_size: int = setting(
-        VIDEO, "temporal_patch_size", 2, kinds.Int(1, 16), also_image=True
-    )
-    merge_size: int = setting(VIDEO, "merge_size", 2, kinds.Int(1, 16), also_image=True)
-    image_mean: tuple[float, float, float] = setting(
-        VIDEO, "image_mean", kinds.CLIP_MEAN, kinds.Triple(), also_image=True
-    )
-    image_std: tuple[float, float, float] = setting(
-        VIDEO, "image_std", kinds.CLIP_STD, kinds.Triple(std=True), also_image=True
-    )
-    rescale_factor: float = setting(
-        VIDEO, "rescale_factor", kinds.RESCALE, kinds.Number(0, 1), also_image=True
-    )
-    do_resize: bool = setting(VIDEO, "do_resize", True, kinds.Flag(only=True), also_image=True)
-    resample: int = setting(
-        VIDEO,
-        "resample",
-        kinds.BICUBIC,
-        kinds.OneOf((kinds.BICUBIC,), "bicubic (3) only"),
-        also_image=True,
-    )
-    do_rescale: bool = setting(VIDEO, "do_rescale", True, kinds.Flag(only=True), also_image=True)
-    do_normalize: bool = setting(
-        VIDEO, "do_normalize", True, kinds.Flag(only=True), also_image=True
     )
     #: GLM-4.1V's processor resamples at ``fps`` up to ``max_duration`` seconds
     #: when vLLM's loader decoded every frame (GLM-4.6V's ignores both).
@@ -196,36 +153,6 @@ class GlmVision(Settings):
     def variant(self) -> str:
         """``glm4v`` (GLM-4.1V's processing) or ``glm46v`` (GLM-4.6V's)."""
         return VARIANTS[self.processor_class]
-
-    @property
-    def factor(self) -> int:
-        return self.patch_size * self.merge_size
-
-    @property
-    def patch_dim(self) -> int:
-        return 3 * self.temporal_patch_size * self.patch_size * self.patch_size
-
-    def tokens_for_grid(self, grid_thw: tuple[int, int, int]) -> int:
-        t, h, w = grid_thw
-        return t * h * w // (self.merge_size * self.merge_size)
-
-    def check(self) -> None:
-        for problem in self._problems():
-            raise InputError(f"model processor config: {problem}")
-
-    def check_overrides(self) -> None:
-        for problem in self._problems():
-            raise UsageError(problem)
-
-    def _problems(self) -> list[str]:
-        return [
-            f"{what} pixel budget needs min-pixels <= max-pixels, got {low} and {high}"
-            for what, low, high in (
-                ("video", self.video_min_pixels, self.video_max_pixels),
-                ("image", self.image_min_pixels, self.image_max_pixels),
-            )
-            if low > high
-        ]
 
 
 TOKEN_KEYS = (
@@ -316,28 +243,13 @@ def glm_tokens(config: Mapping[str, Any], vocab: Callable[[str], int | None]) ->
 def image_size(height: int, width: int, s: GlmVision) -> tuple[int, int]:
     """(h, w) an image is resized to: HF's GLM ``smart_resize`` with two frames
     (``num_frames=temporal_patch_size``), the image budget."""
-    return smart_resize_video(
-        s.temporal_patch_size,
-        height,
-        width,
-        factor=s.factor,
-        temporal_factor=s.temporal_patch_size,
-        min_pixels=s.image_min_pixels,
-        max_pixels=s.image_max_pixels,
-    )
+    low, high = s.image_min_pixels, s.image_max_pixels
+    return s.frames_size(s.temporal_patch_size, height, width, low, high)
 
 
 def video_size(num_frames: int, height: int, width: int, s: GlmVision) -> tuple[int, int]:
     """(h, w) every frame of a clip of ``num_frames`` kept frames is resized to."""
-    return smart_resize_video(
-        num_frames,
-        height,
-        width,
-        factor=s.factor,
-        temporal_factor=s.temporal_patch_size,
-        min_pixels=s.video_min_pixels,
-        max_pixels=s.video_max_pixels,
-    )
+    return s.frames_size(num_frames, height, width, s.video_min_pixels, s.video_max_pixels)
 
 
 # ---- frame choice -----------------------------------------------------------------
@@ -624,13 +536,9 @@ class GlmPrompt:
         frames = 0
         for span, item in zip(layout.spans, items, strict=True):
             n = span.item + 1
-            if span.offset < 0 or span.end > len(ids):
-                return LayoutCheck(
-                    False,
-                    f"item {n}: placeholder span [{span.offset}, {span.end}) lies outside the "
-                    f"prompt of {len(ids)} tokens",
-                    n,
-                )
+            outside = span_outside(span, len(ids))
+            if outside is not None:
+                return outside
             problem = span_problem(ids[span.offset : span.end].tolist(), item, s, tokens)
             if problem is not None:
                 return LayoutCheck(False, f"item {n}: {problem}", n, frames_checked=frames)

@@ -526,8 +526,10 @@ GLM4V = Family(
     },
     processor_files={},
     workers=(Worker("float32", True),),
+    # Two images (one flat batch split by patches_per_image), a video alone, an
+    # image with an odd-count video (the last temporal patch padded).
     cases=(
-        Case("image", (IMAGE,)),
+        Case("two-images", (IMAGE, SHRINK)),
         Case("video", (VIDEO,)),
         Case("image+video", (IMAGE, ODD_VIDEO)),
         Case("reversed-video", (VIDEO,), transports=("inline",), reverse=True),

@@ -21,8 +21,8 @@ from mmctl.choices import LayoutKind, PixelFormat
 from mmctl.errors import InputError
 from mmctl.media.probe import MediaKind
 from mmctl.models.family import Family, ModelView
-from mmctl.models.qwen_vl.settings import QwenVision, TokenIds
-from mmctl.models.qwen_vl.variant import PatchSettings, PatchVariant, QwenVariant
+from mmctl.models.qwen_vl.settings import PatchVision, QwenVision, TokenIds
+from mmctl.models.qwen_vl.variant import PatchVariant, QwenVariant
 from mmctl.values.fields import GRID, PIXELS, ROWS, FieldLayout, WireField, by_value
 from mmctl.values.items import ItemFacts, ItemOptions, Preprocessed
 from mmctl.values.layout import Layout, LayoutCheck
@@ -70,10 +70,10 @@ def vision(model: ModelView) -> QwenVision:
     return settings
 
 
-def patch_settings(model: ModelView) -> PatchSettings:
+def patch_settings(model: ModelView) -> PatchVision:
     """The settings of a patchified family (Qwen-VL's, GLM's)."""
     settings = model.params
-    assert isinstance(settings, PatchSettings), "a patchified family resolves patch settings"
+    assert isinstance(settings, PatchVision), "a patchified family resolves PatchVision"
     return settings
 
 

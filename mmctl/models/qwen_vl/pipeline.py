@@ -29,7 +29,8 @@ from mmctl.errors import InputError
 from mmctl.media.image import load_image
 from mmctl.media.probe import MediaKind, check_readable, media_kind
 from mmctl.media.video import decode_sampled
-from mmctl.models.qwen_vl.variant import PatchSettings, PatchVariant
+from mmctl.models.qwen_vl.settings import PatchVision
+from mmctl.models.qwen_vl.variant import PatchVariant
 from mmctl.preprocessing.pixels import grid_for, patchify_into
 from mmctl.preprocessing.resize import resize_rgb
 from mmctl.values.items import (
@@ -42,7 +43,7 @@ from mmctl.values.items import (
     empty,
 )
 
-P = TypeVar("P", bound=PatchSettings)
+P = TypeVar("P", bound=PatchVision)
 
 MAX_PENDING_FRAMES = 8
 #: Source frames of at least this many pixels are resized on the helper thread.

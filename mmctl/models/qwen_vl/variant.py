@@ -3,35 +3,20 @@ sized, what a video's prompt says of its frames, and the per-video tensors.
 
 :class:`PatchVariant` is what :mod:`.pipeline` reads of a family whose items
 are Qwen-style patch rows with a ``(t, h, w)`` grid (the Qwen-VL families, and
-GLM-4.1V / GLM-4.6V with their own settings class); :class:`QwenVariant` adds
-what the Qwen-VL prompt layout reads. Each family module (:mod:`.qwen3_vl`,
+GLM-4.1V / GLM-4.6V, each with its own
+:class:`~mmctl.models.qwen_vl.settings.PatchVision` settings class);
+:class:`QwenVariant` adds what the Qwen-VL prompt layout reads. Each family module (:mod:`.qwen3_vl`,
 :mod:`.qwen2_vl`, :mod:`mmctl.models.glm4v`) gives one."""
 
 from __future__ import annotations
 
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import Protocol, TypeVar
 
 import numpy as np
 
-from mmctl.models.qwen_vl.settings import QwenVision
-from mmctl.preprocessing.pixels import PatchGeometry
+from mmctl.models.qwen_vl.settings import PatchVision, QwenVision
 
-
-@runtime_checkable
-class PatchSettings(PatchGeometry, Protocol):
-    """What the patch pipeline and the patch contract read of a family's settings."""
-
-    @property
-    def patch_dim(self) -> int:
-        """Features per patch row: C × Tp × P × P."""
-        ...
-
-    def tokens_for_grid(self, grid_thw: tuple[int, int, int]) -> int:
-        """Embedding positions of an item of this grid: t·h·w / M²."""
-        ...
-
-
-S = TypeVar("S", bound=PatchSettings, contravariant=True)
+S = TypeVar("S", bound=PatchVision, contravariant=True)
 
 
 class PatchVariant(Protocol[S]):
