@@ -78,7 +78,7 @@ class Case:
 
 @dataclass(frozen=True)
 class Family:
-    name: str  # mmctl's --family name
+    name: str  # mmctl's --family name (or, with ``family``, this entry's own)
     hf_class: str  # transformers class built with random weights
     config: dict[str, Any]
     # Files a checkpoint ships beside config.json (written as JSON).
@@ -103,6 +103,13 @@ class Family:
     # checkpoint then names its weights as the published ones do, which is
     # what vLLM's loader reads.
     weight_renames: tuple[tuple[str, str], ...] = ()
+    # mmctl's --family name where one family has several processings, each its
+    # own entry (GLM: 4.1V's and 4.6V's, chosen by the files' processor class).
+    family: str | None = None
+
+    @property
+    def mmctl_family(self) -> str:
+        return self.family or self.name
 
 
 VIDEO = "tests/fixtures/media/tok4.mp4"  # 96x64, 16 frames at 8 fps: 4 sampled, 2 temporal patches
@@ -538,6 +545,27 @@ GLM4V = Family(
     generation_config={"eos_token_id": [151329, 151336, 151338], "pad_token_id": 151329},
 )
 
+# GLM-4.6V's processing (Glm46VProcessor: its frame loader and "t.0 seconds"
+# timestamps) on the same tiny model class: a glm4v config with GLM-4.6V's files
+# is GLM-4.6V-Flash's layout. GLM-4.5's tokenizer puts <|image|>/<|video|> at
+# 151363/151364. Video cases only: its images are 4.1V's, proven above.
+GLM46V = Family(
+    name="glm46v",
+    family="glm4v",
+    hf_class=GLM4V.hf_class,
+    config={**GLM4V.config, "image_token_id": 151363, "video_token_id": 151364},
+    processor_files={},
+    workers=(Worker("float32", True),),
+    cases=(
+        Case("video", (VIDEO,)),
+        Case("image+video", (IMAGE, ODD_VIDEO)),
+        Case("reversed-video", (VIDEO,), transports=("inline",), reverse=True),
+    ),
+    files_dir="tests/fixtures/families/glm46v",
+    generation_config=GLM4V.generation_config,
+)
+
 FAMILIES = {
-    f.name: f for f in (QWEN3_VL, QWEN2_5_VL, LLAVA, LLAVA_NEXT, LLAMA4, LLAVA_ONEVISION, GLM4V)
+    f.name: f
+    for f in (QWEN3_VL, QWEN2_5_VL, LLAVA, LLAVA_NEXT, LLAMA4, LLAVA_ONEVISION, GLM4V, GLM46V)
 }

@@ -147,7 +147,7 @@ def test_engine_flags(engine_check: Any) -> None:
 
 
 # The families whose mmctl spec takes video; the others are image-only.
-VIDEO_FAMILIES = {"qwen3-vl", "qwen2.5-vl", "llava-onevision", "glm4v"}
+VIDEO_FAMILIES = {"qwen3-vl", "qwen2.5-vl", "llava-onevision", "glm4v", "glm46v"}
 # The workers' device normalization: the Qwen families both ways; GLM (which vLLM
 # normalizes on the device too) only as a default worker does, to keep CI short;
 # the others cannot.
@@ -155,6 +155,7 @@ DEVICE_NORMALIZE_FAMILIES = {
     "qwen3-vl": {True, False},
     "qwen2.5-vl": {True, False},
     "glm4v": {True},
+    "glm46v": {True},
 }
 
 
@@ -172,8 +173,10 @@ def test_the_family_table_covers_the_issue(engine_check: Any) -> None:
         "llava-onevision",
     }
     identical = 0
+    two_images: set[str] = set()
+    with_files: set[str] = set()
     for family in families.values():
-        registry.by_name(family.name)  # a family mmctl knows
+        registry.by_name(family.mmctl_family)  # a family mmctl knows
         assert family.config["architectures"] == [family.hf_class]
         text, vision = family.config["text_config"], family.config["vision_config"]
         # vLLM CPU attention has no kernel for head_dim 16
@@ -204,10 +207,14 @@ def test_the_family_table_covers_the_issue(engine_check: Any) -> None:
             for key in ("image_size", "patch_size"):
                 assert vision[key] == published["vision_config"][key], (family.name, key)
             assert text["vocab_size"] >= published["text_config"]["vocab_size"]
-            assert any(
+            # a two-image case (the batch layout), for each mmctl family
+            if any(
                 sum(check_media(ROOT / m) == MediaKind.IMAGE for m in c.media) >= 2
                 for c in family.cases
-            ), f"{family.name}: a two-image case (the batch layout)"
+            ):
+                two_images.add(family.mmctl_family)
+            with_files.add(family.mmctl_family)
+    assert two_images == with_files
     assert any(f.offline_cases for f in families.values())
     dtypes = {w.model_dtype for f in families.values() for w in f.workers}
     assert dtypes == {"float32", "bfloat16"}
