@@ -175,12 +175,12 @@ def _ray_address(observed: dict[str, Any]) -> object:
 
 
 def _offline_pixels_of_the_other_families() -> set[str]:
-    from mmctl.client.negotiate import pixel_dtype
+    from mmctl.client.negotiate import choose_pixels
     from mmctl.models import registry
 
     others = [f for f in registry.FAMILIES if not f.processor.device_normalize]
     assert others
-    return {pixel_dtype(None, None, spec=f).value for f in others}
+    return {choose_pixels(None, None, family=f).format.value for f in others}
 
 
 #: (option, shown text) → a check of what the command does without the option.
