@@ -138,7 +138,7 @@ def _stub_normalizes(_: dict[str, Any]) -> bool:
 def _no_recording(_: dict[str, Any]) -> bool:
     import dataclasses
 
-    from mmctl.worker.server import StubConfig
+    from mmctl.worker.handlers import StubConfig
 
     record = next(f for f in dataclasses.fields(StubConfig) if f.name == "record_dir")
     return record.default is None
