@@ -28,7 +28,7 @@ _EXPORTS = {
     "SendOptions": "mmctl.client.options",
     "SendResult": "mmctl.client.run",
     "Check": "mmctl.client.run",
-    "Health": "mmctl.client.worker",
+    "Health": "mmctl.client.probe",
     "batch": "mmctl.run_batch.api",
     "BatchCounts": "mmctl.run_batch.api",
     "preprocess": "mmctl.offline",
@@ -86,8 +86,8 @@ if TYPE_CHECKING:
     from mmctl.client.aio import AsyncClient
     from mmctl.client.client import Built, Client
     from mmctl.client.options import SendOptions
+    from mmctl.client.probe import Health
     from mmctl.client.run import Check, SendResult
-    from mmctl.client.worker import Health
     from mmctl.errors import (
         CheckFailed,
         ExitCode,

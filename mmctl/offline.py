@@ -77,11 +77,13 @@ def preprocess(
     )
     kind = media_kind(path)
     chosen.spec.refuse_kind(kind)
+    from mmctl.client.negotiate import choose_pixels
+
     pre = chosen.spec.processor.preprocess(
         path,
         kind,
         chosen.params,
-        chosen.spec.processor.worker_pixels if pixel_dtype is None else PixelFormat(pixel_dtype),
+        choose_pixels(None, pixel_dtype, family=chosen.spec).format,
         ItemOptions(keep_frames=keep_frames, on_frame=on_frame, strict=strict),
     )
     return replace(

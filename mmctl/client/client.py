@@ -42,9 +42,9 @@ from mmctl.client.options import (
     refuse,
     request_inputs,
 )
+from mmctl.client.probe import Health, WorkerFacts, health, probe
 from mmctl.client.run import Ready, Run, SendResult, generate, prepare
 from mmctl.client.session import Session
-from mmctl.client.worker import Health, WorkerFacts, health, probe
 from mmctl.errors import UsageError
 from mmctl.models.model import Model
 from mmctl.models.settings import VisionOverrides

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mmctl.choices import PixelFormat
-from mmctl.client.worker import WorkerFacts
+from mmctl.client.probe import WorkerFacts
 from mmctl.errors import CheckFailed, UsageError
 from mmctl.models.family import Family
 from mmctl.request.tensors import LEGACY_DTYPES
@@ -38,15 +38,37 @@ class Decision:
 _HALF = ("bfloat16", "float16")
 
 
-def pixel_dtype(
+@dataclass(frozen=True)
+class PixelChoice:
+    """A target's pixel type, chosen once (:func:`choose_pixels`) and carried typed,
+    as a :class:`~mmctl.client.route.Route` carries the transport: ``send``, the
+    batch fleet, the load tester, ``build`` and ``preprocess`` read ``format``."""
+
+    format: PixelFormat
+    decision: Decision
+
+
+def choose_pixels(
+    facts: WorkerFacts | None,
+    requested: PixelFormat | str | None,
+    *,
+    skip_checks: bool = False,
+    family: Family | None = None,
+) -> PixelChoice:
+    """The pixel type to send. ``facts``: the worker's, when one was asked;
+    without them, ``family``'s default worker's (``build``, ``preprocess``), else
+    float32, which every worker accepts. ``requested``: ``--pixel-dtype``."""
+    wanted = requested.value if isinstance(requested, PixelFormat) else requested
+    decision = _pixel_decision(facts, wanted, skip_checks, family)
+    return PixelChoice(PixelFormat(decision.value), decision)
+
+
+def _pixel_decision(
     facts: WorkerFacts | None,
     requested: str | None,
-    skip_checks: bool = False,
-    spec: Family | None = None,
+    skip_checks: bool,
+    spec: Family | None,
 ) -> Decision:
-    """The pixel type to send. ``facts``: the worker's, when one was asked;
-    without them, ``spec``'s default worker's (``build`` offline), else
-    float32, which every worker accepts."""
     info = facts.server if facts else None
     normalizes = bool(info and info.mm_device_do_normalize)
     modern = bool(facts and facts.knows_capabilities)

@@ -25,17 +25,16 @@ from mmctl import modality
 from mmctl.choices import (
     DEFAULT_MAX_TOKENS,
     MediaRef,
-    PixelFormat,
     Processing,
     prompt_text,
 )
 from mmctl.client.channel import as_error, generate_method, response
-from mmctl.client.negotiate import Decision, pixel_dtype, processing_schemes
+from mmctl.client.negotiate import Decision, choose_pixels, processing_schemes
 from mmctl.client.options import Hooks, Inputs, SendOptions, refuse
 from mmctl.client.placement import ShmAllocator, inline_bytes
+from mmctl.client.route import Route, choose
 from mmctl.client.session import Session
 from mmctl.client.stream import TokenStream
-from mmctl.client.transport import Route, choose
 from mmctl.errors import CheckFailed, GenerationIncomplete
 from mmctl.media.probe import MediaKind, media_type
 from mmctl.models.family import Family
@@ -223,18 +222,17 @@ def _client_processing(
 ) -> Composed:
     facts, model = session.facts, session.model
     _check_limits(session, run, opts.skip_checks)
-    run.decisions["pixel_dtype"] = decided = pixel_dtype(
-        facts, opts.pixel_dtype.value if opts.pixel_dtype else None, opts.skip_checks, model.spec
-    )
-    if decided.warning:
-        run.warnings.append(decided.warning)
+    pixels = choose_pixels(facts, opts.pixel_dtype, skip_checks=opts.skip_checks, family=model.spec)
+    run.decisions["pixel_dtype"] = pixels.decision
+    if pixels.decision.warning:
+        run.warnings.append(pixels.decision.warning)
     if opts.vision.given():
         model = model.with_vision(opts.vision)
     composed = compose(
         list(inputs.media),
         opts.prompt,
         model,
-        pixel_format=PixelFormat(run.decisions["pixel_dtype"].value),
+        pixel_format=pixels.format,
         system=opts.system,
         chat=opts.chat is not False,
         allow_special_tokens=opts.allow_special_tokens,
@@ -435,7 +433,7 @@ def _replay(session: Session, opts: SendOptions, inputs: Inputs, run: Run) -> An
     )
     facts = session.facts
     dtypes = {b.pixel_values.dtype for b in batches(req) if b.HasField("pixel_values")}
-    want = pixel_dtype(facts, None)
+    want = choose_pixels(facts, None).decision
     normalizes = facts.server.mm_device_do_normalize
     for dtype in dtypes:
         # Only a mismatch in normalization is wrong; float widths the worker casts.

@@ -17,7 +17,7 @@ import grpc
 from mmctl.checkpoint.source import ModelSource
 from mmctl.client.bundle import fetch_bundle
 from mmctl.client.channel import Target
-from mmctl.client.worker import WorkerFacts
+from mmctl.client.probe import WorkerFacts
 from mmctl.models.model import Model, load_model
 from mmctl.models.settings import VisionOverrides
 from mmctl.timing import Timeline

@@ -222,12 +222,6 @@ class TileProcessor:
     ) -> Preprocessed:
         from mmctl.media.image import load_image
 
-        if fmt is PixelFormat.UINT8:
-            raise UsageError(
-                f"uint8 pixels: vLLM normalizes {self.name} pixels in its processor, not on the "
-                "device, so its workers take normalized floats",
-                hint="--pixel-dtype float32, bfloat16 or float16",
-            )
         start = time.perf_counter()
         indices = np.zeros(0, dtype=np.int64)
         times: tuple[float, ...] = ()

@@ -150,7 +150,8 @@ def _running(
     ``served_model_name``: what the stub reports (smg picks its processor by it)."""
     from mmctl.models.model import load_model
     from mmctl.worker import checks
-    from mmctl.worker.server import StubConfig, start
+    from mmctl.worker.handlers import StubConfig
+    from mmctl.worker.server import start
 
     log = io.StringIO()
     cfg = StubConfig(
