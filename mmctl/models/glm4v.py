@@ -42,7 +42,15 @@ from mmctl.models import kinds
 from mmctl.models.family import Family, ModelView
 from mmctl.models.qwen_vl.parts import QwenContract, QwenProcessor, QwenWire, qwen_fields
 from mmctl.models.qwen_vl.settings import PATCH14_CLIP, PatchVision
-from mmctl.models.settings import File, HFClass, Resolved, Settings, processor_class, setting
+from mmctl.models.settings import (
+    File,
+    HFClass,
+    Resolved,
+    Settings,
+    processor_class,
+    processor_dict,
+    setting,
+)
 from mmctl.values.items import ItemFacts
 from mmctl.values.layout import Layout, LayoutCheck, span_outside
 
@@ -137,6 +145,16 @@ class GlmVision(PatchVision):
             name = kinds.OneOf(tuple(VARIANTS)).parse(raw, f"{where}: processor_class")
             origin = where
         settings = replace(resolved.settings, processor_class=name)
+        named = "video_processor_type" in (processor_dict(files, "video")[0] or {})
+        if not named and files.config.get("model_type") == "glm4v_moe":
+            # vLLM picks the frame loader by that key, else by the model type,
+            # and has none for glm4v_moe: its generic 32-frame loader would run.
+            raise InputError(
+                "a glm4v_moe folder whose video processor file names no "
+                "video_processor_type: vLLM would load its videos with its generic loader, "
+                "not GLM's",
+                hint=f'add "video_processor_type": "{VIDEO_PROCESSORS[name]}" to its file',
+            )
         wanted = VIDEO_PROCESSORS[name]
         if settings.video_processor_type != wanted:
             raise InputError(

@@ -214,6 +214,14 @@ def test_a_processor_and_video_processor_of_two_versions_are_refused(tmp_path: P
     assert "\n" not in refused.value.message
 
 
+def test_a_glm4v_moe_folder_must_name_its_video_processor(tmp_path: Path) -> None:
+    """vLLM picks GLM's frame loader by video_processor_type, else by the model
+    type, and has none for glm4v_moe: without the key its generic loader runs."""
+    folder = _folder(tmp_path, "glm46v", video_preprocessor_config={"video_processor_type": None})
+    with pytest.raises(InputError, match="generic loader"):
+        load_model(model_dir=folder)
+
+
 @pytest.mark.parametrize("value", ["Qwen2VLProcessor", 3])
 def test_another_processor_class_is_refused(value: Any, tmp_path: Path) -> None:
     folder = _folder(tmp_path, preprocessor_config={"processor_class": value})
