@@ -303,7 +303,8 @@ FamilyOpt = Annotated[
         "--family",
         metavar="NAME",
         help="Model family: qwen3-vl, qwen2.5-vl (qwen2-vl), llava, llava-next, "
-        "llava-onevision, llama4." + default_text("from config.json, else qwen3-vl"),
+        "llava-onevision, llama4, glm4v (glm4v-moe, glm-4.1v)."
+        + default_text("from config.json, else qwen3-vl"),
         show_default=False,
     ),
 ]
