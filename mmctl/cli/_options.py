@@ -277,15 +277,24 @@ MaxPixelsOpt = Annotated[
 
 # ---- model files ----
 
-ModelDirOpt = Annotated[
-    Path | None,
-    typer.Option(
+
+def _model_dir(default: str) -> object:
+    return typer.Option(
         "--model-dir",
         metavar="DIR",
         help="Model folder: its tokenizer, config.json and preprocessor configs."
-        + default_text("the worker's files (send), else the built-in Qwen3-VL set"),
+        + default_text(default),
         show_default=False,
-    ),
+    )
+
+
+#: Commands that work without a worker (and the stub, which serves these files).
+ModelDirOpt = Annotated[Path | None, _model_dir("the built-in Qwen3-VL set")]
+#: Commands that talk to workers: the served model's own files.
+WorkerModelDirOpt = Annotated[Path | None, _model_dir("the worker's, from its GetTokenizer bundle")]
+#: ``build``: a worker's when it builds for one.
+BuildModelDirOpt = Annotated[
+    Path | None, _model_dir("the worker's with --target, else the built-in Qwen3-VL set")
 ]
 BundleOpt = Annotated[
     Path | None,
@@ -302,8 +311,8 @@ FamilyOpt = Annotated[
     typer.Option(
         "--family",
         metavar="NAME",
-        help="Model family: qwen3-vl, qwen2.5-vl (qwen2-vl), llava, llava-next, "
-        "llava-onevision, llama4." + default_text("from config.json, else qwen3-vl"),
+        help="Model family: qwen3-vl, qwen2.5-vl, llava, llava-next, llava-onevision or llama4."
+        + default_text("from config.json, else qwen3-vl"),
         show_default=False,
     ),
 ]

@@ -10,6 +10,7 @@ import typer
 from mmctl.choices import LayoutKind
 from mmctl.cli._options import (
     AllowSpecialOpt,
+    BuildModelDirOpt,
     BundleOpt,
     CaCertOpt,
     ChatOpt,
@@ -24,7 +25,6 @@ from mmctl.cli._options import (
     MinFramesOpt,
     MinPixelsOpt,
     MmItemLimitsOpt,
-    ModelDirOpt,
     NumFramesOpt,
     PixelDtypeOpt,
     PromptFileOpt,
@@ -70,8 +70,9 @@ Examples:
 
 Exit codes: 0 written; 2 usage; 3 bad input (or a truncated video with
 --strict); 4 refused by --target's worker; 5 --target unavailable; 6 the
-layout fails the mrope walk or a check against --target's worker (nothing
-is written).
+layout fails the family's layout check (Qwen: the mrope walk; the others:
+the placeholder spans) or a check against --target's worker (nothing is
+written).
 """
 
 
@@ -100,7 +101,7 @@ def build(
     system: SystemOpt = None,
     chat: ChatOpt = None,
     strict: StrictOpt = False,
-    model_dir: ModelDirOpt = None,
+    model_dir: BuildModelDirOpt = None,
     bundle: BundleOpt = None,
     family: FamilyOpt = None,
     fps: FpsOpt = None,
@@ -110,7 +111,12 @@ def build(
     min_pixels: MinPixelsOpt = None,
     max_pixels: MaxPixelsOpt = None,
     force: Annotated[
-        bool, typer.Option("--force", help="Write the request even when the mrope walk fails.")
+        bool,
+        typer.Option(
+            "--force",
+            help="Write the request even when the layout check (mrope walk, placeholder spans) "
+            "fails.",
+        ),
     ] = False,
     target: Annotated[
         str | None,
@@ -226,7 +232,7 @@ def build(
         "decisions": {"pixel_dtype": decided.as_dict()},
         "prompt_format": composed.rendered.how,
         "layout": composed.layout.kind.value,
-        "check": composed.check.as_dict(),
+        "check": {"name": model.spec.layout_check, **composed.check.as_dict()},
         "items": [
             {"path": it.path, **it.pre.facts.as_dict(), "content_hash": it.content_hash}
             for it in composed.items
@@ -287,10 +293,7 @@ def _render_for_worker(console: Console, doc: dict[str, Any]) -> None:
         f"[bold]wrote[/] {doc['out']}  ({doc['bytes']:,} bytes)  request_id {req['request_id']}  "
         f"for {doc['target']}"
     )
-    for name, decision in doc["decisions"].items():
-        console.print(
-            f"[bold]{name}[/] {decision['value']}  ({decision['reason']})", highlight=False
-        )
+    _render_decisions(console, doc["decisions"])
     console.print(f"[bold]prompt[/] {req['num_input_ids']} tokens")
     _render_batches(console, req)
 
@@ -300,15 +303,23 @@ def _render(console: Console, doc: dict[str, Any]) -> None:
     console.print(
         f"[bold]wrote[/] {doc['out']}  ({doc['bytes']:,} bytes)  request_id {req['request_id']}"
     )
-    decided = doc["decisions"]["pixel_dtype"]
-    console.print(
-        f"[bold]pixel dtype[/] {decided['value']}  ({decided['reason']})", highlight=False
-    )
+    _render_decisions(console, doc["decisions"])
+    check = doc["check"]
     console.print(
         f"[bold]prompt[/] {req['num_input_ids']} tokens, {doc['prompt_format']}; layout {doc['layout']}, "
-        f"mrope walk {'pass' if doc['check']['ok'] else 'FAIL: ' + doc['check']['reason']}"
+        f"{check['name'].replace('_', ' ')} {'pass' if check['ok'] else 'FAIL: ' + check['reason']}",
+        highlight=False,
     )
     _render_batches(console, req)
+
+
+def _render_decisions(console: Console, decisions: dict[str, dict[str, str]]) -> None:
+    # As `send` shows its decisions: the value, a dash, the reason.
+    for name, decision in decisions.items():
+        console.print(
+            f"[bold]{name.replace('_', ' ')}[/] {decision['value']} — {decision['reason']}",
+            highlight=False,
+        )
 
 
 def _render_batches(console: Console, req: dict[str, Any]) -> None:

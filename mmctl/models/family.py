@@ -132,6 +132,17 @@ class ItemFacts:
         return self.grid_thw
 
 
+@dataclass(frozen=True)
+class Frames:
+    """How a video item's embedding tokens divide into frames, in prompt order:
+    ``count`` runs of ``tokens`` each, then ``after`` tokens that belong to no
+    frame (OneVision's newline after the last one)."""
+
+    count: int
+    tokens: int
+    after: int = 0
+
+
 class Family(Protocol):
     """What a model family provides. One frozen instance per family module."""
 
@@ -235,6 +246,11 @@ class Family(Protocol):
         Qwen; the embedding positions per span for every family)."""
         ...
 
+    def frames(self, item: ItemFacts, model: Model) -> Frames | None:
+        """How a video item's embedding tokens divide into its frames (``inspect-tokens``
+        shows a row each); ``None`` for an image."""
+        ...
+
     def fields(self, kind: MediaKind) -> tuple[WireField, ...]:
         """The tensors of one modality's batch (:mod:`mmctl.models.fields`)."""
         ...
@@ -277,7 +293,15 @@ def check_failed(family: Family, reason: str) -> str:
 
 
 def refuse_kind(family: Family, kind: MediaKind) -> None:
-    """One sentence for media the family's model cannot read."""
+    """One sentence for media the family's model cannot read, and which families read it."""
     if kind not in family.modalities:
+        # The registry imports every family module, each of which imports this one.
+        from mmctl.models.registry import reading
+
         kinds = " and ".join(k.value for k in family.modalities)
-        raise InputError(f"{family.name} models read {kinds}, not {kind.value}")
+        *others, last = reading(kind)
+        readers = f"{', '.join(others)} and {last}" if others else last
+        raise InputError(
+            f"{family.name} models read {kinds}, not {kind.value}",
+            hint=f"{readers} models read {kind.value}",
+        )

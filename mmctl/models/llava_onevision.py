@@ -39,7 +39,7 @@ import numpy as np
 from mmctl.errors import InputError
 from mmctl.media.probe import MediaKind
 from mmctl.models import llava_next
-from mmctl.models.family import ContractError, ItemFacts, Tokens
+from mmctl.models.family import ContractError, Frames, ItemFacts, Tokens
 from mmctl.models.fields import PIXELS, FieldLayout, WireField
 from mmctl.models.llava_next import AnyresImages, anyres_fields
 from mmctl.models.tiled import FixedVision, Item, PlaceholderTokens
@@ -289,10 +289,17 @@ def video_pixels(frames: np.ndarray, vision: Vision) -> np.ndarray:
     )
 
 
-def video_tokens(num_frames: int, vision: Vision) -> int:
-    """Placeholder tokens for one video of ``num_frames`` sampled frames."""
+def frame_tokens(vision: Vision) -> int:
+    """Tokens of one video frame: its patch grid pooled by ``spatial_pool_stride``
+    (196 at 384 / 14 / 2)."""
     pooled = math.ceil((vision.image_size // vision.patch_size) / vision.spatial_pool_stride)
-    return pooled * pooled * num_frames + 1
+    return pooled * pooled
+
+
+def video_tokens(num_frames: int, vision: Vision) -> int:
+    """Placeholder tokens for one video of ``num_frames`` sampled frames: each
+    frame's, then one newline after the last."""
+    return frame_tokens(vision) * num_frames + 1
 
 
 #: vLLM's ``LlavaOnevisionMultiModalProcessor._get_mm_fields_config``: images as
@@ -360,6 +367,11 @@ class LlavaOnevision(AnyresImages):
         return Item(
             video_pixels(frames, vision), video_tokens(count, vision), extra={"frames": count}
         )
+
+    def frames(self, item: ItemFacts, model: Model) -> Frames | None:
+        if item.kind is not MediaKind.VIDEO:
+            return None
+        return Frames(int(item.extra["frames"]), frame_tokens(_vision(model)), after=1)
 
     def batch_pixels(self, kind: MediaKind, items: Sequence[np.ndarray]) -> np.ndarray:
         if kind is MediaKind.VIDEO and len({item.shape for item in items}) > 1:

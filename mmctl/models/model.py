@@ -7,9 +7,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mmctl.errors import InputError
 from mmctl.models.base import ModelFiles, VisionOverrides
 from mmctl.models.family import Family, Tokens, Vision
 from mmctl.models.files import load_model_files
+from mmctl.models.registry import forced_hint
 from mmctl.models.registry import resolve as resolve_family
 from mmctl.models.source import ModelSource
 from mmctl.models.source import resolve as resolve_source
@@ -86,7 +88,12 @@ def load_model(
     source = source or resolve_source(model_dir, bundle)
     files = load_model_files(source)
     spec = resolve_family(family, files.config)
-    params, vision_from = spec.vision(files)
+    try:
+        params, vision_from = spec.vision(files)
+    except InputError as err:
+        if not family or err.hint:
+            raise
+        raise InputError(err.message, hint=forced_hint(spec, files.config, source.label)) from None
     if overrides:
         params = params.overridden(overrides)
         vision_from.update(overridden(overrides))

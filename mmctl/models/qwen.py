@@ -20,7 +20,7 @@ from mmctl.choices import LayoutKind, PixelFormat
 from mmctl.errors import InputError
 from mmctl.media.probe import MediaKind
 from mmctl.models.base import ModelFiles, TokenIds, VisionParams
-from mmctl.models.family import ContractError, ItemFacts, Vision
+from mmctl.models.family import ContractError, Frames, ItemFacts, Vision
 from mmctl.models.fields import GRID, WireField, by_value
 
 if TYPE_CHECKING:
@@ -204,6 +204,13 @@ class QwenFamily:
             qwen_params(model).merge_size,
             per_frame_markers=self.per_frame_markers,
         )
+
+    def frames(self, item: ItemFacts, model: Model) -> Frames | None:
+        if item.kind is not MediaKind.VIDEO:
+            return None
+        t, h, w = _grid(item)
+        merge = qwen_params(model).merge_size
+        return Frames(t, h * w // (merge * merge))  # one run per temporal patch
 
     def batch_pixels(self, kind: MediaKind, items: Sequence[np.ndarray]) -> np.ndarray:
         return items[0] if len(items) == 1 else np.concatenate(items)

@@ -28,7 +28,7 @@ import numpy as np
 from mmctl.choices import LayoutKind, PixelFormat
 from mmctl.errors import InputError, UsageError
 from mmctl.media.probe import MediaKind
-from mmctl.models.family import ContractError, ItemFacts, Tokens
+from mmctl.models.family import ContractError, Frames, ItemFacts, Tokens
 from mmctl.models.fields import WireField
 from mmctl.prompt.mrope import WalkResult
 
@@ -335,6 +335,9 @@ class TileFamily:
                     n,
                 )
         return WalkResult(True)
+
+    def frames(self, item: ItemFacts, model: Model) -> Frames | None:
+        return None  # images only; a family that reads video says how its frames lie
 
     def check_received(
         self,

@@ -115,6 +115,17 @@ def _family(o: dict[str, Any]) -> bool:
     return o["preprocess"]["family"] == "qwen3-vl" and load_model().spec.name == "qwen3-vl"
 
 
+def _builtin_files(o: dict[str, Any]) -> bool:
+    """The offline commands and the stub (which serves ``model_for()``'s files)."""
+    from mmctl.offline import model_for
+
+    return (
+        o["tokens"]["model"]["source"].startswith("built-in")
+        and o["preprocess"]["settings"]["model"].startswith("built-in")
+        and model_for().source.label.startswith("built-in")
+    )
+
+
 def _target(_: dict[str, Any]) -> bool:
     import os
 
@@ -208,7 +219,8 @@ TRUTH: dict[tuple[str, str], Callable[[dict[str, Any]], object]] = {
     ("--min-pixels", "the model's"): lambda o: _settings(o, "video_min_pixels") == 4096,
     ("--max-pixels", "the model's"): lambda o: _settings(o, "video_max_pixels") == 25165824,
     ("--family", "from config.json, else qwen3-vl"): _family,
-    ("--model-dir", "the worker's files (send), else the built-in Qwen3-VL set"): (
+    ("--model-dir", "the built-in Qwen3-VL set"): _builtin_files,
+    ("--model-dir", "the worker's with --target, else the built-in Qwen3-VL set"): (
         lambda o: o["build"]["model"]["source"].startswith("built-in")
     ),
     ("--system", "the family's, if any"): lambda o: (
