@@ -38,8 +38,8 @@ HELP = """Show the prompt's token layout and check it as vLLM's model reads it.
 MEDIA: video and image files, in the order the prompt shows them (the same
 prompt `mmctl send` would send: its default prompt too). Or --request FILE
 checks the layout of a request file. The check is the family's: the mrope
-frame walk for the Qwen families, the placeholder spans (each holds its
-item's embedding tokens) for the others.
+walk (vLLM's frame by frame walk of each video span) for the Qwen families,
+the placeholder spans (each holds its item's embedding tokens) for the others.
 
 Examples:
 

@@ -129,7 +129,7 @@ def _render(console: Console, doc: dict[str, Any]) -> None:
         table.add_row(
             "",
             f"{src['duration_s']:.2f} s at {src['source_fps']:.3f} fps ({src['fps_source']}), "
-            f"{src['total_frames']} frames (count from {src['frame_count_source']})",
+            f"{src['total_frames']} frames, counted from {src['frame_count_source']}",
         )
         frames = doc["frames"]
         shown = ", ".join(
@@ -167,17 +167,18 @@ def _render(console: Console, doc: dict[str, Any]) -> None:
         f"(float32 {_mib(sizes['float32'])}, bf16 {_mib(sizes['bfloat16'])}, uint8 {_mib(sizes['uint8'])})",
     )
     t = {k: v * 1000 for k, v in doc["timings_s"].items()}
-    if doc["kind"] == "video":
-        # Resizing runs between decoded frames (small frames) or on a second
-        # thread while the decoder works: inside the total either way.
+    if t["decode_s"] + t["preprocess_s"] > t["total_s"] + 0.01:  # ms; the seconds are rounded
+        # The Qwen pipeline resizes between decoded frames (small frames) or on
+        # a second thread while the decoder works: inside the total either way.
         timing = (
             f"total {t['total_s']:.0f} ms: decoding, resize + patchify inside it "
             f"(busy {t['preprocess_s']:.0f} ms)"
         )
-    else:
+    else:  # one phase after the other: the rows add up as printed
+        load, work = round(t["decode_s"], 1), round(t["preprocess_s"], 1)
         timing = (
-            f"total {t['total_s']:.1f} ms = load {t['decode_s']:.1f} ms "
-            f"+ resize + patchify {t['preprocess_s']:.1f} ms"
+            f"total {load + work:.1f} ms = {'decode' if doc['kind'] == 'video' else 'load'} "
+            f"{load:.1f} ms + resize + patchify {work:.1f} ms"
         )
     table.add_row("time", timing)
     for key in ("saved", "preview"):
