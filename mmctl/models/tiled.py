@@ -242,7 +242,9 @@ class TileFamily:
             frame_times=times,
             patch_times=(),
             num_tokens=item.tokens,
-            timings=Timings(decode_s=loaded - start, preprocess_s=end - loaded, total_s=end - start),
+            timings=Timings(
+                decode_s=loaded - start, preprocess_s=end - loaded, total_s=end - start
+            ),
             frames=frames,
             item_tensors=item.tensors,
             extra=item.extra,
