@@ -223,7 +223,8 @@ FpsOpt = Annotated[
     typer.Option(
         "--fps",
         metavar="F",
-        help="Video frames to sample per second of the source." + default_text("the model's (2)"),
+        help="Qwen families: video frames to sample per second of the source."
+        + default_text("the model's (2)"),
         show_default=False,
     ),
 ]
@@ -232,7 +233,8 @@ NumFramesOpt = Annotated[
     typer.Option(
         "--num-frames",
         metavar="N",
-        help="Sample exactly N video frames (instead of --fps)." + default_text("from --fps"),
+        help="Sample exactly N video frames (instead of --fps)."
+        + default_text("from --fps; llava-onevision: the model's (32)"),
         show_default=False,
     ),
 ]
@@ -241,7 +243,8 @@ MinFramesOpt = Annotated[
     typer.Option(
         "--min-frames",
         metavar="N",
-        help="Sample at least N frames of a short video." + default_text("the model's (4)"),
+        help="Qwen families: sample at least N frames of a short video."
+        + default_text("the model's (4)"),
         show_default=False,
     ),
 ]
@@ -250,7 +253,8 @@ MaxFramesOpt = Annotated[
     typer.Option(
         "--max-frames",
         metavar="N",
-        help="Sample at most N frames of a long video." + default_text("the model's (768)"),
+        help="Qwen families: sample at most N frames of a long video."
+        + default_text("the model's (768)"),
         show_default=False,
     ),
 ]
@@ -259,7 +263,7 @@ MinPixelsOpt = Annotated[
     typer.Option(
         "--min-pixels",
         metavar="N",
-        help="Video: the whole clip's least pixels (frames x height x width)."
+        help="Qwen families, video: the whole clip's least pixels (frames x height x width)."
         + default_text("the model's"),
         show_default=False,
     ),
@@ -269,7 +273,7 @@ MaxPixelsOpt = Annotated[
     typer.Option(
         "--max-pixels",
         metavar="N",
-        help="Video: the whole clip's pixel budget (frames x height x width)."
+        help="Qwen families, video: the whole clip's pixel budget (frames x height x width)."
         + default_text("the model's"),
         show_default=False,
     ),

@@ -199,7 +199,8 @@ def bench(
         typer.Option(
             "--plot",
             metavar="FILE.png",
-            help="Latency percentiles vs payload size and concurrency (needs mmctl[plot]).",
+            help="Latency at each of --percentiles vs payload size and concurrency (needs "
+            "mmctl[plot]).",
             show_default=False,
         ),
     ] = None,

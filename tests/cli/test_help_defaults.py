@@ -126,6 +126,15 @@ def _builtin_files(o: dict[str, Any]) -> bool:
     )
 
 
+def _onevision_frames() -> int:
+    from pathlib import Path
+
+    from mmctl.models.model import load_model
+
+    folder = Path(__file__).resolve().parents[1] / "fixtures" / "families" / "llava_onevision"
+    return int(load_model(model_dir=folder).params.num_frames)
+
+
 def _target(_: dict[str, Any]) -> bool:
     import os
 
@@ -215,7 +224,9 @@ TRUTH: dict[tuple[str, str], Callable[[dict[str, Any]], object]] = {
     ("--fps", "the model's (2)"): lambda o: _settings(o, "fps") == 2,
     ("--min-frames", "the model's (4)"): lambda o: _settings(o, "min_frames") == 4,
     ("--max-frames", "the model's (768)"): lambda o: _settings(o, "max_frames") == 768,
-    ("--num-frames", "from --fps"): lambda o: o["preprocess"]["frames"]["sampled_fps"] == 2,
+    ("--num-frames", "from --fps; llava-onevision: the model's (32)"): lambda o: (
+        o["preprocess"]["frames"]["sampled_fps"] == 2 and _onevision_frames() == 32
+    ),
     ("--min-pixels", "the model's"): lambda o: _settings(o, "video_min_pixels") == 4096,
     ("--max-pixels", "the model's"): lambda o: _settings(o, "video_max_pixels") == 25165824,
     ("--family", "from config.json, else qwen3-vl"): _family,
