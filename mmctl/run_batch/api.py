@@ -323,18 +323,7 @@ def _finish_unsent(
                 skip(entry.id not in out.kept_failed)
             elif write_entry_error(out, entry, tally, seen):
                 done(False)
-    return BatchCounts(
-        total=total,
-        succeeded=tally.succeeded,
-        failed=tally.failed,
-        skipped=tally.skipped,
-        engine=engine,
-        wall_s=time.perf_counter() - start,
-        errors=tally.errors,
-        output=str(out.path),
-        retried=out.retried,
-        kept_failed=tally.kept_failed,
-    )
+    return _counts(tally, total, engine, out, start)
 
 
 def _run(
@@ -430,6 +419,13 @@ def _run(
             pool.shutdown(wait=True, cancel_futures=True)
         if ray_run is not None:
             ray_run.close()
+    return _counts(tally, total, engine, out, start, startup_s=startup, pools=pools)
+
+
+def _counts(
+    tally: Any, total: int, engine: str, out: OutputFile, start: float, **more: Any
+) -> BatchCounts:
+    """What a run did (``tally``: the engine's :class:`~mmctl.run_batch.local.Tally`)."""
     return BatchCounts(
         total=total,
         succeeded=tally.succeeded,
@@ -437,7 +433,6 @@ def _run(
         skipped=tally.skipped,
         engine=engine,
         wall_s=time.perf_counter() - start,
-        startup_s=startup,
         errors=tally.errors,
         interrupted_by=tally.interrupted_by,
         output=str(out.path),
@@ -445,5 +440,5 @@ def _run(
         retried=out.retried,
         kept_failed=tally.kept_failed,
         by_target=tally.by_target,
-        pools=pools,
+        **more,
     )

@@ -10,7 +10,6 @@ naming the family's own check, a stub log line of what was sent, and a
 from __future__ import annotations
 
 import json
-import os
 import re
 import socket
 import subprocess
@@ -27,13 +26,6 @@ from mmctl.models import registry
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 MEDIA = FIXTURES / "media"
 FAMILIES = FIXTURES / "families"
-
-
-@pytest.fixture
-def env(tmp_path) -> dict[str, str]:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(("MMCTL_", "GRPC_"))}
-    environ["MMCTL_CACHE_DIR"] = str(tmp_path / "cache")
-    return environ
 
 
 def mmctl(*args: object, env: dict[str, str], cwd: Path | None = None, timeout: float = 180):

@@ -21,13 +21,6 @@ import pytest
 MMCTL = f"{sys.executable} -m mmctl"
 
 
-@pytest.fixture
-def env(tmp_path) -> dict[str, str]:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(("MMCTL_", "GRPC_"))}
-    environ["MMCTL_CACHE_DIR"] = str(tmp_path / "cache")
-    return environ
-
-
 def sh(script: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run(
         ["bash", "-o", "pipefail", "-c", script],
