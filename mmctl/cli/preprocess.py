@@ -166,20 +166,17 @@ def _render(console: Console, doc: dict[str, Any]) -> None:
         f"{doc['pixel_format']}: {_mib(doc['tensor_bytes'])}  "
         f"(float32 {_mib(sizes['float32'])}, bf16 {_mib(sizes['bfloat16'])}, uint8 {_mib(sizes['uint8'])})",
     )
-    t = {k: v * 1000 for k, v in doc["timings_s"].items()}
-    if t["decode_s"] + t["preprocess_s"] > t["total_s"] + 0.01:  # ms; the seconds are rounded
-        # The Qwen pipeline resizes between decoded frames (small frames) or on
-        # a second thread while the decoder works: inside the total either way.
-        timing = (
-            f"total {t['total_s']:.0f} ms: decoding, resize + patchify inside it "
-            f"(busy {t['preprocess_s']:.0f} ms)"
-        )
-    else:  # one phase after the other: the rows add up as printed
-        load, work = round(t["decode_s"], 1), round(t["preprocess_s"], 1)
-        timing = (
-            f"total {load + work:.1f} ms = {'decode' if doc['kind'] == 'video' else 'load'} "
-            f"{load:.1f} ms + resize + patchify {work:.1f} ms"
-        )
+    # Rounded once, the rows as shown: the total is their sum, as printed.
+    t = {k: round(v * 1000, 1) for k, v in doc["timings_s"].items()}
+    timing = (
+        f"total {t['decode_s'] + t['preprocess_s']:.1f} ms = decode {t['decode_s']:.1f} ms "
+        f"+ resize + normalize {t['preprocess_s']:.1f} ms"
+    )
+    overlapped = doc["overlapped_s"]["preprocess_s"] * 1000
+    if overlapped:
+        # A video's frames are resized while the decoder works (on a second
+        # thread for large frames): that work is inside the decode row.
+        timing += f" (resize + normalize {overlapped:.1f} ms overlapped inside decode)"
     table.add_row("time", timing)
     for key in ("saved", "preview"):
         if key in doc:

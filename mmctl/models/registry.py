@@ -14,21 +14,22 @@ from typing import Any
 
 from mmctl.errors import InputError, UsageError
 from mmctl.media.probe import MediaKind
-from mmctl.models import llama4, llava, llava_next, llava_onevision, qwen2_vl, qwen3_vl
+from mmctl.models import llama4, llava, llava_next, llava_onevision
 from mmctl.models.family import Family
+from mmctl.models.qwen_vl import qwen2_vl, qwen3_vl
 
 FAMILIES: tuple[Family, ...] = (
-    qwen3_vl.SPEC,
-    qwen2_vl.SPEC,
-    llava.SPEC,
-    llava_next.SPEC,
-    llava_onevision.SPEC,
-    llama4.SPEC,
+    qwen3_vl.FAMILY,
+    qwen2_vl.FAMILY,
+    llava.FAMILY,
+    llava_next.FAMILY,
+    llava_onevision.FAMILY,
+    llama4.FAMILY,
 )
 ALIASES: dict[str, Family] = {
     name: family for family in FAMILIES for name in (family.name, *family.aliases)
 }
-DEFAULT: Family = qwen3_vl.SPEC
+DEFAULT: Family = qwen3_vl.FAMILY
 
 
 def canonical_names() -> list[str]:
@@ -54,7 +55,7 @@ def reading(kind: MediaKind) -> list[str]:
 
 def forced_hint(forced: Family, config: Mapping[str, Any], files: str) -> str:
     """What to do when ``--family`` names a family that ``files`` (a source's
-    label) do not hold: the family's settings come from its own model files."""
+    label) do not hold: its tokens and settings come from its own model files."""
     own = next((spec.name for spec in FAMILIES if config and spec.matches(config)), None)
     held = f"a {own or config.get('model_type')} model's" if config else "no config.json"
     return (

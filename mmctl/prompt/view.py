@@ -17,9 +17,10 @@ import numpy as np
 
 from mmctl.errors import InputError
 from mmctl.media.probe import MediaKind
-from mmctl.models.family import Frames, Tokens
-from mmctl.prompt.layout import Layout, Span
 from mmctl.prompt.tokenizer import Tokenizer
+from mmctl.values.items import Frames
+from mmctl.values.layout import Layout, Span
+from mmctl.values.tokens import Tokens
 
 
 @dataclass(frozen=True)
@@ -75,8 +76,8 @@ def rows(
     frames: Sequence[Frames | None] = (),
 ) -> list[Row]:
     """``frames``: per item, how its embedding tokens divide into frames (the
-    family's :meth:`~mmctl.models.family.Family.frames`), for the video spans
-    whose expansion has no markers between frames."""
+    family's ``prompt.frames``), for the video spans whose expansion has no
+    markers between frames."""
     ids = layout.ids
     n = len(ids)
     pads = media_tokens(token_ids)

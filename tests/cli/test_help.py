@@ -135,7 +135,7 @@ def test_family_help_names_the_registry_families_once_each(cli):
 def test_every_layout_check_is_named_where_the_checks_are_described(cli):
     from mmctl.models import registry
 
-    checks = {family.layout_check.replace("_", " ") for family in registry.FAMILIES}
+    checks = {family.prompt.check_name.replace("_", " ") for family in registry.FAMILIES}
     for command in ("build", "inspect-tokens"):
         page = _page(cli, command)
         missing = [c for c in sorted(checks) if c not in page]

@@ -88,7 +88,9 @@ def test_a_closed_stdout_leaves_no_shm_files(stub, red_blue, env):
 
     r = into_closed_pipe(["send", str(red_blue), "-t", stub.running.address, "--shm"], env)
     assert r.returncode == 141, r.stderr
-    # Only this run's files: other jobs on the machine share /dev/shm.
+    # The pixels did travel in a file (else there was nothing to leave behind) …
+    assert "via shm" in stub.log.getvalue()
+    # … and no file of this run is left (other jobs on the machine share /dev/shm).
     assert [p.name for p in shm_dir().iterdir() if p.name.startswith(f"mmctl-{r.pid}-")] == []
 
 
