@@ -27,6 +27,7 @@ from mmctl.choices import LayoutKind, PixelFormat
 from mmctl.errors import UsageError
 from mmctl.media.probe import check_readable, media_kind
 from mmctl.models.model import Model, load_model
+from mmctl.models.registry import refuse_kind
 from mmctl.models.settings import VisionOverrides
 from mmctl.values.items import Frames, ItemFacts, ItemOptions, Preprocessed
 from mmctl.values.layout import Layout, LayoutCheck
@@ -76,7 +77,7 @@ def preprocess(
         model=model, family=family, model_dir=model_dir, bundle=bundle, vision=overrides
     )
     kind = media_kind(path)
-    chosen.spec.refuse_kind(kind)
+    refuse_kind(chosen.spec, kind)
     from mmctl.client.negotiate import choose_pixels
 
     pre = chosen.spec.processor.preprocess(

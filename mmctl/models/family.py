@@ -35,7 +35,6 @@ from typing import Any, Protocol
 import numpy as np
 
 from mmctl.choices import LayoutKind, PixelFormat
-from mmctl.errors import InputError
 from mmctl.media.probe import MediaKind
 from mmctl.models.settings import Settings
 from mmctl.prompt.tokenizer import Tokenizer
@@ -195,20 +194,6 @@ class Family:
             str(a).startswith(self.architectures)
             for a in (architectures if isinstance(architectures, list) else ())
         )
-
-    def refuse_kind(self, kind: MediaKind) -> None:
-        """One sentence for media the family's model cannot read, and which families read it."""
-        if kind not in self.modalities:
-            # The registry imports every family module, each of which imports this one.
-            from mmctl.models.registry import reading
-
-            kinds = " and ".join(k.value for k in self.modalities)
-            *others, last = reading(kind)
-            readers = f"{', '.join(others)} and {last}" if others else last
-            raise InputError(
-                f"{self.name} models read {kinds}, not {kind.value}",
-                hint=f"{readers} models read {kind.value}",
-            )
 
     def check_failed(self, reason: str) -> str:
         """The sentence for a failed :meth:`Prompt.check` ("mrope walk failed: …")."""

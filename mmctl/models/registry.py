@@ -53,6 +53,18 @@ def reading(kind: MediaKind) -> list[str]:
     return [family.name for family in FAMILIES if kind in family.modalities]
 
 
+def refuse_kind(family: Family, kind: MediaKind) -> None:
+    """One sentence for media ``family``'s model cannot read, and which families read it."""
+    if kind not in family.modalities:
+        kinds = " and ".join(k.value for k in family.modalities)
+        *others, last = reading(kind)
+        readers = f"{', '.join(others)} and {last}" if others else last
+        raise InputError(
+            f"{family.name} models read {kinds}, not {kind.value}",
+            hint=f"{readers} models read {kind.value}",
+        )
+
+
 def forced_hint(forced: Family, config: Mapping[str, Any], files: str) -> str:
     """What to do when ``--family`` names a family that ``files`` (a source's
     label) do not hold: its tokens and settings come from its own model files."""
