@@ -51,7 +51,7 @@ from mmctl.models.settings import (
     processor_dict,
     setting,
 )
-from mmctl.values.items import ItemFacts
+from mmctl.values.items import Frames, ItemFacts
 from mmctl.values.layout import Layout, LayoutCheck, span_outside
 
 IMAGE, VIDEO, CONFIG = File.IMAGE, File.VIDEO, File.CONFIG
@@ -542,6 +542,14 @@ class GlmPrompt:
 
         target = [tokens.video_start_token_id, tokens.video_token_id, tokens.video_end_token_id]
         return replace_placeholders(ids, items, tokens, replacement, {MediaKind.VIDEO: target})
+
+    def frames(self, item: ItemFacts, model: ModelView) -> Frames | None:
+        """A video's ``<|image|>`` runs: one per temporal patch."""
+        if item.kind is not MediaKind.VIDEO:
+            return None
+        s, _ = _settings(model)
+        t, h, w = item.grid
+        return Frames(t, s.tokens_for_grid((1, h, w)))
 
     def check(self, layout: Layout, items: Sequence[ItemFacts], model: ModelView) -> LayoutCheck:
         s, tokens = _settings(model)

@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 from mmctl.choices import PixelFormat  # noqa: E402
 from mmctl.errors import InputError  # noqa: E402
-from mmctl.media.probe import MediaKind  # noqa: E402
+from mmctl.media.probe import MediaKind, dimensions  # noqa: E402
 from mmctl.models import glm4v  # noqa: E402
 from mmctl.models.model import Model, load_model  # noqa: E402
 from mmctl.values.items import DEFAULT_OPTIONS  # noqa: E402
@@ -115,7 +115,7 @@ def check_images(
         if not same:
             differ += 1
             print(
-                f"DIFF {family} image {w}x{h}: {ours if isinstance(ours, Exception) else ours[1]} "
+                f"DIFF {family} image {dimensions(w, h)}: {ours if isinstance(ours, Exception) else ours[1]} "
                 f"vs {theirs if isinstance(theirs, Exception) else theirs[1]}"  # type: ignore[index]
             )
         path.unlink()
@@ -213,7 +213,7 @@ def check_clips(
         if problems:
             differ += 1
             print(
-                f"DIFF {family} clip {total} frames at {fps:.3f} fps {w}x{h}: {'; '.join(problems)}"
+                f"DIFF {family} clip {total} frames at {fps:.3f} fps {dimensions(w, h)}: {'; '.join(problems)}"
             )
         path.unlink()
     print(
