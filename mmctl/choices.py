@@ -80,6 +80,7 @@ class Transport(StrEnum):
 class Processing(StrEnum):
     """Who turns media into tensors."""
 
+    AUTO = "auto"  # client for the families mmctl preprocesses, else the worker
     CLIENT = "client"  # mmctl preprocesses and sends tensors
     WORKER = "worker"  # mmctl sends media_refs; the worker preprocesses
 

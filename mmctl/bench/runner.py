@@ -245,12 +245,12 @@ def _arms(cfg: BenchConfig, clients: Sequence[Client]) -> list[Arm]:
 def _prepare_all(
     cfg: BenchConfig, client: Client, fmts: Sequence[PixelFormat], progress: Progress
 ) -> dict[tuple[int, PixelFormat], Prepared]:
-    session = client.session()
+    model = client.session().family_model()
     prepared = {}
     progress.stage("preparing", len(cfg.items) * len(fmts))
     for n, item in enumerate(cfg.items):
         for fmt in fmts:
-            prepared[(n, fmt)] = prepare(item, session.model, fmt, cfg.prompt, cfg.sampling)
+            prepared[(n, fmt)] = prepare(item, model, fmt, cfg.prompt, cfg.sampling)
             progress.stage("preparing")
     return prepared
 

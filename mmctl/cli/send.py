@@ -20,10 +20,12 @@ from mmctl.cli._options import (
     MaxFramesOpt,
     MaxPixelsOpt,
     MaxTokensOpt,
+    MediaRefOpt,
     MinFramesOpt,
     MinPixelsOpt,
     NegotiatedPixelDtypeOpt,
     NumFramesOpt,
+    ProcessingOpt,
     PromptFileOpt,
     PromptOpt,
     RequestIdOpt,
@@ -100,23 +102,8 @@ def send(
         ),
     ] = 64 * 1024,
     pixel_dtype: NegotiatedPixelDtypeOpt = None,
-    processing: Annotated[
-        Processing,
-        typer.Option(
-            "--processing",
-            metavar="[client|worker]",
-            help="client: mmctl preprocesses and sends tensors; worker: send media_refs and "
-            "let the worker preprocess.",
-        ),
-    ] = Processing.CLIENT,
-    media_ref: Annotated[
-        MediaRef,
-        typer.Option(
-            "--media-ref",
-            metavar="[data|file]",
-            help="With --processing worker: data: URLs carrying the files, or file:// paths.",
-        ),
-    ] = MediaRef.DATA,
+    processing: ProcessingOpt = Processing.AUTO,
+    media_ref: MediaRefOpt = MediaRef.DATA,
     compare_processing: Annotated[
         bool,
         typer.Option(
@@ -237,7 +224,7 @@ def send(
         if compare_processing:
             from mmctl.client.compare import compare
 
-            if request is not None or processing is not Processing.CLIENT:
+            if request is not None or processing is not Processing.AUTO:
                 raise UsageError("--compare-processing runs both --processing modes on MEDIA files")
             done = compare(
                 client,

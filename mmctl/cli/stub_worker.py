@@ -174,9 +174,8 @@ def stub_worker(
     from mmctl.cli import _inputs
     from mmctl.cli._output import Output
     from mmctl.errors import Interrupted, UsageError
-    from mmctl.offline import model_for
     from mmctl.worker import checks
-    from mmctl.worker.handlers import StubConfig
+    from mmctl.worker.handlers import StubConfig, load_served
     from mmctl.worker.server import check_bindable, start
 
     output = Output(json_mode=json_out)
@@ -191,9 +190,9 @@ def stub_worker(
         except OSError as err:
             raise UsageError(f"--record {record_dir}: {err.strerror or err}") from None
     check_bindable(host, port)  # before the model loads: a taken port fails at once
-    model = model_for(model_dir=model_dir, bundle=bundle, family=family)
-    model.tokenizer  # noqa: B018 - load now: a broken tokenizer fails at start, not per request
-    device_normalize = checks.device_normalize_for(model.spec, device_normalize)
+    model, device_normalize = load_served(
+        model_dir, bundle, family, device_normalize, record_dir is not None
+    )
     policy = checks.Policy(
         device_normalize=device_normalize,
         legacy_proto=legacy_proto,
@@ -232,7 +231,7 @@ def stub_worker(
             "address": address,
             "port": running.port,
             "model": model.source.label,
-            "family": model.spec.name,
+            "family": model.name,
             "device_normalize": device_normalize,
             "legacy_proto": legacy_proto,
             "tls": tls is not None,
@@ -240,7 +239,7 @@ def stub_worker(
         output.result(
             doc,
             human=lambda console: console.print(
-                f"mmctl stub-worker listening on {address} ({model.spec.name}, {model.source.label}"
+                f"mmctl stub-worker listening on {address} ({model.name}, {model.source.label}"
                 + (", device-normalize" if device_normalize else "")
                 + (", legacy proto" if legacy_proto else "")
                 + ")"

@@ -41,7 +41,7 @@ class SendOptions:
     transport: Transport = Transport.AUTO
     shm_min_bytes: int = SHM_MIN_BYTES
     pixel_dtype: PixelFormat | None = None
-    processing: Processing = Processing.CLIENT
+    processing: Processing = Processing.AUTO
     media_ref: MediaRef = MediaRef.DATA
     sampling: Sampling = field(default_factory=Sampling)
     stream: bool | None = None
@@ -69,13 +69,10 @@ class SendOptions:
             raise UsageError(f"--timeout must be positive, got {self.timeout}")
         if self.shm_min_bytes < 0:
             raise UsageError(f"--shm-min-bytes must not be negative, got {self.shm_min_bytes}")
-        if self.processing is not Processing.WORKER and self.media_ref is not MediaRef.DATA:
-            raise UsageError("--media-ref applies only with --processing worker")
+        if self.processing is Processing.CLIENT and self.media_ref is not MediaRef.DATA:
+            raise UsageError("--media-ref applies only with --processing worker (or auto)")
         if self.processing is Processing.WORKER:
-            shaping = _flags(self.vision.given())
-            shaping += ["--pixel-dtype"] if self.pixel_dtype is not None else []
-            shaping += ["--strict"] if self.strict else []
-            refuse("--processing worker leaves preprocessing to the worker", shaping)
+            self.refuse_client_side("--processing worker leaves preprocessing to the worker")
 
     @classmethod
     def of(cls, **options: Any) -> SendOptions:
@@ -98,6 +95,13 @@ class SendOptions:
             base = vars(mine.get("vision", VisionOverrides()))
             mine["vision"] = VisionOverrides(**{**base, **picked})
         return cls(**mine)
+
+    def refuse_client_side(self, why: str) -> None:
+        """Refuse the options only mmctl's own preprocessing reads (``why``: who preprocesses)."""
+        shaping = _flags(self.vision.given())
+        shaping += ["--pixel-dtype"] if self.pixel_dtype is not None else []
+        shaping += ["--strict"] if self.strict else []
+        refuse(why, shaping)
 
     def shaping_a_request(self) -> list[str]:
         """The options given that shape a new request (a recorded one is fixed)."""

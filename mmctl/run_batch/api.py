@@ -134,7 +134,8 @@ def _setup(
             )
         first, first_facts = answering[0]
         session = first.session()
-        fmts = {choose_pixels(f, pixel, family=session.model.spec).format for _, f in answering}
+        model = session.family_model()
+        fmts = {choose_pixels(f, pixel, family=model.spec).format for _, f in answering}
         if len(fmts) > 1:
             raise UsageError(
                 f"the targets expect different pixel dtypes ({', '.join(sorted(f.value for f in fmts))})",
@@ -162,16 +163,16 @@ def _setup(
             namespace = f.server.shm_namespace_id if f is not None else ""
             members.append(Member(client.target, route, up=f is not None, namespace=namespace))
         settings = Settings(
-            source=session.model.source,
-            family=session.model.spec.name,
+            source=model.source,
+            family=model.spec.name,
             pixel_format=fmts.pop(),
             item_limits=limits,
             encoder_budget=min(budgets) if budgets else 0,
             prompt=prompt,
             sampling=sampling,
         )
-        model_name = first_facts.model.served_model_name or session.model.source.label
-        return Fleetwide(settings, members, session.model, model_name)
+        model_name = first_facts.model.served_model_name or model.source.label
+        return Fleetwide(settings, members, model, model_name)
     finally:
         for client in clients:
             client.close()
