@@ -66,8 +66,12 @@ Examples:
   mmctl send --request request.pb --temperature 0 --shm
   mmctl send clip.mp4 --compare-processing
 
+A model no mmctl family handles is preprocessed by the worker (media_refs;
+--processing auto, said once on stderr).
+
 Exit codes: 0 answered; 2 usage; 3 bad input (or /dev/shm unusable with
---shm, or a truncated video with --strict); 4 the worker refused the
+--shm, or a truncated video with --strict, or a model no family handles
+that the worker cannot preprocess either); 4 the worker refused the
 request; 5 worker unreachable, deadline passed, or it died; 6 a safety check
 refused to send; 9 the answer is partial (the worker aborted the generation,
 finish_reason abort, or its stream stopped early; --json still prints what
