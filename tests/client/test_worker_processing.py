@@ -82,7 +82,7 @@ def test_send_goes_through_the_worker_and_says_so_once(cli, new_stub, red, red_b
     assert decision["value"] == "worker" and decision["reason"].startswith("auto: ")
     assert "some_new_vlm" in decision["reason"]
     assert doc["model"]["family"] is None and doc["model"]["model_type"] == "some_new_vlm"
-    assert [c["name"] for c in doc["checks"] if not c["ran"]][0] == "placeholders"
+    assert next(c["name"] for c in doc["checks"] if not c["ran"]) == "placeholders"
     said = notes(r.err)
     assert len(said) == 1 and "model_type 'some_new_vlm'" in said[0], r.err
     assert "Error" not in r.err
@@ -141,9 +141,7 @@ def test_client_side_options_are_refused_for_a_worker_processed_model(cli, new_s
     assert "some_new_vlm is preprocessed by the worker" in message and "--fps" in message
 
 
-def test_no_chat_is_refused_for_a_model_whose_placeholders_mmctl_does_not_know(
-    cli, new_stub, red
-):
+def test_no_chat_is_refused_for_a_model_whose_placeholders_mmctl_does_not_know(cli, new_stub, red):
     r = send(cli, new_stub, red, "--no-chat")
     assert r.code == 2
     message, hint = one_error(r.err)
