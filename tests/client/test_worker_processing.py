@@ -215,3 +215,12 @@ def test_the_stub_refuses_tensors_it_cannot_check(new_stub, stub, red):
         new_stub.generate(built.request)
     assert err.value.code() is grpc.StatusCode.INVALID_ARGUMENT
     assert "cannot check" in err.value.details() and "media_refs" in err.value.details()
+
+
+def test_build_for_a_worker_refuses_it_too(cli, new_stub, red, tmp_path):
+    out = tmp_path / "r.pb"
+    r = cli("build", red, "-o", out, "--target", new_stub.running.address)
+    assert r.code == 3 and not out.exists()
+    message, hint = one_error(r.err)
+    assert "some_new_vlm" in message
+    _hint_names_the_families_and_the_way(hint)
