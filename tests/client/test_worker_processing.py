@@ -224,3 +224,11 @@ def test_build_for_a_worker_refuses_it_too(cli, new_stub, red, tmp_path):
     message, hint = one_error(r.err)
     assert "some_new_vlm" in message
     _hint_names_the_families_and_the_way(hint)
+
+
+def test_the_stub_refuses_family_options_for_an_unknown_model(cli, new_vlm, tmp_path):
+    r = cli("stub-worker", "--model-dir", new_vlm, "--port", "0", "--record", tmp_path / "rec")
+    assert r.code == 2
+    message, hint = one_error(r.err)
+    assert "some_new_vlm" in message and "--record" in message
+    _hint_names_the_families_and_the_way(hint)
