@@ -163,6 +163,7 @@ def bench_doc(result: BenchResult) -> dict[str, Any]:
             "item": p.item.label,
             "pixel_dtype": fmt.value,
             "payload_bytes": p.payload_bytes,
+            "media_items": sum(len(b.hashes) for b in p.plan.batches),
             "preprocess_s": p.prepare_s,
             "prompt_tokens": len(p.plan.input_ids),
         }

@@ -33,7 +33,7 @@ from typing import Any, Protocol
 import grpc
 
 from mmctl.bench import floors, schedule
-from mmctl.bench.workload import Prepared, WorkItem, prepare
+from mmctl.bench.workload import Limits, Prepared, WorkItem, prepare
 from mmctl.choices import PixelFormat, Transport
 from mmctl.client.channel import Target, generate_method, open_aio_channel, response
 from mmctl.client.client import Client
@@ -44,7 +44,7 @@ from mmctl.client.transport import Route, choose, fixed
 from mmctl.errors import CheckFailed, MmctlError, UsageError
 from mmctl.request.build import Sampling, new_request_id
 from mmctl.signals import stop_signals
-from mmctl.transport.shm import ShmArena, leftovers
+from mmctl.transport.shm import ShmArena, own_files
 
 
 @dataclass(frozen=True)
@@ -243,14 +243,16 @@ def _arms(cfg: BenchConfig, clients: Sequence[Client]) -> list[Arm]:
 
 
 def _prepare_all(
-    cfg: BenchConfig, client: Client, fmts: Sequence[PixelFormat], progress: Progress
+    cfg: BenchConfig, clients: Sequence[Client], fmts: Sequence[PixelFormat], progress: Progress
 ) -> dict[tuple[int, PixelFormat], Prepared]:
+    client = clients[0]
     session = client.session()
+    limits = Limits.of([c.facts().server for c in clients])
     prepared = {}
     progress.stage("preparing", len(cfg.items) * len(fmts))
     for n, item in enumerate(cfg.items):
         for fmt in fmts:
-            prepared[(n, fmt)] = prepare(item, session.model, fmt, cfg.prompt, cfg.sampling)
+            prepared[(n, fmt)] = prepare(item, session.model, fmt, cfg.prompt, cfg.sampling, limits)
             progress.stage("preparing")
     return prepared
 
@@ -432,7 +434,8 @@ def open_fds() -> int:
 
 
 def shm_files() -> int:
-    return sum(1 for _ in leftovers())
+    """This process's files in /dev/shm (another process's come and go meanwhile)."""
+    return len(own_files())
 
 
 def run(cfg: BenchConfig, progress: Progress | None = None) -> BenchResult:
@@ -445,7 +448,7 @@ def run(cfg: BenchConfig, progress: Progress | None = None) -> BenchResult:
     try:
         arms = _arms(cfg, clients)
         fmts = list(dict.fromkeys(a.fmt for a in arms))
-        prepared = _prepare_all(cfg, clients[0], fmts, progress)
+        prepared = _prepare_all(cfg, clients, fmts, progress)
         session = clients[0].session()
         measured_floors = _floors(cfg, prepared, progress)
         return asyncio.run(

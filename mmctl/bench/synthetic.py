@@ -6,18 +6,24 @@ solid frames, red and blue by temporal patch, patchified by the same code
 as a decoded clip (so the stub worker answers "red, blue, …" and every
 check a worker runs passes), with the grid chosen so the pixel tensor has
 the asked byte count to within one grid row of patches.
+
+A size is one request. A worker takes at most ``mm_encoder_budget`` feature
+tokens per item and ``mm_item_limits`` videos per request, so a size larger
+than one item may carry becomes several equal videos, each within the budget
+(:func:`synthetic_items`); a size no request can carry is refused before the
+run, naming the largest that fits.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from mmctl.choices import PixelFormat
-from mmctl.errors import UsageError
+from mmctl.errors import CheckFailed, UsageError
 from mmctl.media.probe import MediaKind
 from mmctl.media.synth import COLORS
 from mmctl.media.video import VideoInfo
@@ -32,6 +38,9 @@ from mmctl.request.hashing import item_hash
 FPS = 2.0
 #: Widest frame, in patches: larger tensors get more frames, not wider ones.
 MAX_SIDE = 32
+if TYPE_CHECKING:
+    from mmctl.models.qwen import QwenFamily
+
 _UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KIB": 2**10, "MIB": 2**20,
           "GIB": 2**30}  # fmt: skip
 
@@ -69,8 +78,52 @@ def grid_for_bytes(nbytes: int, params: VisionParams, fmt: PixelFormat) -> tuple
     return t, h, w
 
 
-def synthetic_item(nbytes: int, spec: Family, params: Any, fmt: PixelFormat) -> MediaItem:
-    """A video item whose pixel tensor holds about ``nbytes`` (see :func:`grid_for_bytes`)."""
+def synthetic_items(
+    nbytes: int,
+    spec: Family,
+    params: Any,
+    fmt: PixelFormat,
+    *,
+    encoder_budget: int = 0,
+    max_videos: int | None = None,
+    label: str | None = None,
+) -> list[MediaItem]:
+    """Videos whose pixel tensors hold about ``nbytes`` together: the fewest
+    whose grids each fit ``encoder_budget`` feature tokens (0: no budget),
+    at most ``max_videos`` of them (a worker's video limit; None: none)."""
+    _, params = _qwen(spec, params)
+    count = 1
+    while True:
+        if max_videos is not None and count > max_videos:
+            raise _too_large(nbytes, params, fmt, encoder_budget, max_videos, label)
+        share = math.ceil(nbytes / count)
+        if (
+            not encoder_budget
+            or params.tokens_for_grid(grid_for_bytes(share, params, fmt)) <= encoder_budget
+        ):
+            return [synthetic_item(share, spec, params, fmt) for _ in range(count)]
+        count += 1
+
+
+def _too_large(
+    nbytes: int,
+    params: VisionParams,
+    fmt: PixelFormat,
+    budget: int,
+    videos: int,
+    label: str | None,
+) -> CheckFailed:
+    rows = budget * params.merge_size * params.merge_size
+    most = videos * rows * params.patch_dim * fmt.numpy_dtype.itemsize
+    return CheckFailed(
+        f"--sizes {label or nbytes}: more {fmt.value} pixels than one request to this worker "
+        f"may carry: at most {videos} video(s) (mm_item_limits) of {budget:,} feature tokens "
+        f"each (mm_encoder_budget), {most / 1e6:,.0f} MB",
+        hint=f"--sizes {math.floor(most / 1e6)}MB or less",
+    )
+
+
+def _qwen(spec: Family, params: Any) -> tuple[QwenFamily, VisionParams]:
     from mmctl.models.qwen import QwenFamily
 
     if not isinstance(spec, QwenFamily) or not isinstance(params, VisionParams):
@@ -78,6 +131,12 @@ def synthetic_item(nbytes: int, spec: Family, params: Any, fmt: PixelFormat) -> 
             f"--sizes makes synthetic Qwen-VL videos; this worker serves {spec.name}",
             hint="give media files (or a dataset) instead",
         )
+    return spec, params
+
+
+def synthetic_item(nbytes: int, spec: Family, params: Any, fmt: PixelFormat) -> MediaItem:
+    """A video item whose pixel tensor holds about ``nbytes`` (see :func:`grid_for_bytes`)."""
+    spec, params = _qwen(spec, params)
     t, gh, gw = grid_for_bytes(nbytes, params, fmt)
     tp, p = params.temporal_patch_size, params.patch_size
     frames = t * tp

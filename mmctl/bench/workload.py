@@ -67,6 +67,28 @@ def _size_label(n: int) -> str:
     return f"{n}B"
 
 
+@dataclass(frozen=True)
+class Limits:
+    """What one request to the workers may carry: the feature tokens of one item
+    (``mm_encoder_budget``; 0: not advertised) and the items of each modality
+    (``mm_item_limits``) — the least of the targets'."""
+
+    encoder_budget: int = 0
+    item_limits: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, servers: Sequence[Any]) -> Limits:
+        """From the targets' ``GetServerInfo`` answers."""
+        from mmctl.request.limits import parse_item_limits
+
+        budgets = [int(s.mm_encoder_budget) for s in servers if s.mm_encoder_budget]
+        limits: dict[str, int] = {}
+        for server in servers:
+            for kind, count in parse_item_limits(server.mm_item_limits or "").items():
+                limits[kind] = min(count, limits.get(kind, count))
+        return cls(min(budgets, default=0), limits)
+
+
 @dataclass
 class Prepared:
     """A work item ready to send in one pixel dtype."""
@@ -84,23 +106,40 @@ def prepare(
     fmt: PixelFormat,
     prompt: str | None,
     sampling: Sampling,
+    limits: Limits | None = None,
 ) -> Prepared:
-    """Decode, preprocess, tokenize and lay out ``item`` for ``fmt`` (checked like ``send``)."""
+    """Decode, preprocess, tokenize and lay out ``item`` for ``fmt``, checked like
+    ``send`` (the workers' ``limits`` included); a synthetic size becomes as
+    many videos as the limits need."""
+    from mmctl.request.limits import check_encoder_budget, check_item_limits
+
+    limits = limits or Limits()
     start = time.perf_counter()
     text = item.prompt if item.prompt is not None else prompt
     if item.sampling:
         sampling = replace(sampling, **item.sampling)
     if item.nbytes is not None:
-        from mmctl.bench.synthetic import synthetic_item
+        from mmctl.bench.synthetic import synthetic_items
 
-        synthetic = synthetic_item(item.nbytes, model.spec, model.params, fmt)
-        composed = compose_items([synthetic], text, model, sampling=sampling, system=item.system)
+        videos = synthetic_items(
+            item.nbytes, model.spec, model.params, fmt,
+            encoder_budget=limits.encoder_budget,
+            max_videos=limits.item_limits.get("video"), label=item.label,
+        )  # fmt: skip
+        composed = compose_items(videos, text, model, sampling=sampling, system=item.system)
     else:
         kinds = [check_media(p) for p in item.media]
+        check_item_limits([k.value for k in kinds], limits.item_limits, "the worker")
         composed = compose(
             list(item.media), text, model, pixel_format=fmt, sampling=sampling,
             system=item.system, kinds=kinds,
         )  # fmt: skip
+    check_encoder_budget(
+        [(f"{item.label}: {it.kind.value} {n + 1}", it.pre.num_tokens)
+         for n, it in enumerate(composed.items)],
+        limits.encoder_budget,
+        "the worker",
+    )  # fmt: skip
     if not composed.check.ok:
         from mmctl.errors import CheckFailed
 

@@ -40,7 +40,9 @@ run: memcpy, a fresh /dev/shm file, a bare grpcio call.
 
 Workload, one of: --video FILE (repeatable), --dataset FILE.jsonl (OpenAI
 batch lines or {"id", "prompt", "media": [...]}), --sizes 1MB,16MB,100MB
-(synthetic Qwen-VL videos whose pixel tensor has that size).
+(synthetic Qwen-VL videos whose pixel tensor has that size; a size over the
+worker's mm_encoder_budget for one item is split into equal videos within
+it, up to its video limit per request).
 
 Examples:
 
@@ -55,8 +57,9 @@ Examples:
 Exit codes: 0 every request answered; 2 usage; 3 bad input (media,
 dataset); 4 some requests failed (the report names their gRPC codes); 5 a
 worker unreachable; 6 a check refused an arm (shm with a worker on another
-host, a pixel dtype the worker does not take); 130 interrupted (the partial
-report is printed, shm files removed).
+host, a pixel dtype the worker does not take) or a size (more than one
+request to the worker may carry); 130 interrupted (the partial report is
+printed, shm files removed).
 """
 
 
@@ -486,7 +489,7 @@ def render(console: Console, result: BenchResult, doc: dict[str, Any]) -> None:
             console.print(f"client CPU: {cpu * 1000:.1f} ms per request")
     res = doc["resources"]
     console.print(
-        f"open fds {res['fds_before']} → {res['fds_after']}; mmctl files in /dev/shm "
+        f"open fds {res['fds_before']} → {res['fds_after']}; this run's /dev/shm files "
         f"{res['shm_files_before']} → {res['shm_files_after']}; peak RSS {res['peak_rss_mb']:.0f} MB"
     )
     if result.interrupted:

@@ -41,7 +41,13 @@ from mmctl.media.probe import MediaKind, media_type
 from mmctl.models.family import Family, check_failed
 from mmctl.request.build import new_request_id
 from mmctl.request.compose import Composed, compose
-from mmctl.request.limits import check_encoder_budget, check_item_limits, parse_item_limits
+from mmctl.request.limits import (
+    check_context,
+    check_encoder_budget,
+    check_item_limits,
+    check_prompt_length,
+    parse_item_limits,
+)
 from mmctl.timing import Timeline
 from mmctl.transport.shm import ShmArena, sweep_dead
 from mmctl.wire import proto
@@ -230,6 +236,14 @@ def _client_processing(
         run.warnings.append(decided.warning)
     if opts.vision.given():
         model = model.with_vision(opts.vision)
+    limit = int(facts.model.max_context_length or 0)
+    if limit and not opts.skip_checks:
+        text = (opts.prompt or "") + (opts.system or "")
+        check_prompt_length(
+            model.tokenizer.least_tokens(text, limit),
+            opts.sampling.max_tokens or DEFAULT_MAX_TOKENS,
+            limit,
+        )
     composed = compose(
         list(inputs.media),
         opts.prompt,
@@ -288,13 +302,7 @@ def _check_context(session: Session, run: Run, prompt_tokens: int, opts: SendOpt
         run.checks.append(Check("context_length", False, reason="--skip-checks"))
         return
     wanted = opts.sampling.max_tokens or DEFAULT_MAX_TOKENS
-    if prompt_tokens + wanted > limit:
-        room = limit - prompt_tokens
-        raise CheckFailed(
-            f"the prompt's {prompt_tokens:,} tokens and --max-tokens {wanted:,} exceed the "
-            f"worker's max_context_length {limit:,}",
-            hint=f"--max-tokens {room:,} or less" if room > 0 else "fewer or smaller media",
-        )
+    check_context(prompt_tokens, wanted, limit)
     detail = {"limit": limit, "prompt_tokens": prompt_tokens, "max_tokens": wanted}
     run.checks.append(Check("context_length", True, True, detail=detail))
 

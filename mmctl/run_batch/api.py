@@ -25,7 +25,7 @@ from mmctl.client.negotiate import pixel_dtype
 from mmctl.dataset import Items
 from mmctl.errors import CheckFailed, UsageError, WorkerUnavailable
 from mmctl.request.build import Sampling
-from mmctl.request.limits import parse_item_limits
+from mmctl.request.limits import WorkerLimits
 from mmctl.run_batch.fleet import Member
 from mmctl.run_batch.output import OutputFile
 from mmctl.run_batch.work import Settings
@@ -133,13 +133,7 @@ def _setup(
                 f"the targets expect different pixel dtypes ({', '.join(sorted(fmts))})",
                 hint="batch one kind of worker at a time",
             )
-        limits: dict[str, int] = {}
-        budgets = []
-        for _, f in answering:
-            for kind, n in parse_item_limits(f.server.mm_item_limits or "").items():
-                limits[kind] = min(n, limits.get(kind, n))
-            if f.server.mm_encoder_budget:
-                budgets.append(int(f.server.mm_encoder_budget))
+        limits = WorkerLimits.of(f for _, f in answering)
         from mmctl.client.transport import choose, inline
 
         members = []
@@ -158,8 +152,9 @@ def _setup(
             source=session.model.source,
             family=session.model.spec.name,
             pixel_format=PixelFormat(fmts.pop()),
-            item_limits=limits,
-            encoder_budget=min(budgets) if budgets else 0,
+            item_limits=limits.item_limits,
+            encoder_budget=limits.encoder_budget,
+            context_length=limits.context_length,
             prompt=prompt,
             sampling=sampling,
         )

@@ -40,6 +40,7 @@ from mmctl.wire import proto
 from mmctl.wire.splice import take_pixels
 from mmctl.worker import answers, checks, media_refs, record
 from mmctl.worker.descriptors import LEGACY_EMPTY_SERVER_INFO, reflection_pool
+from mmctl.worker.dtype import served_dtype
 from mmctl.worker.generate import finish
 from mmctl.worker.limits import MAX_CONCURRENT_REQUESTS, MAX_MESSAGE_MB, TRIM_BYTES
 
@@ -122,6 +123,8 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
         self.requests = _Requests()
         self.work = futures.ThreadPoolExecutor(cfg.work_threads, thread_name_prefix="stub-work")
         self.started = time.time()
+        #: As a default ``vllm serve --dtype auto`` serves the folder (model and encoder).
+        self.dtype = served_dtype(cfg.model.files.config)
         self._bundle: tuple[bytes, str] | None = None
         self._seq = 0
         self.recorder = None if cfg.record_dir is None else record.Recorder(cfg.record_dir)
@@ -405,8 +408,8 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
             server_type=SERVER_TYPE,
             data_parallel_size=1,
             shm_namespace_id=namespace_id(),
-            model_dtype="bfloat16",
-            multimodal_encoder_dtype="bfloat16",
+            model_dtype=self.dtype,
+            multimodal_encoder_dtype=self.dtype,
             mm_device_do_normalize=policy.device_normalize,
             mm_item_limits=",".join(
                 f"{k}={v}"

@@ -86,14 +86,16 @@ def test_a_closed_stdout_is_exit_141_with_nothing_on_stderr(stub, red_blue, env,
     assert r.stderr == ""
 
 
-def test_a_closed_stdout_leaves_no_shm_files(stub, red_blue, env):
-    from mmctl.transport.shm import shm_dir
-
-    before = {p.name for p in shm_dir().iterdir() if p.name.startswith("mmctl-")}
+def test_a_closed_stdout_leaves_no_shm_files(stub, red_blue, env, tmp_path, monkeypatch):
+    # A folder of this test's own (the stub here reads it too): another
+    # process's files come and go in /dev/shm meanwhile.
+    folder = tmp_path / "shm"
+    folder.mkdir()
+    monkeypatch.setenv("MMCTL_SHM_DIR", str(folder))
+    env = {**env, "MMCTL_SHM_DIR": str(folder)}
     r = into_closed_pipe(["send", str(red_blue), "-t", stub.running.address, "--shm"], env)
     assert r.returncode == 141, r.stderr
-    after = {p.name for p in shm_dir().iterdir() if p.name.startswith("mmctl-")}
-    assert after <= before
+    assert list(folder.iterdir()) == []
 
 
 def _one_error_line(stderr: str) -> str:

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from mmctl.transport.shm import shm_dir
+from mmctl.transport.shm import own_files
 
 PROMPT = "Which colours appear, in order?"
 DEAD = "127.0.0.1:1"  # nothing listens there: any network call fails with exit 5
@@ -283,7 +283,7 @@ def test_first_pass_files_are_not_reported_as_the_workers(cli, stub, tmp_path, f
     r = cli("send", cut, "--target", stub.running.address, "--shm")
     assert r.code == 0
     assert "shm file" not in r.err
-    assert not [p for p in shm_dir().iterdir() if p.name.startswith("mmctl-")]
+    assert own_files() == []
 
 
 def test_health_json_on_a_dead_worker(cli):
