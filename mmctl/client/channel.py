@@ -93,6 +93,8 @@ def metadata(header: str) -> tuple[str, str]:
 
 #: Most seconds to wait for a keepalive ping's answer (gRPC's own default).
 KEEPALIVE_TIMEOUT_S = 20.0
+#: Longest wait between two attempts to reconnect to a worker (gRPC's default: 120 s).
+MAX_RECONNECT_BACKOFF_MS = 5000
 
 
 def channel_options(address: str) -> list[tuple[str, str | int]]:
@@ -124,6 +126,9 @@ def channel_options(address: str) -> list[tuple[str, str | int]]:
         ("grpc.keepalive_permit_without_calls", 0),
         # Keep pinging through a long silent generation (the default stops after two).
         ("grpc.http2.max_pings_without_data", 0),
+        # A worker that comes back (restarted) is dialled again within 5 s,
+        # not after a back-off grown to 2 minutes (a batch's fleet probes it).
+        ("grpc.max_reconnect_backoff_ms", MAX_RECONNECT_BACKOFF_MS),
     ]
 
 

@@ -85,6 +85,8 @@ class Run:
     warnings: list[str] = field(default_factory=list)
     #: Resize + normalize + patchify busy time, inside the ``decode_s`` lap.
     preprocess_busy_s: float = 0.0
+    #: Files of dead mmctl processes removed from /dev/shm before sending.
+    swept: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -107,6 +109,8 @@ class SendResult:
     model: dict[str, Any]
     items: list[dict[str, Any]]
     shm_files: list[str] = field(default_factory=list)
+    #: Files of dead mmctl processes this send removed from /dev/shm first.
+    shm_swept: list[str] = field(default_factory=list)
     #: Resize + normalize + patchify busy time, inside ``decode_s``.
     preprocess_busy_s: float = 0.0
     warnings: list[str] = field(default_factory=list)
@@ -133,6 +137,7 @@ class SendResult:
             "model": self.model,
             "items": self.items,
             "shm_files": self.shm_files,
+            "shm_swept": self.shm_swept,
             "warnings": self.warnings,
         }
 
@@ -160,9 +165,9 @@ def prepare(
     route = choose(opts.transport, session.facts, opts.shm_min_bytes)
     run.decisions["transport"] = route.decision
     if route.shm:
-        swept = sweep_dead()
-        if swept:
-            hooks.note(f"removed {len(swept)} shm file(s) left by dead mmctl processes")
+        # Said in --json only: on a machine others share, their killed
+        # clients' leftovers are not this command's news.
+        run.swept = sweep_dead()
     arena = ShmArena()
     try:
         if inputs.request is not None:
@@ -547,6 +552,7 @@ def finish(
         model=session.model_doc,
         items=run.items,
         shm_files=ready.shm_names,
+        shm_swept=run.swept,
         preprocess_busy_s=run.preprocess_busy_s,
         warnings=run.warnings,
     )

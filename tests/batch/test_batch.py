@@ -289,3 +289,40 @@ def test_vllm_run_batch_spellings(cli, stub, red_blue, tmp_path):
     assert both.code == 2 and "give the input once" in both.err
     assert cli("batch", "-o", out).code == 2
     assert cli("batch", data, "-o", out, "--keep-failed").code == 2
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="wait4's peak RSS")
+def test_a_50_mb_prompt_line_is_its_own_error_in_seconds_and_bounded_memory(stub, red_blue,
+                                                                             tmp_path):  # fmt: skip
+    # It was tokenized and sent: 102-131 s, 3.7-6.2 GB peak, exit 0. Refused from
+    # its length now (the stub serves a 262,144-token context).
+    data = tmp_path / "in.jsonl"
+    big = "hello world " * (50_000_000 // 12)
+    with data.open("w") as f:
+        for i, prompt in enumerate(["Which colours?", big, "Which colours?"]):
+            f.write(json.dumps({"id": f"n{i}", "prompt": prompt, "media": [str(red_blue)]}) + "\n")
+    del big
+    out = tmp_path / "out.jsonl"
+    run = subprocess.Popen(
+        [sys.executable, "-m", "mmctl", "batch", str(data), "-o", str(out), "-t",
+         stub.running.address, "--workers", "1", "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={**os.environ, "MMCTL_CACHE_DIR": str(tmp_path / "cache")},
+    )  # fmt: skip
+    deadline = time.monotonic() + 30  # the bound asked for
+    while (done := os.wait4(run.pid, os.WNOHANG))[0] == 0:
+        if time.monotonic() > deadline:
+            run.kill()
+            pytest.fail("the 50 MB prompt line was not answered within 30 s")
+        time.sleep(0.1)
+    status, usage = done[1], done[2]
+    run.returncode = os.waitstatus_to_exitcode(status)
+    stderr = run.stderr.read().decode()
+    run.stdout.close()
+    run.stderr.close()
+    assert run.returncode == 7, stderr
+    assert usage.ru_maxrss < 1.5 * 2**20  # KiB: 1.5 GB
+    answers = _answers(out)
+    assert answers == {"n0": "red, blue", "n1": "error:check_failed", "n2": "red, blue"}
+    (error,) = [d["error"]["message"] for d in _lines(out) if d["error"]]
+    assert "too long for the worker's max_context_length 262,144" in error

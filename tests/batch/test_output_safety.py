@@ -1,4 +1,4 @@
-"""`mmctl batch` loses no data (issue #27): one writer per OUT, never the input,
+"""`mmctl batch` loses no data: one writer per OUT, never the input,
 a failed write stops the run, no line aborts it, failed items retried, no orphans."""
 
 from __future__ import annotations

@@ -108,7 +108,7 @@ def test_loopback_is_never_proxied(cli, stub, proxy, monkeypatch, variable, host
 
 
 def test_a_dead_proxy_does_not_stop_a_loopback_health_check(cli, stub, proxy, monkeypatch):
-    # The case: http_proxy names a port nobody listens on.
+    # http_proxy names a port nobody listens on (it was exit 5: "failed to connect … :9").
     monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")
     res = cli("health", "-t", stub.running.address, "--timeout", "5")
     assert res.code == 0, res.err

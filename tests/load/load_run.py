@@ -1,5 +1,5 @@
-"""1,000 video requests at concurrency 32 through ``mmctl.AsyncClient``
-(issue: reliability, item 6). Run by ``test_load.py`` in a process of its own,
+"""1,000 video requests at concurrency 32 through ``mmctl.AsyncClient``.
+Run by ``test_load.py`` in a process of its own,
 so the peak RSS it reports is the client's alone:
 
     python -m tests.load.load_run ADDRESS FOLDER [--requests N] [--concurrency C]
