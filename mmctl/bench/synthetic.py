@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -27,20 +27,18 @@ from mmctl.errors import CheckFailed, UsageError
 from mmctl.media.probe import MediaKind
 from mmctl.media.synth import COLORS
 from mmctl.media.video import VideoInfo
-from mmctl.models.base import VisionParams
 from mmctl.models.family import Family
-from mmctl.preprocessing.pipeline import Preprocessed, Timings
+from mmctl.models.qwen_vl.parts import QwenProcessor
+from mmctl.models.qwen_vl.settings import QwenVision
 from mmctl.preprocessing.pixels import patchify_into
 from mmctl.request.build import MediaItem
 from mmctl.request.hashing import item_hash
+from mmctl.values.items import Preprocessed, Timings
 
 #: Synthetic frames are sampled at this rate (any value works; 2 is Qwen's default fps).
 FPS = 2.0
 #: Widest frame, in patches: larger tensors get more frames, not wider ones.
 MAX_SIDE = 32
-if TYPE_CHECKING:
-    from mmctl.models.qwen import QwenFamily
-
 _UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KIB": 2**10, "MIB": 2**20,
           "GIB": 2**30}  # fmt: skip
 
@@ -57,7 +55,7 @@ def parse_size(text: str) -> int:
     return size
 
 
-def grid_for_bytes(nbytes: int, params: VisionParams, fmt: PixelFormat) -> tuple[int, int, int]:
+def grid_for_bytes(nbytes: int, params: QwenVision, fmt: PixelFormat) -> tuple[int, int, int]:
     """(t, h, w) in patches whose pixel tensor is closest to ``nbytes``.
 
     h and w are multiples of the merge size; small sizes get one temporal
@@ -91,15 +89,15 @@ def synthetic_items(
     """Videos whose pixel tensors hold about ``nbytes`` together: the fewest
     whose grids each fit ``encoder_budget`` feature tokens (0: no budget),
     at most ``max_videos`` of them (a worker's video limit; None: none)."""
-    _, params = _qwen(spec, params)
+    _, vision = _qwen(spec, params)
     count = 1
     while True:
         if max_videos is not None and count > max_videos:
-            raise _too_large(nbytes, params, fmt, encoder_budget, max_videos, label)
+            raise _too_large(nbytes, vision, fmt, encoder_budget, max_videos, label)
         share = math.ceil(nbytes / count)
         if (
             not encoder_budget
-            or params.tokens_for_grid(grid_for_bytes(share, params, fmt)) <= encoder_budget
+            or vision.tokens_for_grid(grid_for_bytes(share, vision, fmt)) <= encoder_budget
         ):
             return [synthetic_item(share, spec, params, fmt) for _ in range(count)]
         count += 1
@@ -107,7 +105,7 @@ def synthetic_items(
 
 def _too_large(
     nbytes: int,
-    params: VisionParams,
+    params: QwenVision,
     fmt: PixelFormat,
     budget: int,
     videos: int,
@@ -123,20 +121,19 @@ def _too_large(
     )
 
 
-def _qwen(spec: Family, params: Any) -> tuple[QwenFamily, VisionParams]:
-    from mmctl.models.qwen import QwenFamily
-
-    if not isinstance(spec, QwenFamily) or not isinstance(params, VisionParams):
+def _qwen(spec: Family, params: Any) -> tuple[QwenProcessor, QwenVision]:
+    processor = spec.processor
+    if not isinstance(processor, QwenProcessor) or not isinstance(params, QwenVision):
         raise UsageError(
             f"--sizes makes synthetic Qwen-VL videos; this worker serves {spec.name}",
             hint="give media files (or a dataset) instead",
         )
-    return spec, params
+    return processor, params
 
 
 def synthetic_item(nbytes: int, spec: Family, params: Any, fmt: PixelFormat) -> MediaItem:
     """A video item whose pixel tensor holds about ``nbytes`` (see :func:`grid_for_bytes`)."""
-    spec, params = _qwen(spec, params)
+    processor, params = _qwen(spec, params)
     t, gh, gw = grid_for_bytes(nbytes, params, fmt)
     tp, p = params.temporal_patch_size, params.patch_size
     frames = t * tp
@@ -149,7 +146,7 @@ def synthetic_item(nbytes: int, spec: Family, params: Any, fmt: PixelFormat) -> 
         patchify_into(out[k * rows_per_t : (k + 1) * rows_per_t], block, params, fmt)
     indices = np.arange(frames, dtype=np.int64)
     times = tuple(float(i) / FPS for i in indices)
-    patch_times = tuple(spec.video_frame_times(indices, FPS, params))
+    patch_times = tuple(processor.variant.video_frame_times(indices, FPS, params))
     label = f"synthetic:{out.nbytes}B"
     source = VideoInfo(
         path=label,
@@ -178,7 +175,7 @@ def synthetic_item(nbytes: int, spec: Family, params: Any, fmt: PixelFormat) -> 
         frame_times=times,
         patch_times=patch_times,
         num_tokens=params.tokens_for_grid((t, gh, gw)),
-        timings=Timings(0.0, 0.0, 0.0),
-        video_tensors=spec.video_tensors(indices, frames, FPS, params),
+        timings=Timings(0.0, 0.0),
+        video_tensors=processor.variant.video_tensors(indices, frames, FPS, params),
     )
     return MediaItem(label, pre, item_hash(pre, label.encode()))

@@ -19,10 +19,10 @@ from typing import Any
 from mmctl.choices import PixelFormat
 from mmctl.errors import UsageError
 from mmctl.media.probe import check_media
-from mmctl.models.family import check_failed
 from mmctl.models.model import Model
 from mmctl.request.build import RequestPlan, Sampling
 from mmctl.request.compose import compose, compose_items
+from mmctl.request.limits import WorkerLimits
 
 
 @dataclass(frozen=True)
@@ -67,28 +67,6 @@ def _size_label(n: int) -> str:
     return f"{n}B"
 
 
-@dataclass(frozen=True)
-class Limits:
-    """What one request to the workers may carry: the feature tokens of one item
-    (``mm_encoder_budget``; 0: not advertised) and the items of each modality
-    (``mm_item_limits``) — the least of the targets'."""
-
-    encoder_budget: int = 0
-    item_limits: dict[str, int] = field(default_factory=dict)
-
-    @classmethod
-    def of(cls, servers: Sequence[Any]) -> Limits:
-        """From the targets' ``GetServerInfo`` answers."""
-        from mmctl.request.limits import parse_item_limits
-
-        budgets = [int(s.mm_encoder_budget) for s in servers if s.mm_encoder_budget]
-        limits: dict[str, int] = {}
-        for server in servers:
-            for kind, count in parse_item_limits(server.mm_item_limits or "").items():
-                limits[kind] = min(count, limits.get(kind, count))
-        return cls(min(budgets, default=0), limits)
-
-
 @dataclass
 class Prepared:
     """A work item ready to send in one pixel dtype."""
@@ -106,14 +84,14 @@ def prepare(
     fmt: PixelFormat,
     prompt: str | None,
     sampling: Sampling,
-    limits: Limits | None = None,
+    limits: WorkerLimits | None = None,
 ) -> Prepared:
     """Decode, preprocess, tokenize and lay out ``item`` for ``fmt``, checked like
     ``send`` (the workers' ``limits`` included); a synthetic size becomes as
     many videos as the limits need."""
     from mmctl.request.limits import check_encoder_budget, check_item_limits
 
-    limits = limits or Limits()
+    limits = limits or WorkerLimits()
     start = time.perf_counter()
     text = item.prompt if item.prompt is not None else prompt
     if item.sampling:
@@ -143,6 +121,6 @@ def prepare(
     if not composed.check.ok:
         from mmctl.errors import CheckFailed
 
-        raise CheckFailed(f"{item.label}: {check_failed(model.spec, composed.check.reason)}")
+        raise CheckFailed(f"{item.label}: {model.spec.check_failed(composed.check.reason)}")
     payload = sum(b.pixel_values.nbytes for b in composed.plan.batches)
     return Prepared(item, fmt, composed.plan, payload, time.perf_counter() - start)

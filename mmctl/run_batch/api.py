@@ -19,9 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mmctl.choices import PixelFormat
 from mmctl.client.client import Client
-from mmctl.client.negotiate import pixel_dtype
+from mmctl.client.negotiate import choose_pixels
 from mmctl.dataset import Items
 from mmctl.errors import CheckFailed, UsageError, WorkerUnavailable
 from mmctl.request.build import Sampling
@@ -127,14 +126,14 @@ def _setup(
             )
         first, first_facts = answering[0]
         session = first.session()
-        fmts = {pixel_dtype(f, pixel).value for _, f in answering}
+        fmts = {choose_pixels(f, pixel, family=session.model.spec).format for _, f in answering}
         if len(fmts) > 1:
             raise UsageError(
-                f"the targets expect different pixel dtypes ({', '.join(sorted(fmts))})",
+                f"the targets expect different pixel dtypes ({', '.join(sorted(f.value for f in fmts))})",
                 hint="batch one kind of worker at a time",
             )
         limits = WorkerLimits.of(f for _, f in answering)
-        from mmctl.client.transport import choose, inline
+        from mmctl.client.route import choose, inline
 
         members = []
         for client, f in zip(clients, facts, strict=True):
@@ -151,7 +150,7 @@ def _setup(
         settings = Settings(
             source=session.model.source,
             family=session.model.spec.name,
-            pixel_format=PixelFormat(fmts.pop()),
+            pixel_format=fmts.pop(),
             item_limits=limits.item_limits,
             encoder_budget=limits.encoder_budget,
             context_length=limits.context_length,

@@ -95,6 +95,9 @@ def test_a_closed_stdout_leaves_no_shm_files(stub, red_blue, env, tmp_path, monk
     env = {**env, "MMCTL_SHM_DIR": str(folder)}
     r = into_closed_pipe(["send", str(red_blue), "-t", stub.running.address, "--shm"], env)
     assert r.returncode == 141, r.stderr
+    # The pixels did travel in a file (else there was nothing to leave behind) …
+    assert "via shm" in stub.log.getvalue()
+    # … and none is left.
     assert list(folder.iterdir()) == []
 
 

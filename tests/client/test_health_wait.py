@@ -9,7 +9,7 @@ import sys
 import time
 
 import mmctl
-from mmctl.client import worker
+from mmctl.client import probe as worker
 
 
 def _free_port() -> int:
