@@ -63,3 +63,19 @@ def test_no_path_of_one_machine_is_named():
              for n, line in enumerate(p.read_text(errors="replace").splitlines(), 1)
              if pattern.search(line)]  # fmt: skip
     assert not named, named
+
+
+def test_sizes_are_written_by_one_helper():
+    """A picture's size reads width x height everywhere, as PIL and ffprobe
+    write it, because one function writes it (``media.probe.dimensions``):
+    an f-string that joins two values with an ``x`` anywhere else is a second
+    way, and the first to drift (``61x97`` was printed for a 97x61 image). A
+    patch grid (t x h x w, vLLM's order) is not a picture's size."""
+    joined = re.compile(r"\{[^{}]*\}x\{")
+    found = []
+    for folder in ("mmctl", "scripts", "bench"):
+        for path in ROOT.joinpath(folder).rglob("*.py"):
+            for line in path.read_text().splitlines():
+                if joined.search(line) and "{t}x{h}x{w}" not in line:
+                    found.append(f"{path.relative_to(ROOT)}: {line.strip()}")
+    assert found == ['mmctl/media/probe.py: return f"{width}x{height}"'], found
