@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -93,6 +94,11 @@ def test_a_closed_stdout_leaves_no_shm_files(stub, red_blue, env, tmp_path, monk
     r = into_closed_pipe(["send", str(red_blue), "-t", stub.running.address, "--shm"], env)
     assert r.returncode == 141, r.stderr
     # The pixels did travel in a file (else there was nothing to leave behind) …
+    # The stub logs a Generate as it ends: here once it sees the client gone,
+    # which can be after the client's exit.
+    deadline = time.monotonic() + 30
+    while "via shm" not in stub.log.getvalue() and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert "via shm" in stub.log.getvalue()
     # … and none is left.
     assert list(folder.iterdir()) == []
