@@ -144,10 +144,14 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
             self._log(request_id, incoming, f"RESOURCE_EXHAUSTED: {message}", started)
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, message)
         self.requests.admitted += 1
+        answering = self._generate(incoming, request_id, context, started)
         try:
-            async for response in self._generate(incoming, request_id, context, started):
+            async for response in answering:
                 yield response
         finally:
+            # A client gone while this waits at a yield closes this generator
+            # (no CancelledError): close the inner one now, so it logs the call.
+            await answering.aclose()
             self.requests.admitted -= 1
 
     async def _generate(
@@ -209,7 +213,7 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
                 f"ok {sent_text!r} ({len(done.tokens)} tokens, {done.finish_reason})",
                 started,
             )
-        except asyncio.CancelledError:  # the client cancelled, or its deadline passed
+        except (asyncio.CancelledError, GeneratorExit):  # the client went, or its deadline passed
             self._log(request_id, incoming, _gone(context, sent), started)
             raise
         finally:

@@ -99,7 +99,7 @@ def test_a_closed_stdout_leaves_no_shm_files(stub, red_blue, env, tmp_path, monk
     deadline = time.monotonic() + 30
     while "via shm" not in stub.log.getvalue() and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert "via shm" in stub.log.getvalue()
+    assert "via shm" in stub.log.getvalue(), (r.stderr, stub.log.getvalue())
     # … and none is left.
     assert list(folder.iterdir()) == []
 
