@@ -39,7 +39,7 @@ from mmctl.worker.generate import finish
 from mmctl.worker.limits import MAX_CONCURRENT_REQUESTS, MAX_MESSAGE_MB, TRIM_BYTES
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterable, Sequence
+    from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
     from types import ModuleType
 
     from mmctl.models.family import Family
@@ -160,7 +160,7 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
         request_id: str,
         context: grpc.aio.ServicerContext,
         started: float,
-    ) -> AsyncIterator[pb.GenerateResponse]:
+    ) -> AsyncGenerator[pb.GenerateResponse, None]:
         engine, request = proto.engine_pb2, incoming.request
         loop = asyncio.get_running_loop()
         refusal: tuple[grpc.StatusCode, str] | None = None
