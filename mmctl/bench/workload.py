@@ -35,6 +35,23 @@ class WorkItem:
     sampling: dict[str, Any] = field(default_factory=dict)
 
 
+def choose(
+    videos: Sequence[Path] | None, dataset: Path | None, sizes: Sequence[str] | None
+) -> list[WorkItem]:
+    """The run's items from exactly one workload: ``--video`` files, a
+    ``--dataset`` JSONL, or ``--sizes`` (``"1MB"``, …: synthetic videos)."""
+    from mmctl.bench.synthetic import parse_size
+
+    if sum(1 for source in (videos, dataset, sizes) if source) != 1:
+        raise UsageError("give one workload: --video FILE…, --dataset FILE.jsonl or --sizes SIZE,…")
+    if videos:
+        return from_videos(videos)
+    if dataset is not None:
+        return from_dataset(dataset)
+    assert sizes
+    return from_sizes([parse_size(s) for s in sizes], labels=sizes)
+
+
 def from_videos(paths: Sequence[Path]) -> list[WorkItem]:
     return [WorkItem(p.name, media=(p,)) for p in paths]
 
