@@ -34,7 +34,13 @@ import grpc
 
 from mmctl.bench import floors, schedule
 from mmctl.bench.workload import Prepared, WorkItem, prepare
-from mmctl.choices import PixelFormat, Transport
+from mmctl.choices import (
+    BENCH_BURSTINESS,
+    BENCH_NUM_PROMPTS,
+    BENCH_WARMUP,
+    PixelFormat,
+    Transport,
+)
 from mmctl.client.channel import Target, generate_method, open_aio_channel, response
 from mmctl.client.client import Client
 from mmctl.client.negotiate import choose_pixels
@@ -109,11 +115,11 @@ class BenchConfig:
     transports: tuple[Transport, ...] = (Transport.INLINE, Transport.SHM)
     #: ``None``: what each worker expects (as ``send`` negotiates it).
     pixel_dtypes: tuple[PixelFormat | None, ...] = (None,)
-    num_prompts: int = 100
+    num_prompts: int = BENCH_NUM_PROMPTS
     max_concurrency: tuple[int, ...] = (1,)
     request_rate: float = math.inf
-    burstiness: float = 1.0
-    warmup: int = 1
+    burstiness: float = BENCH_BURSTINESS
+    warmup: int = BENCH_WARMUP
     seed: int = 0
     prompt: str | None = None
     sampling: Sampling = field(default_factory=Sampling)

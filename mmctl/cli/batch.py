@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from mmctl.choices import BATCH_MAX_CONCURRENCY, REMOTE_MEDIA_MAX_MB
 from mmctl.cli._options import (
     BundleOpt,
     CaCertOpt,
@@ -121,7 +122,7 @@ def batch(
     ] = None,
     max_concurrency: Annotated[
         int, typer.Option("--max-concurrency", metavar="C", help="Requests in flight at most.")
-    ] = 8,
+    ] = BATCH_MAX_CONCURRENCY,
     resume: Annotated[
         bool,
         typer.Option(
@@ -152,7 +153,7 @@ def batch(
     ] = False,
     max_remote_mb: Annotated[
         int, typer.Option("--max-remote-mb", metavar="MB", help="Largest fetched medium.")
-    ] = 256,
+    ] = REMOTE_MEDIA_MAX_MB,
     timeout: SendTimeoutOpt = None,
     header: HeaderOpt = None,
     tls: TlsOpt = False,

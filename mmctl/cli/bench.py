@@ -7,6 +7,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from mmctl.choices import (
+    BENCH_BURSTINESS,
+    BENCH_NUM_PROMPTS,
+    BENCH_WARMUP,
+    PixelFormat,
+    Transport,
+)
 from mmctl.cli._options import (
     BundleOpt,
     CaCertOpt,
@@ -104,7 +111,7 @@ def bench(
         typer.Option(
             "--num-prompts", metavar="N", help="Requests per concurrency level, all arms together."
         ),
-    ] = 100,
+    ] = BENCH_NUM_PROMPTS,
     max_concurrency: Annotated[
         str,
         typer.Option(
@@ -128,7 +135,7 @@ def bench(
             metavar="B",
             help="Gamma shape of the arrival gaps (1: Poisson; < 1 burstier).",
         ),
-    ] = 1.0,
+    ] = BENCH_BURSTINESS,
     warmup: Annotated[
         int,
         typer.Option(
@@ -137,7 +144,7 @@ def bench(
             metavar="K",
             help="Unmeasured requests per arm first (vLLM: --num-warmups).",
         ),
-    ] = 1,
+    ] = BENCH_WARMUP,
     seed: Annotated[
         int, typer.Option("--seed", metavar="S", help="Seed of the arm order and arrivals.")
     ] = 0,
@@ -236,7 +243,6 @@ def bench(
     from mmctl.bench import workload
     from mmctl.bench.files import SaveTarget, write_files
     from mmctl.bench.runner import BenchConfig, run
-    from mmctl.choices import PixelFormat, Transport
     from mmctl.cli._inputs import prompt_text
     from mmctl.cli._output import Output
     from mmctl.errors import UsageError

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mmctl.choices import BATCH_MAX_CONCURRENCY, REMOTE_MEDIA_MAX_MB
 from mmctl.client.client import Client
 from mmctl.client.negotiate import choose_pixels
 from mmctl.dataset import Items
@@ -31,7 +32,6 @@ from mmctl.run_batch.work import Settings
 
 ENGINES = ("local", "ray")
 #: ``--max-remote-mb`` default: a fetched medium larger than this is refused.
-REMOTE_CAP_MB = 256
 
 
 @dataclass
@@ -179,7 +179,7 @@ def batch(
     targets: str | Sequence[str] | None = None,
     engine: str = "local",
     workers: int | None = None,
-    max_concurrency: int = 8,
+    max_concurrency: int = BATCH_MAX_CONCURRENCY,
     resume: bool = False,
     overwrite: bool = False,
     keep_failed: bool = False,
@@ -188,7 +188,7 @@ def batch(
     max_tokens: int | None = None,
     pixel_dtype: str | None = None,
     allow_remote_media: bool = False,
-    max_remote_mb: int = REMOTE_CAP_MB,
+    max_remote_mb: int = REMOTE_MEDIA_MAX_MB,
     headers: Mapping[str, str] | Sequence[str] | None = None,
     tls: bool | str | Path | None = None,
     timeout: float | None = None,
