@@ -29,6 +29,11 @@ def prompt_text(prompt: str | None) -> str:
 #: Most tokens to generate when the request does not say.
 DEFAULT_MAX_TOKENS = 128
 
+#: The pixel cache's budget, MiB (``--pixel-cache-mb``; 0 turns it off): 1 GiB
+#: holds ~14 20-second 720p clips as uint8 (~75 MB each), or ~1,000 of a 3 s
+#: 320x240 clip's 1 MB tensors (:mod:`mmctl.request.pixel_cache`).
+DEFAULT_PIXEL_CACHE_MB = 1024
+
 
 class PixelFormat(Enum):
     """What the pixel tensor holds (``--pixel-dtype``)."""

@@ -23,6 +23,7 @@ from mmctl.models.family import check_failed
 from mmctl.models.model import Model
 from mmctl.request.build import RequestPlan, Sampling
 from mmctl.request.compose import compose, compose_items
+from mmctl.request.pixel_cache import PixelCache, Pixels
 
 
 @dataclass(frozen=True)
@@ -52,9 +53,9 @@ def from_dataset(path: Path) -> list[WorkItem]:
     items = []
     with Items(path, data_urls=False) as lines:
         for line in lines:
-            items.append(
-                WorkItem(line.id, tuple(line.media), None, line.prompt, line.system, line.sampling)
-            )
+            # Files only: the dataset refuses data: and remote media here.
+            media = tuple(m for m in line.media if isinstance(m, Path))
+            items.append(WorkItem(line.id, media, None, line.prompt, line.system, line.sampling))
     if not items:
         raise UsageError(f"--dataset {path}: no items")
     return items
@@ -76,6 +77,8 @@ class Prepared:
     plan: RequestPlan
     payload_bytes: int
     prepare_s: float
+    #: Per medium, how the pixel cache answered (``hit``: another item had it).
+    cached: tuple[str, ...] = ()
 
 
 def prepare(
@@ -84,6 +87,7 @@ def prepare(
     fmt: PixelFormat,
     prompt: str | None,
     sampling: Sampling,
+    cache: PixelCache[Pixels] | None = None,
 ) -> Prepared:
     """Decode, preprocess, tokenize and lay out ``item`` for ``fmt`` (checked like ``send``)."""
     start = time.perf_counter()
@@ -99,11 +103,12 @@ def prepare(
         kinds = [check_media(p) for p in item.media]
         composed = compose(
             list(item.media), text, model, pixel_format=fmt, sampling=sampling,
-            system=item.system, kinds=kinds,
+            system=item.system, kinds=kinds, cache=cache,
         )  # fmt: skip
     if not composed.check.ok:
         from mmctl.errors import CheckFailed
 
         raise CheckFailed(f"{item.label}: {check_failed(model.spec, composed.check.reason)}")
     payload = sum(b.pixel_values.nbytes for b in composed.plan.batches)
-    return Prepared(item, fmt, composed.plan, payload, time.perf_counter() - start)
+    took = time.perf_counter() - start
+    return Prepared(item, fmt, composed.plan, payload, took, tuple(composed.cached))

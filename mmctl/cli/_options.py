@@ -17,7 +17,12 @@ from typing import Annotated
 
 import typer
 
-from mmctl.choices import DEFAULT_MAX_TOKENS, DEFAULT_PROMPT, LayoutKind, PixelFormat
+from mmctl.choices import (
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_PROMPT,
+    LayoutKind,
+    PixelFormat,
+)
 
 
 def default_text(text: str) -> str:
@@ -189,6 +194,17 @@ PixelDtypesOpt = Annotated[
         help="Pixel dtypes to compare, each an arm (see `mmctl send --help`)."
         + default_text("what the worker expects"),
         show_default=False,
+    ),
+]
+#: `batch`, `bench`: media asked about again are preprocessed once (smg's
+#: `--mm-pixel-cache-mb`, MiB).
+PixelCacheOpt = Annotated[
+    int,
+    typer.Option(
+        "--pixel-cache-mb",
+        metavar="MIB",
+        help="Keep up to this many MiB of preprocessed media, least recently used out first, "
+        "so media asked about again are not decoded again; 0 turns the cache off.",
     ),
 ]
 LayoutOpt = Annotated[

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from mmctl.choices import DEFAULT_PIXEL_CACHE_MB
 from mmctl.cli._options import (
     BundleOpt,
     CaCertOpt,
@@ -15,6 +16,7 @@ from mmctl.cli._options import (
     MaxTokensOpt,
     ModelDirOpt,
     NegotiatedPixelDtypeOpt,
+    PixelCacheOpt,
     PromptOpt,
     SendTimeoutOpt,
     TargetsOpt,
@@ -47,7 +49,10 @@ one event loop; ray runs the same on a Ray cluster: preprocessing as Ray
 tasks on every node's CPUs, one sender per node (pip install 'mmctl[ray]';
 --ray-address, else $RAY_ADDRESS, else a local instance). Several --target workers share the items
 round-robin; one that stops answering is taken out (its items retried once
-elsewhere) and put back when its health check passes.
+elsewhere) and put back when its health check passes. Media asked about
+again (several questions of one clip) are decoded once: --pixel-cache-mb
+keeps the preprocessed pixels (least recently used out first; on Ray, per
+node, and such items go to the node that holds them).
 
 Examples:
 
@@ -144,6 +149,7 @@ def batch(
     prompt: PromptOpt = None,
     max_tokens: MaxTokensOpt = None,
     pixel_dtype: NegotiatedPixelDtypeOpt = None,
+    pixel_cache_mb: PixelCacheOpt = DEFAULT_PIXEL_CACHE_MB,
     allow_remote_media: Annotated[
         bool,
         typer.Option("--allow-remote-media", help="Fetch http(s) media (with --max-remote-mb)."),
@@ -202,6 +208,7 @@ def batch(
             model_dir=model_dir,
             bundle=bundle,
             ray_address=ray_address,
+            pixel_cache_mb=pixel_cache_mb,
             on_start=bar.start,
             on_done=bar.done,
             on_skip=bar.skip,
@@ -233,6 +240,8 @@ def batch(
 
 
 def _render(console: Any, doc: dict[str, Any]) -> None:
+    from mmctl.cli._output import size
+
     errors = ", ".join(f"{n} {code}" for code, n in doc["errors"].items())
     skipped = f", {doc['skipped']} already in {doc['output']}"
     if doc["kept_failed"]:
@@ -249,6 +258,15 @@ def _render(console: Any, doc: dict[str, Any]) -> None:
         + (f" ({doc['startup_s']:.1f} s Ray start-up)" if doc["engine"] == "ray" else ""),
         markup=False,
     )
+    cache = doc["pixel_cache"]
+    if cache.get("hits") or cache.get("shared"):
+        console.print(
+            f"  pixel cache: {cache['hits'] + cache['shared']} of "
+            f"{cache['hits'] + cache['shared'] + cache['misses']} media served without decoding "
+            f"({size(cache['hit_bytes'])}); {size(cache['bytes'])} kept of "
+            f"{size(cache['budget_bytes'])}",
+            markup=False,
+        )
     if len(doc["by_target"]) > 1 or any(c["failed"] for c in doc["by_target"].values()):
         for target, c in doc["by_target"].items():
             console.print(f"  {target}: {c['answered']} answered, {c['failed']} failed",

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from mmctl.choices import DEFAULT_PIXEL_CACHE_MB
 from mmctl.cli._options import (
     BundleOpt,
     CaCertOpt,
@@ -15,6 +16,7 @@ from mmctl.cli._options import (
     JsonOpt,
     MaxTokensOpt,
     ModelDirOpt,
+    PixelCacheOpt,
     PixelDtypesOpt,
     PromptOpt,
     TargetsOpt,
@@ -227,6 +229,7 @@ def bench(
     ca_cert: CaCertOpt = None,
     model_dir: ModelDirOpt = None,
     bundle: BundleOpt = None,
+    pixel_cache_mb: PixelCacheOpt = DEFAULT_PIXEL_CACHE_MB,
     json_out: JsonOpt = False,
 ) -> None:
     from mmctl import settings
@@ -289,6 +292,7 @@ def bench(
         tls=ca_cert or tls,
         model_dir=model_dir,
         bundle=bundle,
+        pixel_cache_mb=pixel_cache_mb,
     )
     live = _Live(output)
     try:
@@ -450,6 +454,7 @@ def render(console: Console, result: BenchResult, doc: dict[str, Any]) -> None:
         console.print(
             f"  {prep['item']} ({prep['pixel_dtype']}): {prep['payload_bytes'] / 1e6:.2f} MB of "
             f"pixels, {prep['prompt_tokens']} prompt tokens, prepared in {prep['preprocess_s']:.3f} s"
+            + (" (pixel cache)" if "hit" in prep["pixel_cache"] else "")
         )
     for n, run in enumerate(doc["runs"]):
         arms = run["arms"]

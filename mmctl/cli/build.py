@@ -265,7 +265,13 @@ def _for_worker(
             "--layout and --mm-item-limits describe an offline build; not with --target"
         )
     with Client(
-        target, headers=headers, tls=tls, model_dir=model_dir, bundle=bundle, family=family
+        target,
+        headers=headers,
+        tls=tls,
+        model_dir=model_dir,
+        bundle=bundle,
+        family=family,
+        pixel_cache_mb=0,  # one request: nothing to reuse
     ) as client:
         built = client.build(media, **options)
     run = built.run

@@ -42,6 +42,7 @@ from mmctl.models.family import Family, check_failed
 from mmctl.request.build import new_request_id
 from mmctl.request.compose import Composed, compose
 from mmctl.request.limits import check_encoder_budget, check_item_limits, parse_item_limits
+from mmctl.request.pixel_cache import PixelCache, Pixels, Stats, describe
 from mmctl.timing import Timeline
 from mmctl.transport.shm import ShmArena, sweep_dead
 from mmctl.wire import proto
@@ -79,6 +80,8 @@ class Run:
     warnings: list[str] = field(default_factory=list)
     #: Resize + normalize + patchify busy time, inside the ``decode_s`` lap.
     preprocess_busy_s: float = 0.0
+    #: This request's pixel-cache account (:func:`mmctl.request.pixel_cache.describe`).
+    pixel_cache: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -91,7 +94,8 @@ class SendResult:
     completion_tokens: int
     #: Consecutive phases in the order they ran — ``inputs_s``, then the
     #: set-up when this call paid for it (``probe_s``, ``model_files_s``,
-    #: ``tokenizer_s``), ``decode_s``, ``hash_s``, ``tokenize_s``,
+    #: ``tokenizer_s``), ``hash_s``, ``decode_s`` (``pixel_cache_s`` for
+    #: media the pixel cache had), ``tokenize_s``,
     #: ``handoff_s`` (``queued_s`` when :meth:`Client.send_many` built it
     #: ahead), ``ttft_s``, ``generation_s`` — and ``total_s``, exactly their sum.
     timings: dict[str, float]
@@ -104,6 +108,10 @@ class SendResult:
     #: Resize + normalize + patchify busy time, inside ``decode_s``.
     preprocess_busy_s: float = 0.0
     warnings: list[str] = field(default_factory=list)
+    #: ``hits``/``misses`` of this request's media and the ``bytes`` served from
+    #: the pixel cache, with the cache's own account (``cache``; its
+    #: ``budget_bytes`` 0 when off); empty for replays and worker processing.
+    pixel_cache: dict[str, Any] = field(default_factory=dict)
 
     @property
     def tokens_per_s(self) -> float | None:
@@ -128,6 +136,7 @@ class SendResult:
             "items": self.items,
             "shm_files": self.shm_files,
             "warnings": self.warnings,
+            "pixel_cache": self.pixel_cache,
         }
 
 
@@ -146,10 +155,16 @@ class Ready:
 
 
 def prepare(
-    session: Session, opts: SendOptions, inputs: Inputs, hooks: Hooks, timeline: Timeline
+    session: Session,
+    opts: SendOptions,
+    inputs: Inputs,
+    hooks: Hooks,
+    timeline: Timeline,
+    cache: PixelCache[Pixels] | None = None,
 ) -> Ready:
     """Everything before ``Generate``; the arena's files are the caller's to
-    remove (:func:`finish`) from here on."""
+    remove (:func:`finish`) from here on. ``cache``: where preprocessed media
+    are kept across requests (the client's)."""
     run = Run(timeline, kinds=inputs.kinds)
     route = choose(opts.transport, session.facts, opts.shm_min_bytes)
     run.decisions["transport"] = route.decision
@@ -166,7 +181,7 @@ def prepare(
         else:
             single = all(n == 1 for n in Counter(inputs.kinds).values())
             allocator = route.allocator(arena, single)
-            composed = _client_processing(session, opts, inputs, run, hooks, allocator)
+            composed = _client_processing(session, opts, inputs, run, hooks, allocator, cache)
             request, plan = None, (composed, allocator)
         for warning in run.warnings:
             hooks.warn(warning)
@@ -220,6 +235,7 @@ def _client_processing(
     run: Run,
     hooks: Hooks,
     allocator: ShmAllocator | None,
+    cache: PixelCache[Pixels] | None,
 ) -> Composed:
     facts, model = session.facts, session.model
     _check_limits(session, run, opts.skip_checks)
@@ -246,7 +262,12 @@ def _client_processing(
         allocate=allocator,
         timeline=run.timeline,
         kinds=inputs.kinds,
+        cache=cache,
     )
+    run.pixel_cache = {
+        **describe(composed.cached, composed.cached_bytes),
+        "cache": cache.snapshot().as_dict() if cache is not None else Stats(0).as_dict(),
+    }
     if allocator is not None:
         allocator.release_except([it.pre.pixel_values for it in composed.items])
     budget = int(facts.server.mm_encoder_budget or 0)
@@ -268,8 +289,9 @@ def _client_processing(
             **it.pre.facts.as_dict(),
             "frames": len(it.pre.frame_indices),
             "content_hash": it.content_hash,
+            "pixel_cache": how,
         }
-        for it in composed.items
+        for it, how in zip(composed.items, composed.cached, strict=True)
     ]
     _check_context(session, run, len(composed.layout.ids), opts)
     run.preprocess_busy_s = composed.preprocess_busy_s
@@ -541,4 +563,5 @@ def finish(
         shm_files=ready.shm_names,
         preprocess_busy_s=run.preprocess_busy_s,
         warnings=run.warnings,
+        pixel_cache=run.pixel_cache,
     )

@@ -19,13 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mmctl.choices import PixelFormat
+from mmctl.choices import DEFAULT_PIXEL_CACHE_MB, PixelFormat
 from mmctl.client.client import Client
 from mmctl.client.negotiate import pixel_dtype
 from mmctl.dataset import Items
 from mmctl.errors import CheckFailed, UsageError, WorkerUnavailable
 from mmctl.request.build import Sampling
 from mmctl.request.limits import parse_item_limits
+from mmctl.request.pixel_cache import budget_bytes, pixel_cache
 from mmctl.run_batch.fleet import Member
 from mmctl.run_batch.output import OutputFile
 from mmctl.run_batch.work import Settings
@@ -60,6 +61,9 @@ class BatchCounts:
     #: The Ray engine's sizes (``preprocess_tasks``, ``senders``,
     #: ``calls_per_sender``); empty for the local engine.
     pools: dict[str, int] = field(default_factory=dict)
+    #: The pixel cache's account (:class:`mmctl.request.pixel_cache.Stats`):
+    #: media asked about again and served without decoding, bytes kept.
+    pixel_cache: dict[str, Any] = field(default_factory=dict)
 
     @property
     def failed_in_output(self) -> int:
@@ -194,6 +198,7 @@ def batch(
     bundle: str | Path | None = None,
     family: str | None = None,
     ray_address: str | None = None,
+    pixel_cache_mb: int = DEFAULT_PIXEL_CACHE_MB,
     on_start: Callable[[int], None] | None = None,
     on_done: Callable[[bool], None] | None = None,
     on_warning: Callable[[str], None] | None = None,
@@ -211,7 +216,9 @@ def batch(
     (:class:`~mmctl.errors.OutputFailed`). ``on_start(total)`` and
     ``on_done(succeeded)`` report progress (``on_skip(answered)``, when given,
     the items ``output`` holds already, which cost no time), ``on_warning(message)`` a target
-    taken out of the fleet or put back.
+    taken out of the fleet or put back. ``pixel_cache_mb``: MiB of
+    preprocessed media kept for items that ask about the same media again
+    (on Ray, per node; 0 turns it off).
 
     The local engine spawns its preprocessing processes, which import the
     calling script again (Python's ``spawn``): call it from under
@@ -233,6 +240,7 @@ def batch(
         raise UsageError("--ray-address needs --engine ray")
     if keep_failed and not resume:
         raise UsageError("--keep-failed goes with --resume")
+    budget_bytes(pixel_cache_mb)
     warn = on_warning or (lambda message: None)
     source_path, out_path = Path(input), Path(output)
     if not source_path.is_file():
@@ -262,6 +270,7 @@ def batch(
             bundle=bundle,
             family=family,
             ray_address=ray_address,
+            pixel_cache_mb=pixel_cache_mb,
             on_start=on_start,
             on_done=on_done,
             on_skip=on_skip,
@@ -292,6 +301,7 @@ def _run(
     bundle: str | Path | None,
     family: str | None,
     ray_address: str | None,
+    pixel_cache_mb: int,
     on_start: Callable[[int], None] | None,
     on_done: Callable[[bool], None] | None,
     on_skip: Callable[[bool], None] | None,
@@ -300,6 +310,7 @@ def _run(
 ) -> BatchCounts:
     pool = None
     ray_run = None
+    cache = pixel_cache(pixel_cache_mb)
     if engine == "ray":
         from mmctl.run_batch import ray_engine
 
@@ -350,15 +361,17 @@ def _run(
                         on_done=done,
                         on_warning=on_warning,
                         on_skip=on_skip,
+                        cache=cache,
                     )
                 )
+                cache_doc = cache.snapshot().as_dict()
             else:
                 assert ray_run is not None
                 startup = ray_run.startup_s
                 pools = {k: int(v) for k, v in vars(ray_run.layout).items()}
-                tally = ray_engine.run(
+                tally, cache_doc = ray_engine.run(
                     ray_run, fleetwide, items.entries(), out, timeout=timeout, on_done=done,
-                    on_skip=on_skip,
+                    on_skip=on_skip, pixel_cache_mb=pixel_cache_mb,
                 )  # fmt: skip
     finally:
         if pool is not None:
@@ -381,4 +394,5 @@ def _run(
         kept_failed=tally.kept_failed,
         by_target=tally.by_target,
         pools=pools,
+        pixel_cache=cache_doc,
     )

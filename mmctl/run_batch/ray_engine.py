@@ -195,7 +195,8 @@ def run(
     timeout: float | None,
     on_done: Callable[[bool], None],
     on_skip: Callable[[bool], None] | None = None,
-) -> Tally:
+    pixel_cache_mb: int = 0,
+) -> tuple[Tally, dict[str, Any]]:
     from mmctl.run_batch.ray_files import model_files
 
     ray = started.ray
@@ -228,7 +229,7 @@ def run(
     finally:
         if sender is not None:
             sender.close()
-    return tally
+    return tally, {}
 
 
 @dataclass
