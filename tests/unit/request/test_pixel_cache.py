@@ -143,9 +143,7 @@ def test_the_key_is_the_content_and_every_processing_setting(builtin_model):
 
 
 def test_kept_pixels_are_private_and_read_only(builtin_model, red_blue):
-    pre = builtin_model.spec.preprocess(
-        red_blue, MediaKind.VIDEO, builtin_model, PixelFormat.UINT8
-    )
+    pre = builtin_model.spec.preprocess(red_blue, MediaKind.VIDEO, builtin_model, PixelFormat.UINT8)
     buffer = np.zeros(pre.pixel_values.size + 16, dtype=np.uint8)
     mapped = buffer[16:].reshape(pre.pixel_values.shape)  # as a /dev/shm mapping is: a view
     mapped[...] = pre.pixel_values
@@ -157,9 +155,7 @@ def test_kept_pixels_are_private_and_read_only(builtin_model, red_blue):
 
 
 def test_lookup_refuses_a_truncated_video_from_the_cache_under_strict(builtin_model, red_blue):
-    pre = builtin_model.spec.preprocess(
-        red_blue, MediaKind.VIDEO, builtin_model, PixelFormat.UINT8
-    )
+    pre = builtin_model.spec.preprocess(red_blue, MediaKind.VIDEO, builtin_model, PixelFormat.UINT8)
     truncated = replace(pre, source=replace(pre.source, warnings=("only 3 of 8 frames decode",)))
     cache = pixel_cache(1)
     args = ("digest", MediaKind.VIDEO, builtin_model, PixelFormat.UINT8)
