@@ -61,6 +61,8 @@ class BatchCounts:
     #: The Ray engine's sizes (``preprocess_tasks``, ``senders``,
     #: ``calls_per_sender``); empty for the local engine.
     pools: dict[str, int] = field(default_factory=dict)
+    #: Ray: items tried again on other nodes after their node was lost.
+    node_retries: int = 0
     #: The pixel cache's account (:class:`mmctl.request.pixel_cache.Stats`):
     #: media asked about again and served without decoding, bytes kept.
     pixel_cache: dict[str, Any] = field(default_factory=dict)
@@ -394,5 +396,6 @@ def _run(
         kept_failed=tally.kept_failed,
         by_target=tally.by_target,
         pools=pools,
+        node_retries=tally.node_retries,
         pixel_cache=cache_doc,
     )

@@ -68,6 +68,8 @@ class Tally:
     interrupted_by: str | None = None
     #: Per target: ``{"answered": n, "failed": m}`` of the items it was sent.
     by_target: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: Ray: tries again of items whose node was lost while it held them.
+    node_retries: int = 0
 
     def count(self, doc: dict[str, Any]) -> bool:
         ok = doc["error"] is None
