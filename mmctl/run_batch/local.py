@@ -11,7 +11,9 @@ input lazily, hands items to the pool and prepared requests to the
 :class:`~mmctl.run_batch.fleet.Fleet` (at most ``--max-concurrency`` in
 flight), and appends each output line as it finishes. At most ``workers +
 max_concurrency`` items exist at once — memory is bounded by that many
-items, not by the dataset.
+items and the pixel cache's budget, not by the dataset. Media that an
+earlier item preprocessed come from the pixel cache, in this process
+(:mod:`mmctl.request.pixel_cache`); only the others go to the pool.
 
 Ctrl-C (or SIGTERM) stops reading the input and lets the items in flight
 finish and be written; a second one cancels them (their shm files are

@@ -23,11 +23,15 @@ start-up inside the run that plain tasks on warmed workers do not, and a
 Ray Data source built from the driver's items holds them all at once.
 
 Sizes are :mod:`.ray_plan`'s; the model files travel once per node
-(:mod:`.ray_files`). Ray retries a preprocessing task whose node died; a
-send actor that dies (its node lost) fails the item it held with a
-``node_lost`` line (``--resume`` retries it) and the others go on. A reaper
-process (:class:`~mmctl.run_batch.children.RayReaper`) stops a local
-instance if this process is killed.
+(:mod:`.ray_files`); ``data:`` media travel inside their items and remote
+ones are fetched by the node that preprocesses them (no medium by a path of
+the driver's). Items asking about media another item preprocessed go to the
+node holding them (the pixel cache per node, :class:`_Flow`). Ray retries a
+preprocessing task whose node died; the items a lost node held otherwise
+(its send actor's, its preprocessed ones) are made again on the other nodes
+(:data:`NODE_RETRIES`). A reaper process
+(:class:`~mmctl.run_batch.children.RayReaper`) stops a local instance if this
+process is killed.
 """
 
 from __future__ import annotations
