@@ -75,6 +75,7 @@ def main() -> int:
         metadata = VideoMetadata(
             total_num_frames=total, fps=fps, frames_indices=indices, width=width, height=height
         )
+        decoded = time.perf_counter()
         out = processor(
             videos=[frames[:i]],
             video_metadata=[metadata],
@@ -84,6 +85,7 @@ def main() -> int:
             return_tensors="pt",
         )
         return {
+            "processor_s": time.perf_counter() - decoded,
             "grid": [int(v) for v in out["video_grid_thw"][0]],
             "frames": i,
             "total": total,

@@ -166,14 +166,16 @@ def main(argv: list[str] | None = None) -> int:
                 raise SystemExit(f"{name}: OpenCV counts {theirs['total']} frames, mmctl "
                                  f"{ours.source.total_frames}")  # fmt: skip
         times: dict[str, dict[str, list[float]]] = {
-            c: {"mmctl": [], "floor": [], "native": []} for c in clips
+            c: {"mmctl": [], "floor": [], "native": [], "native-processor": []} for c in clips
         }
         for r in range(args.rounds):
             for name, path in clips.items():
                 order = ["mmctl", "floor", "native"]
                 for who in order if r % 2 == 0 else reversed(order):
                     if who == "native":
-                        times[name][who].append(native.run(path, indices[name])["seconds"])
+                        answer = native.run(path, indices[name])
+                        times[name][who].append(answer["seconds"])
+                        times[name]["native-processor"].append(answer["processor_s"])
                     else:
                         fn = mmctl_run if who == "mmctl" else floor
                         times[name][who].append(timed(fn, path))
@@ -200,6 +202,10 @@ def main(argv: list[str] | None = None) -> int:
         "mmctl_over_native_paired": {
             c: statistics.median(a / b for a, b in zip(t["mmctl"], t["native"], strict=True))
             for c, t in times.items()
+        },
+        # Where native's time goes: its HF processor, the rest is OpenCV's decoding.
+        "native_processor_share": {
+            c: m["native-processor"] / m["native"] for c, m in medians.items()
         },
         "mmctl_over_floor": {c: m["mmctl"] / m["floor"] for c, m in medians.items()},
     }
