@@ -6,7 +6,7 @@ run: the issue's sizes (160x120, 854x480, 1280x720) and a 10-minute 640x360 vide
 
 Contenders, each warm in its own process, interleaved round by round:
 
-* mmctl  — ``mmctl.preprocessing.pipeline.preprocess`` (Qwen3-VL, the
+* mmctl  — ``mmctl.models.qwen_vl.pipeline.preprocess`` (Qwen3-VL, the
   checkpoint's video budget), uint8 pixels, as a default vLLM worker wants
   them; in this process (mmctl's environment);
 * floor  — PyAV decoding the whole stream, converting only the sampled
@@ -73,14 +73,16 @@ def small_clips(folder: Path, count: int = 50, seed: int = 0) -> list[Path]:
 
 def mmctl_contender() -> Callable[[Path], Any]:
     from mmctl.choices import PixelFormat
-    from mmctl.models import qwen3_vl
-    from mmctl.preprocessing.pipeline import preprocess
+    from mmctl.models.qwen_vl import qwen3_vl
+    from mmctl.models.qwen_vl.pipeline import preprocess
 
-    return lambda path: preprocess(path, qwen3_vl.SPEC, qwen3_vl.PARAMS, PixelFormat.UINT8)
+    return lambda path: preprocess(
+        path, qwen3_vl.VARIANT, qwen3_vl.FAMILY.settings(), PixelFormat.UINT8
+    )
 
 
 def floor_contender() -> Callable[[Path], object]:
-    from preprocess import floor_frames  # bench/preprocess.py: one floor for both scripts
+    from _floor import floor_frames  # one floor for both preprocessing scripts
 
     return floor_frames
 

@@ -26,11 +26,11 @@ from typing import Any
 from mmctl.choices import LayoutKind, PixelFormat
 from mmctl.errors import UsageError
 from mmctl.media.probe import check_readable, media_kind
-from mmctl.models.base import VisionOverrides
 from mmctl.models.model import Model, load_model
-from mmctl.preprocessing.pipeline import Preprocessed
-from mmctl.prompt.layout import Layout
-from mmctl.prompt.mrope import WalkResult
+from mmctl.models.registry import refuse_kind
+from mmctl.models.settings import VisionOverrides
+from mmctl.values.items import Frames, ItemFacts, ItemOptions, Preprocessed
+from mmctl.values.layout import Layout, LayoutCheck
 
 
 def model_for(
@@ -70,8 +70,6 @@ def preprocess(
     ``pixel_dtype`` None: what a default vLLM worker takes for the family
     (``Family.worker_pixels``: raw uint8 for the Qwen families), as
     ``build`` writes and the stub worker expects by default."""
-    from mmctl.models.family import refuse_kind
-
     path = Path(media)
     overrides = VisionOverrides(**vision)
     check_readable(path)
@@ -80,16 +78,20 @@ def preprocess(
     )
     kind = media_kind(path)
     refuse_kind(chosen.spec, kind)
-    pre = chosen.spec.preprocess(
+    from mmctl.client.negotiate import choose_pixels
+
+    pre = chosen.spec.processor.preprocess(
         path,
         kind,
-        chosen,
-        chosen.spec.worker_pixels if pixel_dtype is None else PixelFormat(pixel_dtype),
-        keep_frames=keep_frames,
-        on_frame=on_frame,
-        strict=strict,
+        chosen.params,
+        choose_pixels(None, pixel_dtype, family=chosen.spec).format,
+        ItemOptions(keep_frames=keep_frames, on_frame=on_frame, strict=strict),
     )
-    return replace(pre, settings={"model": chosen.source.label, **chosen.vision_settings()})
+    return replace(
+        pre,
+        settings={"model": chosen.source.label, **chosen.vision_settings()},
+        notes=chosen.warnings,
+    )
 
 
 @dataclass
@@ -98,17 +100,21 @@ class TokenReport:
 
     model: Model
     layout: Layout
-    check: WalkResult
+    check: LayoutCheck
     prompt_format: str
     items: list[dict[str, Any]]
     warnings: list[str] = field(default_factory=list)
     source: str | None = None  # the request file, when one was checked
     diff: dict[str, Any] | None = None
+    #: What the layout knows of each item (its frames, for the rows).
+    facts: list[ItemFacts] = field(default_factory=list)
 
     def rows(self) -> list[Any]:
         from mmctl.prompt import view
 
-        return view.rows(self.layout, self.model.token_ids, self.model.tokenizer)
+        return view.rows(
+            self.layout, self.model.token_ids, self.model.tokenizer, _frames(self.model, self.facts)
+        )
 
     def as_dict(self, ids: bool = False) -> dict[str, Any]:
         """The ``inspect-tokens --json`` document (``ids``: every token id too)."""
@@ -134,7 +140,7 @@ class TokenReport:
             layout=self.layout.kind.value if self.source is None else "request",
             num_tokens=len(self.layout.ids),
             items=items,
-            check={"name": model.spec.layout_check, **self.check.as_dict()},
+            check={"name": model.spec.prompt.check_name, **self.check.as_dict()},
             totals=view.totals(self.layout, model.token_ids),
             rows=[r.as_dict() for r in self.rows()],
         )
@@ -238,8 +244,10 @@ def _recorded(model: Model, request: Path) -> TokenReport:
 
     built, facts = layout_of(read_request(request), model)
     items = [{"item": s.item + 1, **f.as_dict()} for s, f in zip(built.spans, facts, strict=True)]
-    check = model.spec.check(built, facts, model)
-    return TokenReport(model, built, check, "from the request file", items, source=str(request))
+    check = model.spec.prompt.check(built, facts, model)
+    return TokenReport(
+        model, built, check, "from the request file", items, source=str(request), facts=facts
+    )
 
 
 def _composed(
@@ -259,7 +267,7 @@ def _composed(
         paths,
         prompt,
         model,
-        pixel_format=model.spec.worker_pixels,  # only the layout matters here
+        pixel_format=model.spec.processor.worker_pixels,  # only the layout matters here
         layout_kind=layout,
         system=system,
         chat=chat is not False,
@@ -284,6 +292,7 @@ def _composed(
         composed.rendered.how,
         items,
         warnings=composed.warnings,
+        facts=[it.pre.facts for it in composed.items],
     )
     if pair is not None:
         report.diff = _diff(model, composed, pair)
@@ -295,10 +304,11 @@ def _diff(model: Model, composed: Any, pair: tuple[LayoutKind, LayoutKind]) -> d
     from mmctl.request.compose import lay_out
 
     sides = {}
+    facts = [it.pre.facts for it in composed.items]
     for name in pair:
-        facts = [it.pre.facts for it in composed.items]
         other, check = lay_out(model, composed.prompt_ids, facts, name)
-        sides[name] = (other, check, view.rows(other, model.token_ids, model.tokenizer))
+        rows = view.rows(other, model.token_ids, model.tokenizer, _frames(model, facts))
+        sides[name] = (other, check, rows)
     (a, a_check, a_rows), (b, b_check, b_rows) = sides[pair[0]], sides[pair[1]]
     return {
         "a": pair[0].value,
@@ -314,3 +324,7 @@ def _diff(model: Model, composed: Any, pair: tuple[LayoutKind, LayoutKind]) -> d
             for d in view.diff(a_rows, b_rows)
         ],
     }
+
+
+def _frames(model: Model, facts: Sequence[ItemFacts]) -> list[Frames | None]:
+    return [model.spec.prompt.frames(item, model) for item in facts]

@@ -22,7 +22,6 @@ from mmctl.cli._options import (
     MaxTokensOpt,
     MinFramesOpt,
     MinPixelsOpt,
-    ModelDirOpt,
     NegotiatedPixelDtypeOpt,
     NumFramesOpt,
     PromptFileOpt,
@@ -39,6 +38,7 @@ from mmctl.cli._options import (
     TlsOpt,
     TopKOpt,
     TopPOpt,
+    WorkerModelDirOpt,
 )
 
 HELP = """Send media to a vLLM gRPC worker; print the answer and a timing breakdown.
@@ -159,7 +159,7 @@ def send(
     chat: ChatOpt = None,
     allow_special_tokens: AllowSpecialOpt = False,
     strict: StrictOpt = False,
-    model_dir: ModelDirOpt = None,
+    model_dir: WorkerModelDirOpt = None,
     bundle: BundleOpt = None,
     family: FamilyOpt = None,
     fps: FpsOpt = None,
@@ -176,7 +176,7 @@ def send(
     from mmctl.client.client import Client
     from mmctl.client.options import Hooks, SendOptions, media_inputs, refuse, request_inputs
     from mmctl.errors import UsageError
-    from mmctl.models.base import VisionOverrides
+    from mmctl.models.settings import VisionOverrides
     from mmctl.timing import Timeline
 
     output = Output(json_mode=json_out)

@@ -11,14 +11,12 @@ import functools
 import importlib
 import math
 from types import ModuleType
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import numpy as np
 
 from mmctl.errors import InputError
-
-if TYPE_CHECKING:
-    from mmctl.models.base import PixelBudget
+from mmctl.media.probe import dimensions
 
 
 def _load_native() -> ModuleType | None:
@@ -36,11 +34,11 @@ MAX_ASPECT_RATIO = 200
 
 def _check_aspect(height: int, width: int) -> None:
     if min(height, width) <= 0:
-        raise InputError(f"frame has no pixels: {width}x{height}")
+        raise InputError(f"frame has no pixels: {dimensions(width, height)}")
     ratio = max(height, width) / min(height, width)
     if ratio > MAX_ASPECT_RATIO:
         raise InputError(
-            f"aspect ratio {ratio:.1f} of a {width}x{height} frame is over the model's limit of "
+            f"aspect ratio {ratio:.1f} of a {dimensions(width, height)} frame is over the model's limit of "
             f"{MAX_ASPECT_RATIO}"
         )
 
@@ -67,13 +65,6 @@ def smart_resize_image(
         h_bar = math.ceil(height * beta / factor) * factor
         w_bar = math.ceil(width * beta / factor) * factor
     return h_bar, w_bar
-
-
-def fit_budget(height: int, width: int, factor: int, budget: PixelBudget) -> tuple[int, int]:
-    """:func:`smart_resize_image` with a ``PixelBudget`` (per-frame families)."""
-    return smart_resize_image(
-        height, width, factor=factor, min_pixels=budget.min_pixels, max_pixels=budget.max_pixels
-    )
 
 
 def smart_resize_video(

@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from mmctl.choices import PixelFormat
     from mmctl.media.probe import MediaKind
     from mmctl.models.model import Model
-    from mmctl.preprocessing.pipeline import Preprocessed
+    from mmctl.values.items import Preprocessed
 
 DEFAULT_MB = DEFAULT_PIXEL_CACHE_MB
 MIB = 1 << 20

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mmctl.choices import DEFAULT_PIXEL_CACHE_MB, PixelFormat
+from mmctl.choices import DEFAULT_PIXEL_CACHE_MB
 from mmctl.client.client import Client
-from mmctl.client.negotiate import pixel_dtype
+from mmctl.client.negotiate import choose_pixels
 from mmctl.dataset import Items
 from mmctl.errors import CheckFailed, UsageError, WorkerUnavailable
 from mmctl.request.build import Sampling
@@ -75,6 +75,14 @@ class BatchCounts:
     @property
     def answered_in_output(self) -> int:
         return self.succeeded + self.skipped - self.kept_failed
+
+    def split_errors(self) -> tuple[dict[str, int], dict[str, int]]:
+        """This run's failures by code: those a retry can fix (the worker's), and
+        those it cannot (:data:`~mmctl.run_batch.output.INPUT_ERRORS`)."""
+        from mmctl.run_batch.output import INPUT_ERRORS
+
+        retry = {k: n for k, n in self.errors.items() if k not in INPUT_ERRORS}
+        return retry, {k: n for k, n in self.errors.items() if k in INPUT_ERRORS}
 
     def as_dict(self) -> dict[str, Any]:
         doc = dict(vars(self))
@@ -133,10 +141,10 @@ def _setup(
             )
         first, first_facts = answering[0]
         session = first.session()
-        fmts = {pixel_dtype(f, pixel).value for _, f in answering}
+        fmts = {choose_pixels(f, pixel, family=session.model.spec).format for _, f in answering}
         if len(fmts) > 1:
             raise UsageError(
-                f"the targets expect different pixel dtypes ({', '.join(sorted(fmts))})",
+                f"the targets expect different pixel dtypes ({', '.join(sorted(f.value for f in fmts))})",
                 hint="batch one kind of worker at a time",
             )
         limits: dict[str, int] = {}
@@ -146,7 +154,7 @@ def _setup(
                 limits[kind] = min(n, limits.get(kind, n))
             if f.server.mm_encoder_budget:
                 budgets.append(int(f.server.mm_encoder_budget))
-        from mmctl.client.transport import choose, inline
+        from mmctl.client.route import choose, inline
 
         members = []
         for client, f in zip(clients, facts, strict=True):
@@ -163,7 +171,7 @@ def _setup(
         settings = Settings(
             source=session.model.source,
             family=session.model.spec.name,
-            pixel_format=PixelFormat(fmts.pop()),
+            pixel_format=fmts.pop(),
             item_limits=limits,
             encoder_budget=min(budgets) if budgets else 0,
             prompt=prompt,
@@ -253,6 +261,14 @@ def batch(
         out_path, input=source_path, resume=resume, overwrite=overwrite, keep_failed=keep_failed
     )
     try:
+        remote_cap = max_remote_mb * 10**6 if allow_remote_media else None
+        if engine == "ray":
+            from mmctl.run_batch.ray_engine import require
+
+            require()
+        if out.done and not _left_to_send(source_path, out, remote_cap):
+            return _finish_unsent(source_path, out, engine, remote_cap, start,
+                                  on_start=on_start, on_done=on_done, on_skip=on_skip)  # fmt: skip
         return _run(
             source_path,
             out,
@@ -264,7 +280,7 @@ def batch(
             prompt=prompt,
             max_tokens=max_tokens,
             pixel_dtype=pixel_dtype,
-            remote_cap=max_remote_mb * 10**6 if allow_remote_media else None,
+            remote_cap=remote_cap,
             headers=headers,
             tls=tls,
             timeout=timeout,
@@ -281,6 +297,44 @@ def batch(
         )
     finally:
         out.close()
+
+
+def _left_to_send(source: Path, out: OutputFile, remote_cap: int | None) -> bool:
+    """Whether a line of ``source`` is still to be sent: one that can be sent
+    and OUT does not answer. Read up to the first such line, media untouched."""
+    with Items(source, remote_cap=remote_cap) as items:
+        return any(e.error is None and e.id not in out.done for e in items.entries())
+
+
+def _finish_unsent(
+    source: Path,
+    out: OutputFile,
+    engine: str,
+    remote_cap: int | None,
+    start: float,
+    *,
+    on_start: Callable[[int], None] | None,
+    on_done: Callable[[bool], None] | None,
+    on_skip: Callable[[bool], None] | None,
+) -> BatchCounts:
+    """A resumed run with nothing to send ends here, before any worker is
+    probed or any process (or Ray) started: the lines that cannot be sent get
+    their error lines again, as the engines write them."""
+    from mmctl.run_batch.local import Tally, skip_done, write_entry_error
+
+    tally, seen = Tally(), set[str]()
+    done = on_done or (lambda ok: None)
+    skip = on_skip or done
+    with Items(source, remote_cap=remote_cap) as items:
+        total = items.count()
+        if on_start is not None:
+            on_start(total)
+        for entry in items.entries():
+            if skip_done(out, entry, tally):
+                skip(entry.id not in out.kept_failed)
+            elif write_entry_error(out, entry, tally, seen):
+                done(False)
+    return _counts(tally, total, engine, out, start)
 
 
 def _run(
@@ -380,6 +434,15 @@ def _run(
             pool.shutdown(wait=True, cancel_futures=True)
         if ray_run is not None:
             ray_run.close()
+    return _counts(
+        tally, total, engine, out, start, startup_s=startup, pools=pools, pixel_cache=cache_doc
+    )
+
+
+def _counts(
+    tally: Any, total: int, engine: str, out: OutputFile, start: float, **more: Any
+) -> BatchCounts:
+    """What a run did (``tally``: the engine's :class:`~mmctl.run_batch.local.Tally`)."""
     return BatchCounts(
         total=total,
         succeeded=tally.succeeded,
@@ -387,7 +450,6 @@ def _run(
         skipped=tally.skipped,
         engine=engine,
         wall_s=time.perf_counter() - start,
-        startup_s=startup,
         errors=tally.errors,
         interrupted_by=tally.interrupted_by,
         output=str(out.path),
@@ -395,7 +457,6 @@ def _run(
         retried=out.retried,
         kept_failed=tally.kept_failed,
         by_target=tally.by_target,
-        pools=pools,
         node_retries=tally.node_retries,
-        pixel_cache=cache_doc,
+        **more,
     )

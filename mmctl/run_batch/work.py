@@ -18,13 +18,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from mmctl.checkpoint.source import ModelSource
 from mmctl.choices import PixelFormat
 from mmctl.dataset import Item, Medium, label, local_paths
 from mmctl.errors import MmctlError
-from mmctl.models.family import check_failed, refuse_kind
 from mmctl.models.model import Model
-from mmctl.models.source import ModelSource
+from mmctl.models.registry import refuse_kind
 from mmctl.request.build import MediaItem, RequestPlan, Sampling
+from mmctl.values.items import DEFAULT_OPTIONS
 
 _T = TypeVar("_T")
 
@@ -146,7 +147,9 @@ class Preparer:
                 refuse_kind(model.spec, kind)
                 if n in skip:
                     continue
-                pre = model.spec.preprocess(path, kind, model, s.pixel_format)
+                pre = model.spec.processor.preprocess(
+                    path, kind, model.params, s.pixel_format, DEFAULT_OPTIONS
+                )
                 media.append(MediaItem(label(medium), pre, item_hash(pre, file_digest(path))))
         return Preprocessed(item, number, media, time.perf_counter() - start)
 
@@ -170,7 +173,7 @@ class Preparer:
             sampling=sampling,
         )
         if not composed.check.ok:
-            raise _LayoutFailed(check_failed(self.model.spec, composed.check.reason))
+            raise _LayoutFailed(self.model.spec.check_failed(composed.check.reason))
         return Prepared(
             id=item.id,
             number=done.number,
@@ -270,7 +273,7 @@ def warm() -> int:
     """A pool process's first task: import what preprocessing needs, now."""
     import av  # noqa: F401
 
-    import mmctl.preprocessing.pipeline  # noqa: F401
+    import mmctl.models.qwen_vl.pipeline  # noqa: F401
 
     return 0
 

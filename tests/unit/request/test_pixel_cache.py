@@ -12,7 +12,7 @@ import pytest
 from mmctl.choices import PixelFormat
 from mmctl.errors import UsageError
 from mmctl.media.probe import MediaKind
-from mmctl.models.base import VisionOverrides
+from mmctl.models.settings import VisionOverrides
 from mmctl.request.pixel_cache import (
     MIB,
     PixelCache,
@@ -142,8 +142,16 @@ def test_the_key_is_the_content_and_every_processing_setting(builtin_model):
     assert base not in others and len(others) == 5
 
 
+def _preprocess(model, path):
+    from mmctl.values.items import DEFAULT_OPTIONS
+
+    return model.spec.processor.preprocess(
+        path, MediaKind.VIDEO, model.params, PixelFormat.UINT8, DEFAULT_OPTIONS
+    )
+
+
 def test_kept_pixels_are_private_and_read_only(builtin_model, red_blue):
-    pre = builtin_model.spec.preprocess(red_blue, MediaKind.VIDEO, builtin_model, PixelFormat.UINT8)
+    pre = _preprocess(builtin_model, red_blue)
     buffer = np.zeros(pre.pixel_values.size + 16, dtype=np.uint8)
     mapped = buffer[16:].reshape(pre.pixel_values.shape)  # as a /dev/shm mapping is: a view
     mapped[...] = pre.pixel_values
@@ -155,7 +163,7 @@ def test_kept_pixels_are_private_and_read_only(builtin_model, red_blue):
 
 
 def test_lookup_refuses_a_truncated_video_from_the_cache_under_strict(builtin_model, red_blue):
-    pre = builtin_model.spec.preprocess(red_blue, MediaKind.VIDEO, builtin_model, PixelFormat.UINT8)
+    pre = _preprocess(builtin_model, red_blue)
     truncated = replace(pre, source=replace(pre.source, warnings=("only 3 of 8 frames decode",)))
     cache = pixel_cache(1)
     args = ("digest", MediaKind.VIDEO, builtin_model, PixelFormat.UINT8)

@@ -7,12 +7,18 @@ import numpy as np
 import pytest
 
 from mmctl.choices import PixelFormat
-from mmctl.models import qwen3_vl
-from mmctl.preprocessing import pipeline
+from mmctl.models.qwen_vl import pipeline, qwen3_vl
+from mmctl.values.items import ItemOptions
 
 
 def _run(path, **kw):
-    return pipeline.preprocess(path, qwen3_vl.SPEC, qwen3_vl.PARAMS, PixelFormat.UINT8, **kw)
+    return pipeline.preprocess(
+        path,
+        qwen3_vl.VARIANT,
+        qwen3_vl.FAMILY.settings(),
+        PixelFormat.UINT8,
+        options=ItemOptions(**kw),
+    )
 
 
 def _threads_seen(path, monkeypatch, threshold):
@@ -60,13 +66,11 @@ def test_an_assembly_error_reaches_the_caller_and_no_thread_stays(fixtures, monk
 
 @pytest.mark.parametrize("fmt", ["uint8", "float32", "bfloat16"])
 def test_a_decode_in_pieces_gives_the_same_tensor(fixtures, monkeypatch, fmt):
-    from mmctl.choices import PixelFormat
     from mmctl.media import video
-    from mmctl.models import qwen3_vl
-    from mmctl.preprocessing import pipeline
+    from mmctl.models.settings import VisionOverrides
 
     path = fixtures / "clips" / "gop_closed.mp4"
-    params = qwen3_vl.PARAMS.with_overrides(fps=8.0)  # most of its 120 frames
+    params = qwen3_vl.FAMILY.settings().overridden(VisionOverrides(fps=8.0))  # most of 120
     monkeypatch.setattr(video, "PARALLEL_MIN_PACKETS", 10)
     cut: list[int] = []
     split = video.split_at_idr
@@ -74,7 +78,7 @@ def test_a_decode_in_pieces_gives_the_same_tensor(fixtures, monkeypatch, fmt):
     runs = {}
     for threads in (1, 3):
         monkeypatch.setattr(pipeline, "decode_threads", lambda n=threads: n)
-        runs[threads] = pipeline.preprocess(path, qwen3_vl.SPEC, params, PixelFormat(fmt))
+        runs[threads] = pipeline.preprocess(path, qwen3_vl.VARIANT, params, PixelFormat(fmt))
     assert cut == [3]  # the second run went in pieces
     one, three = runs[1], runs[3]
     assert one.grid_thw == three.grid_thw and np.array_equal(one.pixel_values, three.pixel_values)
