@@ -10,6 +10,12 @@ parts, so on two cores decoding and preprocessing overlap. At most
 whatever the clip's length. Frames under ``THREADED_FRAME_PIXELS`` skip the
 thread: the calling thread assembles them itself (a thread's start-up and
 hand-offs cost more than a small frame's resize).
+
+A long video whose decode splits at IDR pictures is decoded in pieces on
+several threads instead (:func:`mmctl.media.video.decode_sampled`, one per
+CPU this process may use): each piece's thread resizes and patchifies its
+own frames, and the assembler takes them in any order, a temporal patch
+written once its frames are in.
 """
 
 from __future__ import annotations
