@@ -1,4 +1,5 @@
-"""Ray clusters for the batch tests: private, on 127.0.0.1, gone at the end.
+"""The batch tests' fixtures: a private bundle cache for every test, and Ray
+clusters — private, on 127.0.0.1, gone at the end.
 
 Each cluster lives in its own Ray temporary folder (``$RAY_TMPDIR``): its
 session files and the ``ray_current_cluster`` address file that
@@ -28,6 +29,13 @@ from mmctl.run_batch.children import descendants
 from mmctl.run_batch.ray_connect import LOOPBACK, SINGLE_HOST_ENV
 
 NODE_SCRIPT = Path(__file__).with_name("_ray_node.py")
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    """Every batch test: a private bundle cache, no inherited target."""
+    monkeypatch.setenv("MMCTL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("MMCTL_TARGET", raising=False)
 
 
 @dataclass

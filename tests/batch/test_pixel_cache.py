@@ -15,12 +15,6 @@ from mmctl.request.view import batches, read_request
 COLOURS = [("red", "blue"), ("green", "red"), ("blue", "green"), ("red", "green")]
 
 
-@pytest.fixture(autouse=True)
-def _cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("MMCTL_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("MMCTL_TARGET", raising=False)
-
-
 @pytest.fixture(scope="module")
 def clips(tmp_path_factory):
     folder = tmp_path_factory.mktemp("clips")

@@ -18,12 +18,6 @@ import mmctl
 pytest.importorskip("ray")
 
 
-@pytest.fixture(autouse=True)
-def _cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("MMCTL_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("MMCTL_TARGET", raising=False)
-
-
 @pytest.fixture
 def two_nodes(ray_cluster):
     """A head and one more node, both binding and advertising 127.0.0.1."""

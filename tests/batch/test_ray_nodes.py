@@ -43,12 +43,6 @@ PAIRS = [
 ]  # fmt: skip
 
 
-@pytest.fixture(autouse=True)
-def _cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("MMCTL_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("MMCTL_TARGET", raising=False)
-
-
 @pytest.fixture(scope="module")
 def clips(tmp_path_factory):
     folder = tmp_path_factory.mktemp("clips")
