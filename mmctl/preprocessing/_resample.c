@@ -34,6 +34,21 @@ static inline uint8_t clamp_shift(int32_t acc, int bits) {
     return (uint8_t)(v < 0 ? 0 : (v > 255 ? 255 : v));
 }
 
+/* One RGB output pixel: its n taps from p, weights wx. */
+static inline void pixel3(const uint8_t *p, const int32_t *wx, Py_ssize_t n, int32_t half,
+                          int bits, uint8_t *d) {
+    int32_t a0 = half, a1 = half, a2 = half;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        const int32_t wk = wx[k];
+        a0 += wk * p[3 * k];
+        a1 += wk * p[3 * k + 1];
+        a2 += wk * p[3 * k + 2];
+    }
+    d[0] = clamp_shift(a0, bits);
+    d[1] = clamp_shift(a1, bits);
+    d[2] = clamp_shift(a2, bits);
+}
+
 /* dst[r, x, c] = sum_k w[x, k] * src[r, first[x] + k, c] for rows of n_in pixels. */
 static void horizontal(const uint8_t *src, uint8_t *dst, Py_ssize_t rows, Py_ssize_t n_in,
                        Py_ssize_t n_out, Py_ssize_t ch, const int64_t *first,
@@ -47,16 +62,7 @@ static void horizontal(const uint8_t *src, uint8_t *dst, Py_ssize_t rows, Py_ssi
             const uint8_t *p = s + first[x] * ch;
             const Py_ssize_t n = count[x];
             if (ch == 3) {
-                int32_t a0 = half, a1 = half, a2 = half;
-                for (Py_ssize_t k = 0; k < n; k++) {
-                    const int32_t wk = wx[k];
-                    a0 += wk * p[3 * k];
-                    a1 += wk * p[3 * k + 1];
-                    a2 += wk * p[3 * k + 2];
-                }
-                d[3 * x] = clamp_shift(a0, bits);
-                d[3 * x + 1] = clamp_shift(a1, bits);
-                d[3 * x + 2] = clamp_shift(a2, bits);
+                pixel3(p, wx, n, half, bits, d + 3 * x);
             } else {
                 for (Py_ssize_t c = 0; c < ch; c++) {
                     int32_t a = half;
@@ -130,17 +136,7 @@ __attribute__((target("ssse3"))) static int horizontal3_ssse3(
             const Py_ssize_t n = count[x];
             const Py_ssize_t used = (n + 3) / 4;
             if (p + 12 * used + 4 > end) {
-                const int32_t *wx = w + x * taps;
-                int32_t a0 = half, a1 = half, a2 = half;
-                for (Py_ssize_t k = 0; k < n; k++) {
-                    const int32_t wk = wx[k];
-                    a0 += wk * p[3 * k];
-                    a1 += wk * p[3 * k + 1];
-                    a2 += wk * p[3 * k + 2];
-                }
-                d[3 * x] = clamp_shift(a0, bits);
-                d[3 * x + 1] = clamp_shift(a1, bits);
-                d[3 * x + 2] = clamp_shift(a2, bits);
+                pixel3(p, w + x * taps, n, half, bits, d + 3 * x);
                 continue;
             }
             const __m128i *wx = wv + x * groups * 2;
