@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
                         pre = mmctl_run(path)
                         times[name][who].append(time.perf_counter() - start)
                         # Resize + patchify, overlapped with decoding (the rest).
-                        times[name]["mmctl-busy"].append(pre.timings.preprocess_s)
+                        times[name]["mmctl-busy"].append(pre.timings.overlapped_s)
                     else:
                         times[name][who].append(timed(floor, path))
         rates: dict[str, float] = {}
