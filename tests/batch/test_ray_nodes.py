@@ -222,6 +222,11 @@ def test_ray_job_submit_runs_a_batch(ray_cluster, make_stub, red_blue, tmp_path)
         try:
             urllib.request.urlopen(f"{url}/api/version", timeout=2).read()
             break
+        except urllib.error.HTTPError:
+            # It answers. A 401: an earlier ray.init in this process turned
+            # Ray's token authentication on (RAY_AUTH_MODE, ~/.ray/auth_token),
+            # and `ray job submit` below reads the same token.
+            break
         except OSError:
             assert time.monotonic() < deadline, "the job server did not come up"
             time.sleep(0.5)
