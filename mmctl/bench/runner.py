@@ -38,6 +38,7 @@ from mmctl.choices import (
     BENCH_BURSTINESS,
     BENCH_NUM_PROMPTS,
     BENCH_WARMUP,
+    DEFAULT_PIXEL_CACHE_MB,
     PixelFormat,
     Transport,
 )
@@ -50,6 +51,7 @@ from mmctl.client.stream import TokenStream
 from mmctl.errors import CheckFailed, MmctlError, UsageError
 from mmctl.request.build import Sampling, new_request_id
 from mmctl.request.limits import WorkerLimits
+from mmctl.request.pixel_cache import budget_bytes
 from mmctl.signals import stop_signals
 from mmctl.transport.shm import ShmArena, own_files
 
@@ -132,8 +134,11 @@ class BenchConfig:
     tls: bool | str | Path | None = None
     model_dir: Path | None = None
     bundle: Path | None = None
+    #: Items that share media preprocess them once (``--pixel-cache-mb``).
+    pixel_cache_mb: int = DEFAULT_PIXEL_CACHE_MB
 
     def __post_init__(self) -> None:
+        budget_bytes(self.pixel_cache_mb)
         if not self.targets:
             raise UsageError("--target: at least one worker")
         if not self.items:
@@ -190,6 +195,8 @@ class BenchResult:
     model: dict[str, Any]
     #: The signal that stopped the run early (SIGINT, SIGTERM), if one did.
     interrupted_by: str | None = None
+    #: The pixel cache's account of the preparation (``Stats.as_dict``).
+    pixel_cache: dict[str, Any] = field(default_factory=dict)
 
     @property
     def interrupted(self) -> bool:
@@ -225,6 +232,7 @@ def _clients(cfg: BenchConfig) -> list[Client]:
             timeout=cfg.timeout,
             model_dir=cfg.model_dir,
             bundle=cfg.bundle,
+            pixel_cache_mb=cfg.pixel_cache_mb,
         )
         for t in cfg.targets
     ]
@@ -258,7 +266,9 @@ def _prepare_all(
     progress.stage("preparing", len(cfg.items) * len(fmts))
     for n, item in enumerate(cfg.items):
         for fmt in fmts:
-            prepared[(n, fmt)] = prepare(item, model, fmt, cfg.prompt, cfg.sampling, limits)
+            prepared[(n, fmt)] = prepare(
+                item, model, fmt, cfg.prompt, cfg.sampling, limits, clients[0].pixel_cache
+            )
             progress.stage("preparing")
     return prepared
 
@@ -457,9 +467,11 @@ def run(cfg: BenchConfig, progress: Progress | None = None) -> BenchResult:
         prepared = _prepare_all(cfg, clients, fmts, progress)
         session = clients[0].session()
         measured_floors = _floors(cfg, prepared, progress)
-        return asyncio.run(
+        result = asyncio.run(
             _run_async(cfg, clients, arms, prepared, measured_floors, session, progress)
         )
+        result.pixel_cache = clients[0].pixel_cache.snapshot().as_dict()
+        return result
     finally:
         for client in clients:
             client.close()

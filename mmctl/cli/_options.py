@@ -216,6 +216,17 @@ PixelDtypesOpt = Annotated[
         show_default=False,
     ),
 ]
+#: `batch`, `bench`: media asked about again are preprocessed once (smg's
+#: `--mm-pixel-cache-mb`, MiB).
+PixelCacheOpt = Annotated[
+    int,
+    typer.Option(
+        "--pixel-cache-mb",
+        metavar="MIB",
+        help="Keep up to this many MiB of preprocessed media, least recently used out first, "
+        "so media asked about again are not decoded again; 0 turns the cache off.",
+    ),
+]
 LayoutOpt = Annotated[
     LayoutKind,
     typer.Option(

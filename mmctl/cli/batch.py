@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from mmctl.choices import BATCH_MAX_CONCURRENCY, REMOTE_MEDIA_MAX_MB
+from mmctl.choices import BATCH_MAX_CONCURRENCY, DEFAULT_PIXEL_CACHE_MB, REMOTE_MEDIA_MAX_MB
 from mmctl.cli._options import (
     BundleOpt,
     CaCertOpt,
@@ -15,6 +15,7 @@ from mmctl.cli._options import (
     JsonOpt,
     MaxTokensOpt,
     NegotiatedPixelDtypeOpt,
+    PixelCacheOpt,
     PromptOpt,
     SendTimeoutOpt,
     TargetsOpt,
@@ -49,7 +50,10 @@ tasks on every node's CPUs, one sender per node (pip install 'mmctl[ray]';
 --ray-address, else $RAY_ADDRESS, else a local instance). Several --target workers share the items,
 each to the least busy; each is probed every second, and one that does not
 answer healthy within 5 s (frozen, gone) or whose requests fail is taken out
-(its items go to the others) and put back when a probe answers.
+(its items go to the others) and put back when a probe answers. Media asked
+about again (several questions of one clip) are decoded once: --pixel-cache-mb
+keeps the preprocessed pixels (least recently used out first; on Ray, per
+node, and such items go to the node that holds them).
 
 Examples:
 
@@ -147,6 +151,7 @@ def batch(
     prompt: PromptOpt = None,
     max_tokens: MaxTokensOpt = None,
     pixel_dtype: NegotiatedPixelDtypeOpt = None,
+    pixel_cache_mb: PixelCacheOpt = DEFAULT_PIXEL_CACHE_MB,
     allow_remote_media: Annotated[
         bool,
         typer.Option("--allow-remote-media", help="Fetch http(s) media (with --max-remote-mb)."),
@@ -205,6 +210,7 @@ def batch(
             model_dir=model_dir,
             bundle=bundle,
             ray_address=ray_address,
+            pixel_cache_mb=pixel_cache_mb,
             on_start=bar.start,
             on_done=bar.done,
             on_skip=bar.skip,
@@ -261,6 +267,8 @@ def _retry_hint(counts: Any) -> str:
 
 
 def _render(console: Any, doc: dict[str, Any]) -> None:
+    from mmctl.cli._output import size
+
     errors = ", ".join(f"{n} {code}" for code, n in doc["errors"].items())
     skipped = f", {doc['skipped']} already in {doc['output']}"
     if doc["kept_failed"]:
@@ -277,6 +285,15 @@ def _render(console: Any, doc: dict[str, Any]) -> None:
         + (f" ({doc['startup_s']:.1f} s Ray start-up)" if doc["engine"] == "ray" else ""),
         markup=False,
     )
+    cache = doc["pixel_cache"]
+    if cache.get("hits") or cache.get("shared"):
+        console.print(
+            f"  pixel cache: {cache['hits'] + cache['shared']} of "
+            f"{cache['hits'] + cache['shared'] + cache['misses']} media served without decoding "
+            f"({size(cache['hit_bytes'])}); {size(cache['bytes'])} kept of "
+            f"{size(cache['budget_bytes'])}",
+            markup=False,
+        )
     if len(doc["by_target"]) > 1 or any(c["failed"] for c in doc["by_target"].values()):
         for target, c in doc["by_target"].items():
             console.print(f"  {target}: {c['answered']} answered, {c['failed']} failed",

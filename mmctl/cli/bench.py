@@ -11,6 +11,7 @@ from mmctl.choices import (
     BENCH_BURSTINESS,
     BENCH_NUM_PROMPTS,
     BENCH_WARMUP,
+    DEFAULT_PIXEL_CACHE_MB,
     PixelFormat,
     Transport,
 )
@@ -20,6 +21,7 @@ from mmctl.cli._options import (
     HeaderOpt,
     JsonOpt,
     MaxTokensOpt,
+    PixelCacheOpt,
     PixelDtypesOpt,
     PromptOpt,
     TargetsOpt,
@@ -237,6 +239,7 @@ def bench(
     ca_cert: CaCertOpt = None,
     model_dir: WorkerModelDirOpt = None,
     bundle: BundleOpt = None,
+    pixel_cache_mb: PixelCacheOpt = DEFAULT_PIXEL_CACHE_MB,
     json_out: JsonOpt = False,
 ) -> None:
     from mmctl import settings
@@ -289,6 +292,7 @@ def bench(
         tls=ca_cert or tls,
         model_dir=model_dir,
         bundle=bundle,
+        pixel_cache_mb=pixel_cache_mb,
     )
     live = _Live(output)
     try:
@@ -356,6 +360,7 @@ def render(console: Console, result: BenchResult, doc: dict[str, Any]) -> None:
         console.print(
             f"  {prep['item']} ({prep['pixel_dtype']}): {prep['payload_bytes'] / 1e6:.2f} MB of "
             f"pixels, {prep['prompt_tokens']} prompt tokens, prepared in {prep['preprocess_s']:.3f} s"
+            + (" (pixel cache)" if "hit" in prep["pixel_cache"] else "")
         )
     for n, run in enumerate(doc["runs"]):
         arms = run["arms"]
