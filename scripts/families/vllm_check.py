@@ -4,7 +4,7 @@ Needs a Python with vLLM (CPU build is enough: no model weights are loaded, only
 the model folder's configs and tokenizer), e.g. the environment scripts/engine-check
 caches under ~/.cache/mmctl/engine-env-*/:
 
-    HF_HUB_OFFLINE=1 ENV/bin/python scripts/families/vllm_check.py
+    HF_HUB_OFFLINE=1 ENV/bin/python scripts/families/vllm_check.py [GOLDEN.npz ...]
 
 For each tests/fixtures/families/goldens/<family>-<case>.npz it loads the same
 committed media with vLLM's loaders (``ImageMediaIO``; ``VideoMediaIO`` with its
@@ -75,8 +75,9 @@ def check(path: Path, processors: dict) -> list[str]:
     result = proc.apply(ProcessorInputs(prompt=prompt, mm_data_items=items), TimingContext())
     problems = []
     ids = list(result["prompt_token_ids"])
-    if ids != golden["input_ids"].tolist():
-        problems.append(f"prompt ids differ ({len(ids)} vs {len(golden['input_ids'])})")
+    expected = golden["vllm_input_ids"].tolist()
+    if ids != expected:
+        problems.append(f"prompt ids differ ({len(ids)} vs {len(expected)})")
     kwargs = result["mm_kwargs"]
     for modality in kwargs:
         fields: dict[str, list] = {}
@@ -85,6 +86,12 @@ def check(path: Path, processors: dict) -> list[str]:
                 fields.setdefault(key, []).append(elem.data)
         for key, values in fields.items():
             ref = f"{key}_sha256"
+            if key in PER_VIDEO:  # Gemma 4's lists, kept per video: video<k>_<name>
+                for k, value in enumerate(values):
+                    want = golden[f"video{k}_{PER_VIDEO[key]}"].tolist()
+                    if list(value) != want:
+                        problems.append(f"{modality}.{key}[{k}]: {list(value)} != {want}")
+                continue
             if key in golden.files:  # Llama 4's aspect_ratios / patches_per_image, whole
                 got = np.stack([v.numpy() for v in values]).astype(np.int64)
                 if not np.array_equal(got, golden[key]):
@@ -101,6 +108,12 @@ def check(path: Path, processors: dict) -> list[str]:
     return problems
 
 
+#: vLLM fields that are plain lists per video (gemma4_mm.py) → the golden's per-video key.
+PER_VIDEO = {"video_timestamps": "timestamps", "video_num_soft_tokens": "num_soft_tokens"}
+#: Flat fields (``flat_from_sizes``): one tensor per video, frames joined on axis 0.
+FLAT = ("pixel_values_videos", "pixel_position_ids_videos")
+
+
 def _joined(key: str, values: list, golden):
     """vLLM holds one tensor per item; the golden holds HF's batch."""
     import torch
@@ -108,6 +121,8 @@ def _joined(key: str, values: list, golden):
     shape = tuple(int(x) for x in golden[f"{key}_shape"])
     if key == "pixel_values" and len(shape) == 4 and values[0].dim() == 4:
         joined = torch.cat(values)  # Llama 4: flat tiles
+    elif key in FLAT and values[0].dim() == len(shape):
+        joined = torch.cat(values)  # Gemma 4: frames of every video
     else:
         joined = torch.stack(values) if len({tuple(v.shape) for v in values}) == 1 else None
     if joined is None or tuple(joined.shape) != shape:
@@ -118,7 +133,9 @@ def _joined(key: str, values: list, golden):
 def main() -> int:
     processors: dict = {}
     failures = 0
-    files = sorted((FAMILIES / "goldens").glob("*.npz"))
+    # Goldens named on the command line (e.g. a copy with one digest changed, to see the
+    # check fail), else every committed one.
+    files = [Path(a) for a in sys.argv[1:]] or sorted((FAMILIES / "goldens").glob("*.npz"))
     for path in files:
         try:
             problems = check(path, processors)
