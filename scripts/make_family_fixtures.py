@@ -371,7 +371,9 @@ def gemma4_golden(family: str, processor, media: tuple[str, ...]) -> dict:
             count = ref.soft_tokens(config, height, width, ref.VIDEO_SOFT_TOKENS)
             per_frame = [count] * len(frames)
             assert parts["num_soft_tokens_per_frame"] == per_frame, (name, per_frame)
-            replacements["video"].append(ref.video_replacement(tokenizer, config, seconds, per_frame))
+            replacements["video"].append(
+                ref.video_replacement(tokenizer, config, seconds, per_frame)
+            )
             k = len(video_parts)
             video_parts.append(parts)
             out[f"video{k}_indices"] = indices
@@ -391,7 +393,9 @@ def gemma4_golden(family: str, processor, media: tuple[str, ...]) -> dict:
             path = hf_cases.media_path(IMAGES[name])
             image = load_image(path)
             images.append(image)
-            replacements["image"].append(ref.image_replacement(config, image.size[1], image.size[0]))
+            replacements["image"].append(
+                ref.image_replacement(config, image.size[1], image.size[0])
+            )
             content.append({"type": "image"})
         names.append(path.name)
         sums.append(hf_cases.sha256_of(path))
@@ -422,7 +426,9 @@ def gemma4_golden(family: str, processor, media: tuple[str, ...]) -> dict:
         parts = ref.image_features(processor, images)
         out["image_sizes_hw"] = np.asarray([[i.size[1], i.size[0]] for i in images], np.int64)
         out["num_soft_tokens_per_image"] = np.asarray(parts["num_soft_tokens_per_image"], np.int64)
-        out["hf_image_pixels_equal"] = np.bool_(torch.equal(hf["pixel_values"], parts["pixel_values"]))
+        out["hf_image_pixels_equal"] = np.bool_(
+            torch.equal(hf["pixel_values"], parts["pixel_values"])
+        )
         for key in ("pixel_values", "pixel_position_ids"):
             if key == "pixel_values":
                 out[f"{key}_source_dtype"] = np.asarray(str(parts[key].dtype))
@@ -435,7 +441,9 @@ def gemma4_golden(family: str, processor, media: tuple[str, ...]) -> dict:
         out["hf_video_pixels_equal"] = np.bool_(
             torch.equal(hf["pixel_values_videos"], joined["pixel_values_videos"])
         )
-        out["pixel_values_videos_source_dtype"] = np.asarray(str(joined["pixel_values_videos"].dtype))
+        out["pixel_values_videos_source_dtype"] = np.asarray(
+            str(joined["pixel_values_videos"].dtype)
+        )
         for key, value in joined.items():
             tensor_record(key, value.numpy(), out)
         counts = np.asarray([len(v) for v in videos], dtype=np.int64)

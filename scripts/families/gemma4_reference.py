@@ -40,8 +40,8 @@ def soft_tokens(config: dict, height: int, width: int, max_soft_tokens: int | No
     max_patches = max_soft_tokens * pool**2
     num_patches_orig = (height / patch) * (width / patch)
     scale = math.sqrt(max_patches / num_patches_orig)
-    target_h = max(unit, int(math.floor(height * scale / unit)) * unit)
-    target_w = max(unit, int(math.floor(width * scale / unit)) * unit)
+    target_h = max(unit, math.floor(height * scale / unit) * unit)
+    target_w = max(unit, math.floor(width * scale / unit) * unit)
     num_patches = (target_h // patch) * (target_w // patch)
     return min(num_patches // (pool**2), max_soft_tokens)
 
