@@ -51,41 +51,21 @@ LLAMA4_IMAGE = 200090  # <|image|>  # vllm/multimodal/media/video.py VideoMediaI
 IMAGES = {case.name: case for case in hf_cases.IMAGE_CASES}
 VIDEOS = {case.name: case for case in hf_cases.VIDEO_CASES}
 
+# The clips every video family's goldens take: odd frame counts, two frame rates, VFR, …
+CLIPS = ("tiny", "ties", "portrait", "odd_count", "max_frames", "rotated", "vfr", "webm", "gif")
+CLIP_CASES = [(f"video-{name}", (f"v:{name}",)) for name in (*CLIPS, "mov", "ntsc")]
+
 # (golden name, media names); an "v:" prefix is a video.
 CASES = {
     "llava": [(f"image-{n}", (n,)) for n in IMAGES] + [("two_images", ("rgb_odd", "large"))],
     "llava_next": [(f"image-{n}", (n,)) for n in IMAGES] + [("two_images", ("rgb_odd", "large"))],
     "llama4": [(f"image-{n}", (n,)) for n in IMAGES] + [("two_images", ("rgb_odd", "large"))],
     "llava_onevision": [(f"image-{n}", (n,)) for n in IMAGES]
-    + [
-        ("two_images", ("rgb_odd", "large")),
-        ("video-tiny", ("v:tiny",)),
-        ("video-ties", ("v:ties",)),
-        ("video-portrait", ("v:portrait",)),
-        ("video-odd_count", ("v:odd_count",)),
-        ("video-max_frames", ("v:max_frames",)),
-        ("video-rotated", ("v:rotated",)),
-        ("video-vfr", ("v:vfr",)),
-        ("video-webm", ("v:webm",)),
-        ("video-gif", ("v:gif",)),
-        ("video-mov", ("v:mov",)),
-        ("video-ntsc", ("v:ntsc",)),
-        ("image_then_video", ("rgba", "v:film")),
-    ],
+    + [("two_images", ("rgb_odd", "large")), *CLIP_CASES, ("image_then_video", ("rgba", "v:film"))],
     "gemma4": [(f"image-{n}", (n,)) for n in IMAGES]
     + [
         ("two_images", ("rgb_odd", "large")),
-        ("video-tiny", ("v:tiny",)),
-        ("video-ties", ("v:ties",)),
-        ("video-portrait", ("v:portrait",)),
-        ("video-odd_count", ("v:odd_count",)),
-        ("video-max_frames", ("v:max_frames",)),
-        ("video-rotated", ("v:rotated",)),
-        ("video-vfr", ("v:vfr",)),
-        ("video-webm", ("v:webm",)),
-        ("video-gif", ("v:gif",)),
-        ("video-mov", ("v:mov",)),
-        ("video-ntsc", ("v:ntsc",)),
+        *CLIP_CASES,
         ("video-shrink", ("v:shrink",)),
         ("image_then_video", ("rgba", "v:film")),
         ("video_then_image", ("v:ntsc", "gray")),

@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(Path(__file__).resolve().parent)]
 
 import gemma4_reference as ref  # noqa: E402
+from check_llava_unseen import content  # noqa: E402
 
 from mmctl.models import gemma4  # noqa: E402
 
@@ -66,20 +67,6 @@ def sizes(rng: np.random.Generator, count: int) -> list[tuple[int, int]]:
     return out[:count]
 
 
-def content(rng: np.random.Generator, h: int, w: int) -> np.ndarray:
-    kind = rng.integers(3)
-    if kind == 0:
-        return rng.integers(0, 256, size=(h, w, 3), dtype=np.uint8)
-    if kind == 1:
-        yy, xx = np.meshgrid(np.linspace(0, 255, h), np.linspace(0, 255, w), indexing="ij")
-        noise = rng.integers(-20, 21, size=(h, w, 3))
-        grad = np.stack([yy, xx, (yy + xx) / 2], axis=-1) + noise
-        return np.clip(grad, 0, 255).astype(np.uint8)
-    frame = np.empty((h, w, 3), dtype=np.uint8)
-    frame[...] = rng.integers(0, 256, size=3, dtype=np.uint8)
-    return frame
-
-
 def _image_call(processor, frames: list[np.ndarray], budget: int) -> dict:
     from PIL import Image
 
@@ -107,7 +94,10 @@ def _same(frames: list[np.ndarray], want: dict, budget: int, config: dict) -> tu
         h, w = frame.shape[:2]
         encoder = want["num_soft_tokens_per_image"][i]
         ok = ok and mine.pixel_values.tobytes() == want["pixel_values"][i].numpy().tobytes()
-        ok = ok and mine.pixel_position_ids.tobytes() == want["pixel_position_ids"][i].numpy().tobytes()
+        ok = (
+            ok
+            and mine.pixel_position_ids.tobytes() == want["pixel_position_ids"][i].numpy().tobytes()
+        )
         ok = ok and mine.soft_tokens == encoder
         prompt = ref.soft_tokens(config, h, w, budget)
         ok = ok and gemma4.soft_tokens(h, w, SETTINGS, budget) == prompt
@@ -182,7 +172,10 @@ def check_clips(processor, config, rng, count: int) -> bool:
         per_frame = [gemma4.frame_soft_tokens(h, w, SETTINGS)] * len(frames)
         ids = gemma4.video_token_ids(seconds, per_frame, SETTINGS, encode)
         want_ids = ref.video_replacement(
-            tokenizer, config, ref.timestamps(indices.tolist(), fps), parts["num_soft_tokens_per_frame"]
+            tokenizer,
+            config,
+            ref.timestamps(indices.tolist(), fps),
+            parts["num_soft_tokens_per_frame"],
         )
         ok = (
             np.array_equal(indices, want_indices)
