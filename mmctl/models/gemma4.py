@@ -182,6 +182,8 @@ def image_pixels(rgb: np.ndarray, settings: Settings, max_soft_tokens: int | Non
             max_soft_tokens=budget,
         )
         rgb = resize_rgb(rgb, height, width)
+    if height % patch or width % patch:  # do_resize off: HF's reshape refuses it too
+        raise InputError(f"a {width}x{height} image is not a whole number of {patch}-px patches")
     rows, cols = height // patch, width // patch
     count = rows * cols
     max_patches = settings.max_patches(budget)
@@ -190,7 +192,7 @@ def image_pixels(rgb: np.ndarray, settings: Settings, max_soft_tokens: int | Non
             f"a {width}x{height} image has {count} patches, over the budget of {max_patches}"
         )
     # Patch-major, then [row][column][channel] inside a patch (HF's permute(1, 3, 2, 4, 0)).
-    cut = rgb[: rows * patch, : cols * patch].reshape(rows, patch, cols, patch, CHANNELS)
+    cut = rgb.reshape(rows, patch, cols, patch, CHANNELS)
     codes = cut.transpose(0, 2, 1, 3, 4).reshape(count, settings.patch_values)
     pixel_values = np.zeros((max_patches, settings.patch_values), dtype=np.float32)
     table = _value_table(settings)

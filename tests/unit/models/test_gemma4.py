@@ -227,3 +227,7 @@ def test_bad_input_is_a_typed_error():
         gemma4.image_pixels(np.zeros((4, 4), np.uint8), SETTINGS)
     with pytest.raises(InputError):
         gemma4.video_pixels(np.zeros((0, 4, 4, 3), np.uint8), SETTINGS)
+    unresized = gemma4.Settings(do_resize=False)
+    with pytest.raises(InputError):
+        gemma4.image_pixels(np.zeros((20, 32, 3), np.uint8), unresized)
+    assert gemma4.image_pixels(np.zeros((48, 32, 3), np.uint8), unresized).soft_tokens == 0
