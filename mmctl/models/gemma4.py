@@ -40,6 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mmctl.errors import InputError
+from mmctl.media.probe import dimensions
 from mmctl.preprocessing.resize import resize_rgb
 from mmctl.preprocessing.tiles import check_rgb, rescale_normalize
 
@@ -131,7 +132,7 @@ def target_size(
     capped (only extreme aspect ratios, over about 1:280, reach that).
     """
     if height <= 0 or width <= 0:
-        raise InputError(f"image has no pixels: {width}x{height}")
+        raise InputError(f"image has no pixels: {dimensions(width, height)}")
     max_patches = max_soft_tokens * pooling_kernel_size**2
     target_px = max_patches * patch_size**2
     factor = math.sqrt(target_px / (height * width))
@@ -139,7 +140,9 @@ def target_size(
     target_h = math.floor(factor * height / side) * side
     target_w = math.floor(factor * width / side) * side
     if target_h == 0 and target_w == 0:
-        raise InputError(f"a {width}x{height} image cannot be resized to a multiple of {side}")
+        raise InputError(
+            f"a {dimensions(width, height)} image cannot be resized to a multiple of {side}"
+        )
     max_side = (max_patches // pooling_kernel_size**2) * side
     if target_h == 0:
         target_h, target_w = side, min(math.floor(width / height) * side, max_side)
@@ -147,7 +150,8 @@ def target_size(
         target_w, target_h = side, min(math.floor(height / width) * side, max_side)
     if target_h * target_w > target_px:
         raise InputError(
-            f"a {width}x{height} image resized to {target_w}x{target_h} exceeds the budget of "
+            f"a {dimensions(width, height)} image resized to {dimensions(target_w, target_h)} "
+            f"exceeds the budget of "
             f"{max_patches} patches"
         )
     return target_h, target_w
@@ -183,13 +187,16 @@ def image_pixels(rgb: np.ndarray, settings: Settings, max_soft_tokens: int | Non
         )
         rgb = resize_rgb(rgb, height, width)
     if height % patch or width % patch:  # do_resize off: HF's reshape refuses it too
-        raise InputError(f"a {width}x{height} image is not a whole number of {patch}-px patches")
+        raise InputError(
+            f"a {dimensions(width, height)} image is not a whole number of {patch}-px patches"
+        )
     rows, cols = height // patch, width // patch
     count = rows * cols
     max_patches = settings.max_patches(budget)
     if count > max_patches:
         raise InputError(
-            f"a {width}x{height} image has {count} patches, over the budget of {max_patches}"
+            f"a {dimensions(width, height)} image has {count} patches, over the budget of "
+            f"{max_patches}"
         )
     # Patch-major, then [row][column][channel] inside a patch (HF's permute(1, 3, 2, 4, 0)).
     cut = rgb.reshape(rows, patch, cols, patch, CHANNELS)

@@ -36,6 +36,7 @@ sys.path[:0] = [str(ROOT), str(Path(__file__).resolve().parent)]
 import gemma4_reference as ref  # noqa: E402
 from check_llava_unseen import content  # noqa: E402
 
+from mmctl.media.probe import dimensions  # noqa: E402
 from mmctl.models import gemma4  # noqa: E402
 
 FOLDER = ROOT / "tests" / "fixtures" / "families" / "gemma4"
@@ -122,16 +123,16 @@ def check_images(processor, config, rng, count: int, batches: int) -> bool:
                     refused += 1
                     continue
                 differ += 1
-                notes.append(f"{w}x{h}@{budget}: HF refuses ({err}), mmctl does not")
+                notes.append(f"{dimensions(w, h)}@{budget}: HF refuses ({err}), mmctl does not")
                 continue
             ok, vllm_ok = _same([frame], want, budget, config)
             equal += ok
             differ += not ok
             if not ok and len(notes) < 12:
-                notes.append(f"{w}x{h}@{budget}")
+                notes.append(f"{dimensions(w, h)}@{budget}")
             if not vllm_ok:
                 vllm_mismatch += 1
-                notes.append(f"{w}x{h}@{budget}: vLLM's prompt count != its encoder's")
+                notes.append(f"{dimensions(w, h)}@{budget}: vLLM's prompt count != its encoder's")
     for _ in range(batches):  # several images in one call: vLLM's image batch
         picked = [frames[int(i)] for i in rng.choice(len(frames), size=int(rng.integers(2, 5)))]
         want = _image_call(processor, picked, SETTINGS.max_soft_tokens)
@@ -189,7 +190,7 @@ def check_clips(processor, config, rng, count: int) -> bool:
         equal += ok
         differ += not ok
         if not ok:
-            notes.append(f"{total} frames {w}x{h} at {fps} fps")
+            notes.append(f"{total} frames {dimensions(w, h)} at {fps} fps")
     print(f"clips: {equal} equal, {differ} differ")
     for note in notes:
         print(f"  {note}")
