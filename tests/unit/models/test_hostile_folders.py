@@ -25,9 +25,8 @@ from mmctl.errors import InputError
 from mmctl.models.model import load_model
 
 FAMILIES = Path(__file__).resolve().parents[2] / "fixtures" / "families"
-# Not folders of a family mmctl serves (yet): the goldens, and a family whose facts and
-# goldens came first (gemma4, #32 phase A).
-NOT_WIRED = ("goldens", "gemma4")
+# Not a family's folder: the goldens.
+NOT_WIRED = ("goldens",)
 
 #: (folder, file, dotted key, value, class). ``None`` as folder: the built-in Qwen3-VL files.
 CASES: list[tuple[str | None, str, str, Any, str]] = [
@@ -102,6 +101,15 @@ CASES: list[tuple[str | None, str, str, Any, str]] = [
     ("glm46v", "preprocessor_config.json", "processor_class", 3, "wrong type"),
     ("glm46v", "video_preprocessor_config.json", "rescale_factor", math.inf, "non-finite"),
     ("glm46v", "config.json", "image_token_id", 151552, "out of vocabulary"),
+    # Gemma 4 (processor_config.json's nested image processor; its video one is not read)
+    ("gemma4", "processor_config.json", "image_processor.patch_size", 0, "zero"),
+    ("gemma4", "processor_config.json", "image_processor.pooling_kernel_size", -3, "negative"),
+    ("gemma4", "processor_config.json", "image_processor.max_soft_tokens", 10**9, "huge"),
+    ("gemma4", "config.json", "vision_config.default_output_length", 10**9, "huge"),
+    ("gemma4", "processor_config.json", "image_processor.do_resize", "yes", "wrong type"),
+    ("gemma4", "processor_config.json", "image_processor.image_std", [1, 0, 1], "non-finite"),
+    ("gemma4", "processor_config.json", "image_processor.rescale_factor", math.nan, "non-finite"),
+    ("gemma4", "config.json", "video_token_id", 262144, "out of vocabulary"),
 ]
 
 
