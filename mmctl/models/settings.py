@@ -161,6 +161,10 @@ class Resolved:
     warnings: tuple[str, ...] = ()
 
 
+#: The origin of a setting no model file holds: the worker's own (vLLM's
+#: ``--media-io-kwargs``), which mmctl's flags stand in for.
+SERVER_DEFAULT = "vLLM server default (no model file holds it)"
+
 _MISSING = object()
 #: A config key the family cannot do without (``Setting.default``): absent is an error.
 REQUIRED: Any = object()
@@ -224,7 +228,8 @@ class Settings:
         vocab = _vocab_size(files.config)
         for f in fields(cls):  # type: ignore[arg-type]
             decl: Setting | None = f.metadata.get("setting")
-            if decl is None:
+            if decl is None:  # a worker's option (the frames its loader keeps), not a file's
+                origins[f.name] = SERVER_DEFAULT
                 continue
             source = sources[decl.file]
             if source.values is None:

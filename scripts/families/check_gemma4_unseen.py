@@ -1,32 +1,42 @@
-"""mmctl's Gemma 4 functions against HF as vLLM drives it, on media the goldens never saw.
+"""mmctl's Gemma 4 processing against HF as vLLM drives it, on media the goldens never saw.
 
 Runs in the reference environment (torch, transformers 5.20.2; never in CI)::
 
     "$(bash scripts/reference/install_env.sh)/bin/python" scripts/families/check_gemma4_unseen.py --images 300 --clips 20
 
-Random-size, random-content images (noise, gradients, flat colour; sides from 1
-to ~3000 px, aspect ratios up to 1:400 — past the 1:280 where one side floors to
-nothing — and sizes around multiples of 48) go through transformers'
+mmctl's side is its real path: the folder loaded with ``load_model`` (the family
+chosen from config.json), each item through ``model.spec.processor.preprocess``
+from a file, several images joined by ``model.spec.wire.batch_pixels``, a
+video's prompt by the family's replacement. Random-size, random-content images
+(noise, gradients, flat colour; sides from 1 to ~3000 px, aspect ratios up to
+1:400 — past the 1:280 where one side floors to nothing — and sizes around
+multiples of 48) are written as PNG (lossless) and go through transformers'
 ``Gemma4Processor`` loaded from tests/fixtures/families/gemma4/ and called as
 vLLM 0.33 calls it (scripts/families/gemma4_reference.py), at the published
-budget and at a random one of the other supported budgets, alone and in
-multi-image calls; and through ``mmctl.models.gemma4``. Equal means: the float32
-``pixel_values`` and int64 ``pixel_position_ids`` bit for bit, mmctl's soft-token
-count equal to the encoder's (HF's real patches / 9) and mmctl's prompt count
-equal to vLLM's formula. Where vLLM's own prompt count differs from its encoder's
-(vLLM would then fail the request), that is reported apart: not an mmctl
-difference. Clips are random numpy frames (no encoding: codecs differ by
-machine) with random lengths and source rates, sampled with ``sample_indices``
-and compared frame tensors, timestamps and prompt ids. Prints "N equal, M
-differ" per part; exits 1 on any mmctl difference.
+budget and at a random other supported one (a copy of the folder with
+``max_soft_tokens`` and ``default_output_length`` both set to it: a server
+started with that ``mm_processor_kwargs``), alone and in multi-image calls.
+Equal means: the float32 ``pixel_values`` and int64 ``pixel_position_ids`` bit
+for bit and mmctl's token count equal to vLLM's formula and to the encoder's
+(HF's real patches / 9). Where vLLM's own prompt count differs from its
+encoder's (vLLM would then fail the request), mmctl must refuse: reported apart.
+Clips are random frames written losslessly (FFV1 RGB in AVI; the frames mmctl
+decodes are checked to be the written ones) at random lengths and rates: the
+kept frames (vLLM's default loader), every frame tensor, the timestamps and the
+replacement ids must be HF's / vLLM's. Prints "N equal, M differ" per part;
+exits 1 on any mmctl difference.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
+import tempfile
+from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -34,13 +44,18 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(Path(__file__).resolve().parent)]
 
 import gemma4_reference as ref  # noqa: E402
+from check_glm4v_unseen import decoded_frames, write_clip  # noqa: E402
 from check_llava_unseen import content  # noqa: E402
 
-from mmctl.media.probe import dimensions  # noqa: E402
+from mmctl.choices import PixelFormat  # noqa: E402
+from mmctl.errors import InputError  # noqa: E402
+from mmctl.media.probe import MediaKind, dimensions  # noqa: E402
 from mmctl.models import gemma4  # noqa: E402
+from mmctl.models.model import Model, load_model  # noqa: E402
+from mmctl.values.items import DEFAULT_OPTIONS  # noqa: E402
 
 FOLDER = ROOT / "tests" / "fixtures" / "families" / "gemma4"
-SETTINGS = gemma4.Settings()
+PUBLISHED = 280
 
 
 def sizes(rng: np.random.Generator, count: int) -> list[tuple[int, int]]:
@@ -68,11 +83,39 @@ def sizes(rng: np.random.Generator, count: int) -> list[tuple[int, int]]:
     return out[:count]
 
 
-def _image_call(processor, frames: list[np.ndarray], budget: int) -> dict:
+def models(tmp: Path) -> dict[int, Model]:
+    """The published folder, and a copy per other budget with both values set to it."""
+    out = {PUBLISHED: load_model(model_dir=FOLDER)}
+    for budget in gemma4.SUPPORTED_SOFT_TOKENS:
+        if budget == PUBLISHED:
+            continue
+        folder = tmp / f"budget-{budget}"
+        shutil.copytree(FOLDER, folder)
+        processor = json.loads((folder / "processor_config.json").read_text())
+        processor["image_processor"]["max_soft_tokens"] = budget
+        (folder / "processor_config.json").write_text(json.dumps(processor))
+        config = json.loads((folder / "config.json").read_text())
+        config["vision_config"]["default_output_length"] = budget
+        (folder / "config.json").write_text(json.dumps(config))
+        out[budget] = load_model(model_dir=folder)
+    return out
+
+
+def _preprocess(model: Model, path: Path, kind: MediaKind) -> Any:
+    """mmctl's item as ``mmctl build --pixel-dtype float32`` makes it, or its refusal."""
+    try:
+        return model.spec.processor.preprocess(
+            path, kind, model.params, PixelFormat.FLOAT32, DEFAULT_OPTIONS
+        )
+    except InputError as err:
+        return err
+
+
+def _hf_images(processor: Any, frames: list[np.ndarray], budget: int) -> dict:
     from PIL import Image
 
     pils = [Image.fromarray(f) for f in frames]
-    if budget == SETTINGS.max_soft_tokens:
+    if budget == PUBLISHED:
         return ref.image_features(processor, pils)
     out = processor(
         text="".join("\t" + processor.image_token for _ in pils),
@@ -87,111 +130,126 @@ def _image_call(processor, frames: list[np.ndarray], budget: int) -> dict:
     }
 
 
-def _same(frames: list[np.ndarray], want: dict, budget: int, config: dict) -> tuple[bool, bool]:
-    """(mmctl equals HF/vLLM, vLLM's prompt count equals its encoder's) for one call."""
-    ok, vllm_ok = True, True
-    for i, frame in enumerate(frames):
-        mine = gemma4.image_pixels(frame, SETTINGS, budget)
-        h, w = frame.shape[:2]
-        encoder = want["num_soft_tokens_per_image"][i]
-        ok = ok and mine.pixel_values.tobytes() == want["pixel_values"][i].numpy().tobytes()
-        ok = (
-            ok
-            and mine.pixel_position_ids.tobytes() == want["pixel_position_ids"][i].numpy().tobytes()
-        )
-        ok = ok and mine.soft_tokens == encoder
-        prompt = ref.soft_tokens(config, h, w, budget)
-        ok = ok and gemma4.soft_tokens(h, w, SETTINGS, budget) == prompt
-        vllm_ok = vllm_ok and prompt == encoder
-    return ok, vllm_ok
+def check_images(
+    processor: Any, config: dict, by_budget: dict[int, Model], rng, count: int, batches: int, tmp
+) -> bool:
+    from PIL import Image
 
-
-def check_images(processor, config, rng, count: int, batches: int) -> bool:
-    frames = [content(rng, h, w) for h, w in sizes(rng, count)]
-    others = [b for b in gemma4.SUPPORTED_SOFT_TOKENS if b != SETTINGS.max_soft_tokens]
-    equal = differ = vllm_mismatch = refused = 0
+    others = [b for b in gemma4.SUPPORTED_SOFT_TOKENS if b != PUBLISHED]
+    equal = differ = vllm_fails = 0
     notes: list[str] = []
-    for frame in frames:
-        for budget in (SETTINGS.max_soft_tokens, int(rng.choice(others))):
-            h, w = frame.shape[:2]
+    written: list[tuple[np.ndarray, Path]] = []
+    for n, (h, w) in enumerate(sizes(rng, count)):
+        frame = content(rng, h, w)
+        path = tmp / f"{n}.png"
+        Image.fromarray(frame).save(path)
+        written.append((frame, path))
+        for budget in (PUBLISHED, int(rng.choice(others))):
+            pre = _preprocess(by_budget[budget], path, MediaKind.IMAGE)
             try:
-                want = _image_call(processor, [frame], budget)
+                want = _hf_images(processor, [frame], budget)
             except ValueError as err:  # HF refuses: mmctl must refuse too
-                try:
-                    gemma4.image_pixels(frame, SETTINGS, budget)
-                except Exception:
-                    refused += 1
-                    continue
-                differ += 1
-                notes.append(f"{dimensions(w, h)}@{budget}: HF refuses ({err}), mmctl does not")
+                ok = isinstance(pre, InputError)
+                equal += ok
+                differ += not ok
+                if not ok:
+                    notes.append(f"{dimensions(w, h)}@{budget}: HF refuses ({err}), mmctl does not")
                 continue
-            ok, vllm_ok = _same([frame], want, budget, config)
+            encoder = want["num_soft_tokens_per_image"][0]
+            prompt = ref.soft_tokens(config, h, w, budget)
+            if prompt != encoder:  # vLLM would fail the request: mmctl refuses it
+                vllm_fails += 1
+                ok = isinstance(pre, InputError)
+            else:
+                ok = (
+                    not isinstance(pre, InputError)
+                    and pre.pixel_values.tobytes() == want["pixel_values"][0].numpy().tobytes()
+                    and pre.item_tensors["pixel_position_ids"].tobytes()
+                    == want["pixel_position_ids"][0].numpy().tobytes()
+                    and pre.num_tokens == prompt
+                )
             equal += ok
             differ += not ok
             if not ok and len(notes) < 12:
-                notes.append(f"{dimensions(w, h)}@{budget}")
-            if not vllm_ok:
-                vllm_mismatch += 1
-                notes.append(f"{dimensions(w, h)}@{budget}: vLLM's prompt count != its encoder's")
+                notes.append(f"{dimensions(w, h)}@{budget}: {pre!r:.100}")
+    model = by_budget[PUBLISHED]
     for _ in range(batches):  # several images in one call: vLLM's image batch
-        picked = [frames[int(i)] for i in rng.choice(len(frames), size=int(rng.integers(2, 5)))]
-        want = _image_call(processor, picked, SETTINGS.max_soft_tokens)
-        ok, _ = _same(picked, want, SETTINGS.max_soft_tokens, config)
+        picked = [written[int(i)] for i in rng.choice(len(written), size=int(rng.integers(2, 5)))]
+        pres = [_preprocess(model, path, MediaKind.IMAGE) for _, path in picked]
+        want = _hf_images(processor, [frame for frame, _ in picked], PUBLISHED)
+        ok = not any(isinstance(p, InputError) for p in pres) and (
+            model.spec.wire.batch_pixels(MediaKind.IMAGE, [p.pixel_values for p in pres]).tobytes()
+            == want["pixel_values"].numpy().tobytes()
+        )
         equal += ok
         differ += not ok
     print(
-        f"images: {equal} equal, {differ} differ ({len(frames)} sizes x 2 budgets + {batches} "
-        f"multi-image calls; {refused} refused by both; vLLM prompt != encoder: {vllm_mismatch})"
+        f"images: {equal} equal, {differ} differ ({count} sizes x 2 budgets + {batches} "
+        f"multi-image calls; where vLLM's prompt count != its encoder's, mmctl refused: "
+        f"{vllm_fails})",
+        flush=True,
     )
     for note in notes:
         print(f"  {note}")
     return differ == 0
 
 
-def check_clips(processor, config, rng, count: int) -> bool:
+RATES = (Fraction(1), Fraction(5, 2), Fraction(8), Fraction(24000, 1001), Fraction(30),
+         Fraction(60000, 1001))  # fmt: skip
+
+
+def check_clips(processor: Any, config: dict, model: Model, rng, count: int, tmp: Path) -> bool:
     tokenizer = processor.tokenizer
-
-    def encode(text: str) -> list[int]:
-        return tokenizer.encode(text, add_special_tokens=False)
-
     equal = differ = 0
     notes: list[str] = []
-    for _ in range(count):
+    for n in range(count):
         total = int(rng.integers(1, 120))
-        fps = float(rng.choice([0.0, 1.0, 2.5, 8.0, 24000 / 1001, 30.0, 59.94]))
+        rate = RATES[int(rng.integers(len(RATES)))]
         h, w = int(rng.integers(8, 400)), int(rng.integers(8, 400))
-        indices = gemma4.sample_indices(total, fps, SETTINGS)
-        want_indices = (
-            np.arange(total)
-            if min(32, total) == total
-            else np.linspace(0, total - 1, 32, dtype=int)
-        )
-        frames = np.stack([content(rng, h, w) for _ in indices])
-        parts = ref.video_features(processor, frames)
-        mine = gemma4.video_pixels(frames, SETTINGS)
-        seconds = gemma4.timestamps(indices.tolist(), fps)
-        per_frame = [gemma4.frame_soft_tokens(h, w, SETTINGS)] * len(frames)
-        ids = gemma4.video_token_ids(seconds, per_frame, SETTINGS, encode)
-        want_ids = ref.video_replacement(
-            tokenizer,
-            config,
-            ref.timestamps(indices.tolist(), fps),
-            parts["num_soft_tokens_per_frame"],
-        )
-        ok = (
-            np.array_equal(indices, want_indices)
-            and np.stack([p.pixel_values for p in mine]).tobytes()
-            == parts["pixel_values_videos"].numpy().tobytes()
-            and np.stack([p.pixel_position_ids for p in mine]).tobytes()
-            == parts["pixel_position_ids_videos"].numpy().tobytes()
-            and seconds == ref.timestamps(indices.tolist(), fps)
-            and ids == want_ids
-        )
+        clip = np.stack([content(rng, h, w) for _ in range(total)])
+        path = tmp / f"{n}.avi"
+        write_clip(path, clip, rate)
+        pre = _preprocess(model, path, MediaKind.VIDEO)
+        problems = []
+        if isinstance(pre, InputError):
+            problems.append(f"mmctl refused: {pre}")
+        else:
+            fps = float(rate)
+            want_indices = (
+                np.arange(total) if total <= 32 else np.linspace(0, total - 1, 32, dtype=int)
+            )
+            ours = pre.frame_indices
+            parts = ref.video_features(processor, clip[want_indices])
+            stamps = ref.timestamps(want_indices.tolist(), fps)
+            want_ids = ref.video_replacement(
+                tokenizer, config, stamps, parts["num_soft_tokens_per_frame"]
+            )
+            if pre.source.total_frames != total or pre.source.source_fps != fps:
+                problems.append(
+                    f"decoded {pre.source.total_frames} frames at {pre.source.source_fps}"
+                )
+            elif not np.array_equal(decoded_frames(path, ours.tolist()), clip[ours]):
+                problems.append("the codec was not lossless here (not a difference of mmctl's)")
+            if not np.array_equal(ours, want_indices):
+                problems.append(f"frames {ours[:6].tolist()}.. vs {want_indices[:6].tolist()}..")
+            elif pre.pixel_values.tobytes() != parts["pixel_values_videos"].numpy().tobytes():
+                problems.append("pixels")
+            elif (
+                pre.item_tensors["pixel_position_ids_videos"].tobytes()
+                != parts["pixel_position_ids_videos"].numpy().tobytes()
+            ):
+                problems.append("positions")
+            if list(pre.patch_times) != stamps:
+                problems.append(f"timestamps {list(pre.patch_times)[:3]}.. vs {stamps[:3]}..")
+            elif gemma4.replacement(pre.facts, model) != want_ids:
+                problems.append("replacement ids")
+        ok = not problems
         equal += ok
         differ += not ok
         if not ok:
-            notes.append(f"{total} frames {dimensions(w, h)} at {fps} fps")
-    print(f"clips: {equal} equal, {differ} differ")
+            notes.append(f"{total} frames {dimensions(w, h)} at {float(rate):.3f} fps: {problems}")
+        path.unlink()
+    print(f"clips: {equal} equal, {differ} differ", flush=True)
     for note in notes:
         print(f"  {note}")
     return differ == 0
@@ -214,8 +272,11 @@ def main() -> int:
     rng = np.random.default_rng(args.seed)
     processor = AutoProcessor.from_pretrained(FOLDER)
     config = json.loads((FOLDER / "config.json").read_text())
-    ok = check_images(processor, config, rng, args.images, args.batches)
-    ok = check_clips(processor, config, rng, args.clips) and ok
+    with tempfile.TemporaryDirectory(prefix="mmctl-gemma4-unseen-") as folder:
+        tmp = Path(folder)
+        by_budget = models(tmp)
+        ok = check_images(processor, config, by_budget, rng, args.images, args.batches, tmp)
+        ok = check_clips(processor, config, by_budget[PUBLISHED], rng, args.clips, tmp) and ok
     return 0 if ok else 1
 
 
