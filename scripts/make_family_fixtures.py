@@ -269,6 +269,19 @@ def llama4_aspect_ratios(processor, images) -> list[tuple[int, int]]:
     return out
 
 
+def prompt_record(text: str, names: list, sums: list, plain: list, ids: list) -> dict:
+    """A golden's prompt keys: the rendered text, the media, the template's ids
+    (unexpanded) and HF's ``input_ids``."""
+    return {
+        "text": np.asarray(text),
+        "prompt": np.asarray(PROMPT),
+        "media": np.asarray(names),
+        "media_sha256": np.asarray(sums),
+        "template_ids": np.asarray(plain, dtype=np.int64),
+        "input_ids": np.asarray(ids, dtype=np.int64),
+    }
+
+
 def family_golden(family: str, processor, media: tuple[str, ...]) -> dict:
     folder = FAMILIES / family
     config = json.loads((folder / "config.json").read_text())
@@ -316,14 +329,7 @@ def family_golden(family: str, processor, media: tuple[str, ...]) -> dict:
     result = processor(**kwargs)
     ids = [int(i) for i in result["input_ids"][0]]
     plain = processor.tokenizer(text, add_special_tokens=False)["input_ids"]
-    out.update(
-        text=np.asarray(text),
-        prompt=np.asarray(PROMPT),
-        media=np.asarray(names),
-        media_sha256=np.asarray(sums),
-        template_ids=np.asarray(plain, dtype=np.int64),
-        input_ids=np.asarray(ids, dtype=np.int64),
-    )
+    out.update(prompt_record(text, names, sums, plain, ids))
     if images:
         out["image_sizes_hw"] = np.asarray([[i.size[1], i.size[0]] for i in images], np.int64)
     if family == "llama4" and images:
@@ -427,12 +433,7 @@ def gemma4_golden(family: str, processor, media: tuple[str, ...]) -> dict:
     hf = processor(**kwargs)
     hf_ids = [int(i) for i in hf["input_ids"][0]]
     out.update(
-        text=np.asarray(text),
-        prompt=np.asarray(PROMPT),
-        media=np.asarray(names),
-        media_sha256=np.asarray(sums),
-        template_ids=np.asarray(plain, dtype=np.int64),
-        input_ids=np.asarray(hf_ids, dtype=np.int64),
+        prompt_record(text, names, sums, plain, hf_ids),
         vllm_input_ids=np.asarray(vllm_ids, dtype=np.int64),
         vllm_equals_hf=np.bool_(vllm_ids == hf_ids),
     )

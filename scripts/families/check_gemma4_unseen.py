@@ -44,15 +44,13 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(Path(__file__).resolve().parent)]
 
 import gemma4_reference as ref  # noqa: E402
-from check_glm4v_unseen import decoded_frames, write_clip  # noqa: E402
+from check_glm4v_unseen import _preprocess, decoded_frames, write_clip  # noqa: E402
 from check_llava_unseen import content  # noqa: E402
 
-from mmctl.choices import PixelFormat  # noqa: E402
 from mmctl.errors import InputError  # noqa: E402
 from mmctl.media.probe import MediaKind, dimensions  # noqa: E402
 from mmctl.models import gemma4  # noqa: E402
 from mmctl.models.model import Model, load_model  # noqa: E402
-from mmctl.values.items import DEFAULT_OPTIONS  # noqa: E402
 
 FOLDER = ROOT / "tests" / "fixtures" / "families" / "gemma4"
 PUBLISHED = 280
@@ -99,16 +97,6 @@ def models(tmp: Path) -> dict[int, Model]:
         (folder / "config.json").write_text(json.dumps(config))
         out[budget] = load_model(model_dir=folder)
     return out
-
-
-def _preprocess(model: Model, path: Path, kind: MediaKind) -> Any:
-    """mmctl's item as ``mmctl build --pixel-dtype float32`` makes it, or its refusal."""
-    try:
-        return model.spec.processor.preprocess(
-            path, kind, model.params, PixelFormat.FLOAT32, DEFAULT_OPTIONS
-        )
-    except InputError as err:
-        return err
 
 
 def _hf_images(processor: Any, frames: list[np.ndarray], budget: int) -> dict:

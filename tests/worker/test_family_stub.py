@@ -1,4 +1,4 @@
-"""The stub worker serving the LLaVA families and Llama 4: what mmctl sends is
+"""The stub worker serving the LLaVA families, Llama 4, GLM and Gemma 4: what mmctl sends is
 accepted and read back right (the colours answer comes from the pixels), and
 what vLLM's model for the family would refuse is refused with one sentence.
 
