@@ -224,8 +224,7 @@ FpsOpt = Annotated[
         "--fps",
         metavar="F",
         help="Qwen families: video frames to sample per second of the source; gemma4: "
-        "at most this many (vLLM's loader's fps)."
-        + default_text("the model's (2); gemma4: none"),
+        "at most this many (vLLM's loader's fps)." + default_text("the model's (2); gemma4: none"),
         show_default=False,
     ),
 ]

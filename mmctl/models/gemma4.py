@@ -58,11 +58,12 @@ from mmctl.models import kinds, tiled
 from mmctl.models.family import Family, ModelView
 from mmctl.models.settings import REQUIRED, File, HFClass, Settings, check_vocab, setting
 from mmctl.preprocessing.resize import resize_rgb
-from mmctl.preprocessing.tiles import check_rgb, rescale_normalize
+from mmctl.preprocessing.tiles import check_rgb, normalized
 from mmctl.values.fields import PIXELS, ROWS, FieldLayout, WireField
 from mmctl.values.items import Frames, ItemFacts
 from mmctl.values.received import ContractError, Received
 
+NAME = "gemma4"
 IMAGE, CONFIG = File.IMAGE, File.CONFIG
 
 #: The soft-token budgets the processor and vLLM accept (``_SUPPORTED_SOFT_TOKENS``).
@@ -235,19 +236,21 @@ class Gemma4Tokens(Settings):
     eoi_token_id: int = _token("eoi_token_id", 258882)  # <image|>
 
     def placeholder(self, kind: MediaKind) -> int:
-        return self.video_token_id if kind is MediaKind.VIDEO else self.image_token_id
+        return {MediaKind.IMAGE: self.image_token_id, MediaKind.VIDEO: self.video_token_id}[kind]
 
     def embed(self, kind: MediaKind) -> int:
         return self.placeholder(kind)
 
     def markers(self) -> dict[int, str]:
+        # Every image and frame opens and closes as Qwen's vision_start/end do.
         return {self.boi_token_id: "vision_start", self.eoi_token_id: "vision_end"}
+
+    def specials(self) -> frozenset[int]:
+        """The ids a span's timestamp text cannot hold."""
+        return frozenset(vars(self).values())
 
     def as_dict(self) -> dict[str, int]:
         return dict(vars(self))
-
-    def specials(self) -> frozenset[int]:
-        return frozenset(vars(self).values())
 
 
 #: The ids vLLM takes from the tokenizer (the HF processor's ``image_token_id`` /
@@ -258,7 +261,7 @@ VOCAB = {"image_token_id": "<|image|>", "video_token_id": "<|video|>"}
 def gemma4_tokens(config: Mapping[str, Any], vocab: Callable[[str], int | None]) -> Gemma4Tokens:
     """The family's :class:`~mmctl.models.family.TokenReader`: config.json's ids
     (the class's where it has none), the placeholders checked against the tokenizer."""
-    ids: Gemma4Tokens = Gemma4Tokens.resolve(ModelFiles(config=config), "gemma4").settings
+    ids: Gemma4Tokens = Gemma4Tokens.resolve(ModelFiles(config=config), NAME).settings
     check_vocab(ids, VOCAB, vocab)
     return ids
 
@@ -371,16 +374,9 @@ def image_pixels(rgb: np.ndarray, s: Gemma4Vision, max_soft_tokens: int | None =
 @functools.lru_cache(maxsize=8)
 def _value_table(s: Gemma4Vision) -> np.ndarray:
     """float32 ``[3, 256]``: each channel's value for each byte, by HF's own arithmetic
-    (:func:`mmctl.preprocessing.tiles.rescale_normalize` on all 256 bytes)."""
+    (:func:`mmctl.preprocessing.tiles.normalized` on all 256 bytes)."""
     ramp = np.repeat(np.arange(256, dtype=np.uint8)[:, None, None], CHANNELS, axis=2)
-    chw = rescale_normalize(
-        ramp,
-        do_rescale=s.do_rescale,
-        rescale_factor=s.rescale_factor,
-        do_normalize=s.do_normalize,
-        mean=s.image_mean,
-        std=s.image_std,
-    )
+    chw = normalized(ramp, s)
     table = np.ascontiguousarray(chw[:, :, 0])
     table.flags.writeable = False
     return table
@@ -781,14 +777,13 @@ def _sampled(rows: np.ndarray) -> np.ndarray:
     return np.asarray(rows).reshape(-1, CHANNELS)[:: tiled.COLOUR_STRIDE]
 
 
-NAME = "gemma4"
 FAMILY = Family(
     name=NAME,
     aliases=("gemma-4",),
     model_types=("gemma4",),
-    modalities=(MediaKind.IMAGE, MediaKind.VIDEO),
     settings=Gemma4Vision,
     tokens=gemma4_tokens,
+    modalities=(MediaKind.IMAGE, MediaKind.VIDEO),
     processor=tiled.TileProcessor(
         NAME,
         image_item,

@@ -125,16 +125,9 @@ class ClipImage(Settings):
     def normalize(self, frames: np.ndarray) -> np.ndarray:
         """``[..., H, W, 3]`` uint8 → ``[..., 3, H, W]`` float32, rescaled and
         normalized as these settings say (HF's fused float order)."""
-        from mmctl.preprocessing.tiles import rescale_normalize
+        from mmctl.preprocessing.tiles import normalized
 
-        return rescale_normalize(
-            frames,
-            do_rescale=self.do_rescale,
-            rescale_factor=self.rescale_factor,
-            do_normalize=self.do_normalize,
-            mean=self.image_mean,
-            std=self.image_std,
-        )
+        return normalized(frames, self)
 
     def tower_tokens(self) -> int:
         """Tokens of one pass of the vision tower, as vLLM selects them."""
