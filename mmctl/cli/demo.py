@@ -78,7 +78,8 @@ def demo(
     from mmctl.models.model import load_model
     from mmctl.transport.shm import shm_dir
     from mmctl.worker.checks import Policy, normalizes_by_default
-    from mmctl.worker.server import StubConfig, start
+    from mmctl.worker.handlers import StubConfig
+    from mmctl.worker.server import start
 
     output = Output(json_mode=json_out)
     output.status("starting the stub worker and loading the model…")
