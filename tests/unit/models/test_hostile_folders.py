@@ -25,6 +25,9 @@ from mmctl.errors import InputError
 from mmctl.models.model import load_model
 
 FAMILIES = Path(__file__).resolve().parents[2] / "fixtures" / "families"
+# Folders (with goldens) of families mmctl does not handle yet: #32 phase A made them,
+# phase B wires each family and removes it from here.
+NOT_WIRED = {"goldens", "qwen3_5"}
 
 #: (folder, file, dotted key, value, class). ``None`` as folder: the built-in Qwen3-VL files.
 CASES: list[tuple[str | None, str, str, Any, str]] = [
@@ -129,7 +132,7 @@ def test_a_hostile_value_is_one_sentence_naming_it(case, tmp_path: Path) -> None
 def test_the_classes_cover_every_family() -> None:
     assert {c[0] for c in CASES} == {
         None,
-        *(p.name for p in FAMILIES.iterdir() if p.name != "goldens"),
+        *(p.name for p in FAMILIES.iterdir() if p.name not in NOT_WIRED),
     }
     kinds = {c[4] for c in CASES}
     assert kinds == {"zero", "negative", "huge", "wrong type", "non-finite", "out of vocabulary"}
@@ -137,7 +140,7 @@ def test_the_classes_cover_every_family() -> None:
 
 def test_the_published_folders_resolve_without_a_warning() -> None:
     for folder in [BUILTIN_CONFIG_DIR.parent / "qwen3-vl", *sorted(FAMILIES.iterdir())]:
-        if folder.name == "goldens":
+        if folder.name in NOT_WIRED:
             continue
         if folder == BUILTIN_CONFIG_DIR.parent / "qwen3-vl":
             model = load_model()
