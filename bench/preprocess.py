@@ -11,7 +11,7 @@ Without it, the script generates (once, cached in the temp dir) a 30 s 1280x720 
 with motion, then times each contender in its own fresh subprocess,
 interleaved, and reports median wall time and peak RSS:
 
-* mmctl   — ``mmctl.preprocessing.pipeline.preprocess`` (Qwen3-VL, checkpoint budget)
+* mmctl   — ``mmctl.models.qwen_vl.pipeline.preprocess`` (Qwen3-VL, checkpoint budget)
 * floor   — PyAV decoding the whole stream, converting only the sampled frames
 * hf-best — transformers ``load_video`` with the processor's sampler + ``Qwen3VLVideoProcessor``
 * hf-default — ``load_video`` of every frame + ``Qwen3VLVideoProcessor``

@@ -6,7 +6,7 @@ clip sizes and on many small clips, in one run (issue: preprocess speed).
 
 Contenders, each in this process after a warm-up, interleaved round by round:
 
-* mmctl  — ``mmctl.preprocessing.pipeline.preprocess`` (Qwen3-VL, the
+* mmctl  — ``mmctl.models.qwen_vl.pipeline.preprocess`` (Qwen3-VL, the
   checkpoint's video budget), uint8 pixels as a default vLLM worker wants;
 * floor  — PyAV decoding the whole stream, converting only the sampled frames;
 * native — what vLLM 0.33 does with a video it receives (its OpenCV backend:

@@ -22,9 +22,9 @@ import sys
 def main() -> None:
     import av  # noqa: F401
     import grpc  # noqa: F401
-    import mmctl.preprocessing.pipeline
     import numpy  # noqa: F401
 
+    import mmctl.models.qwen_vl.pipeline
     import mmctl.run_batch.api
     import mmctl.run_batch.local  # noqa: F401
     from mmctl.cli.app import main as mmctl_main

@@ -258,8 +258,7 @@ def test_zz_report_counts(capsys):
     a fuzz run that only ever saw one outcome explored nothing."""
     with capsys.disabled():
         print(f"\nfuzz outcomes: {dict(sorted(COUNTS.items()))}")
-    ran = {key.split(":")[0] for key in COUNTS}
-    assert ran == {"random", "mutated", "fields"}, COUNTS
-    outcomes = {key.split(":")[1] for key in COUNTS}
-    assert "OK" in outcomes and outcomes - {"OK"}, COUNTS
-    assert all(count > 0 for count in COUNTS.values())
+    mine = {k: n for k, n in COUNTS.items() if k.split(":")[0] in ("random", "mutated", "fields")}
+    assert {key.split(":")[0] for key in mine} == {"random", "mutated", "fields"}, COUNTS
+    outcomes = {key.split(":", 1)[1] for key in mine}
+    assert "OK" in outcomes and outcomes - {"OK"}, mine

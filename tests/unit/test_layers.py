@@ -31,7 +31,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("mmctl.request",),
     ("mmctl.transport",),
     ("mmctl.client", "mmctl.signals"),
-    ("mmctl.offline", "mmctl.worker", "mmctl.bench", "mmctl.run_batch"),
+    ("mmctl.offline", "mmctl.worker", "mmctl.bench", "mmctl.run_batch", "mmctl.demo"),
     ("mmctl.cli",),
     ("mmctl", "mmctl._entry", "mmctl.__main__"),
 )
