@@ -1,4 +1,4 @@
-"""Write tests/fixtures/families/kimi_k25_goldens.npz from vLLM's own Kimi-K2.5 processor.
+"""Write tests/fixtures/families/goldens/kimi_k25/images.npz from vLLM's own Kimi-K2.5 processor.
 
 Runs where vLLM (with numba) is installed, e.g. the engine environment:
 
@@ -29,7 +29,7 @@ sys.path[:0] = [str(ROOT / "tests" / "fixtures"), str(Path(__file__).resolve().p
 import hf_cases  # noqa: E402
 from check_kimi_k25_unseen import MEDIA_PROC_CFG  # noqa: E402
 
-OUT = ROOT / "tests" / "fixtures" / "families" / "kimi_k25_goldens.npz"
+OUT = ROOT / "tests" / "fixtures" / "families" / "goldens" / "kimi_k25" / "images.npz"
 
 
 def main() -> int:

@@ -1,6 +1,6 @@
 """Kimi-K2.5's pure functions against vLLM's own processor (torch-free).
 
-tests/fixtures/families/kimi_k25_goldens.npz holds what vLLM's
+tests/fixtures/families/goldens/kimi_k25/images.npz holds what vLLM's
 ``KimiK25FusedVisionProcessor`` made of the committed images
 (scripts/families/make_kimi_k25_goldens.py, engine environment): per case the sha256 and
 shape of the uint8 patches a device-normalizing worker takes and of the float32 ones,
@@ -21,7 +21,7 @@ from mmctl.media.image import load_image
 from mmctl.models import kimi_k25
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
-GOLDENS = np.load(FIXTURES / "families" / "kimi_k25_goldens.npz")
+GOLDENS = np.load(FIXTURES / "families" / "goldens" / "kimi_k25" / "images.npz")
 CASES = [str(c) for c in GOLDENS["cases"]]
 SETTINGS = kimi_k25.KimiK25Settings()
 
