@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mmctl.errors import InputError
+from mmctl.media.probe import dimensions
 
 _CHANNELS = 3
 
@@ -59,7 +60,7 @@ def resize_config(height: int, width: int, settings: KimiK25Settings) -> KimiRes
     """``navit_resize_image``: never upscale; fit the patch budget (both sides, hence the
     square root) and the per-side limit; truncate; pad up to a multiple of the merged patch."""
     if height < 1 or width < 1:
-        raise InputError(f"an image of {width}x{height} pixels has no pixels")
+        raise InputError(f"an image of {dimensions(width, height)} pixels has no pixels")
     patch, side = settings.patch_size, settings.patch_limit_on_one_side
     budget = math.sqrt(
         settings.in_patch_limit / (max(1.0, width // patch) * max(1.0, height // patch))

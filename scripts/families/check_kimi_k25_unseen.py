@@ -24,6 +24,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from mmctl.media.probe import dimensions  # noqa: E402
 from mmctl.models import kimi_k25  # noqa: E402
 
 MEDIA_PROC_CFG = {
@@ -98,7 +99,7 @@ def main() -> int:
         if problems:
             differ += 1
             if not args.control:
-                print(f"DIFF {width}x{height}: {', '.join(problems)}", flush=True)
+                print(f"DIFF {dimensions(width, height)}: {', '.join(problems)}", flush=True)
         else:
             equal += 1
     print(f"{equal} equal, {differ} differ")
