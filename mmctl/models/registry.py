@@ -18,10 +18,11 @@ from mmctl.errors import InputError, UsageError
 from mmctl.media.probe import MediaKind
 from mmctl.models import glm4v, llama4, llava, llava_next, llava_onevision
 from mmctl.models.family import Family
-from mmctl.models.qwen_vl import qwen2_vl, qwen3_vl
+from mmctl.models.qwen_vl import qwen2_vl, qwen3_5, qwen3_vl
 
 FAMILIES: tuple[Family, ...] = (
     qwen3_vl.FAMILY,
+    qwen3_5.FAMILY,
     qwen2_vl.FAMILY,
     llava.FAMILY,
     llava_next.FAMILY,

@@ -186,11 +186,10 @@ def test_out_into_a_missing_folder_is_bad_input(capsys, clip, tmp_path):
     assert err.startswith(f"Error: cannot write {tmp_path / 'no' / 'x.npz'}")
 
 
-# qwen3_5: #32 phase A's folder, before mmctl handles the family (phase B).
 FAMILY_FOLDERS = sorted(
     p
     for p in (Path(__file__).resolve().parents[1] / "fixtures" / "families").iterdir()
-    if p.name not in {"goldens", "qwen3_5"}
+    if p.name != "goldens"
 )
 
 
