@@ -120,7 +120,7 @@ def for_config(config: Mapping[str, Any]) -> Family:
         if spec.matches(config):
             return spec
     model_type = config.get("model_type")
-    if model_type in UNSERVED:
+    if isinstance(model_type, str) and model_type in UNSERVED:
         raise InputError(
             f"config.json describes model_type={model_type!r}, which mmctl cannot serve: "
             f"{UNSERVED[model_type]}",
