@@ -333,14 +333,14 @@ TargetOpt = Annotated[
         show_default=False,
     ),
 ]
-#: Several workers (`bench`, `batch`): the items go round-robin.
+#: Several workers (`bench`: round-robin; `batch`: to the least busy).
 TargetsOpt = Annotated[
     str | None,
     typer.Option(
         "--target",
         "-t",
         metavar="HOST:PORT[,HOST:PORT…]",
-        help="The workers' gRPC addresses, comma-separated; requests go round-robin."
+        help="The workers' gRPC addresses, comma-separated; requests are shared among them."
         + default_text("$MMCTL_TARGET, else localhost:50051"),
         show_default=False,
     ),

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from mmctl.choices import MediaRef, Processing, Transport
+from mmctl.choices import SHM_MIN_BYTES, MediaRef, Processing, Transport
 from mmctl.cli._options import (
     AllowSpecialOpt,
     BundleOpt,
@@ -98,7 +98,7 @@ def send(
         typer.Option(
             "--shm-min-bytes", metavar="BYTES", help="Tensors smaller than this stay inline."
         ),
-    ] = 64 * 1024,
+    ] = SHM_MIN_BYTES,
     pixel_dtype: NegotiatedPixelDtypeOpt = None,
     processing: Annotated[
         Processing,

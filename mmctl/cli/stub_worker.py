@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from mmctl.choices import STUB_ENCODER_BUDGET, STUB_ITEM_LIMITS, STUB_PORT
 from mmctl.cli._options import BundleOpt, FamilyOpt, JsonOpt, ModelDirOpt, default_text
 from mmctl.worker.limits import MAX_CONCURRENT_REQUESTS, MAX_MESSAGE_MB
 
@@ -48,7 +49,7 @@ def stub_worker(
     ] = "127.0.0.1",
     port: Annotated[
         int, typer.Option("--port", metavar="PORT", help="Port to listen on; 0 picks a free one.")
-    ] = 50051,
+    ] = STUB_PORT,
     answer: Annotated[
         Answer,
         typer.Option(
@@ -85,7 +86,7 @@ def stub_worker(
             metavar="image=N,video=M",
             help="Most media items of each kind per request (advertised and enforced).",
         ),
-    ] = "image=8,video=2",
+    ] = STUB_ITEM_LIMITS,
     mm_encoder_budget: Annotated[
         int,
         typer.Option(
@@ -93,7 +94,7 @@ def stub_worker(
             metavar="TOKENS",
             help="Most feature tokens per item (advertised and enforced; 0: no limit).",
         ),
-    ] = 65536,
+    ] = STUB_ENCODER_BUDGET,
     allowed_local_media_path: Annotated[
         Path | None,
         typer.Option(

@@ -42,7 +42,7 @@ from mmctl.client.options import (
     refuse,
     request_inputs,
 )
-from mmctl.client.probe import Health, WorkerFacts, health, probe
+from mmctl.client.probe import Health, WorkerFacts, probe, wait_healthy
 from mmctl.client.run import Ready, Run, SendResult, generate, prepare
 from mmctl.client.session import Session
 from mmctl.errors import UsageError
@@ -209,10 +209,18 @@ class Client:
 
     # ---- the worker ----
 
-    def health(self, timeout: float = HEALTH_TIMEOUT_S) -> Health:
+    def health(
+        self,
+        timeout: float = HEALTH_TIMEOUT_S,
+        wait: float = 0.0,
+        on_try: Callable[[Health, float], None] | None = None,
+    ) -> Health:
         """``HealthCheck`` and ``grpc.health.v1``; an unreachable worker is
-        unhealthy, with the reason in ``error`` (nothing raised)."""
-        return health(self._open_channel(), self.target, timeout)
+        unhealthy, with the reason in ``error`` (nothing raised). ``wait``:
+        seconds to keep asking until it serves (each try on a fresh channel,
+        so a worker that starts meanwhile is seen at once; ``on_try`` after
+        each try that was not healthy)."""
+        return wait_healthy(self.target, wait, timeout, on_try)
 
     def info(self) -> dict[str, Any]:
         """Model, server info, /dev/shm sharing, proto capabilities and the

@@ -17,7 +17,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from mmctl.choices import MediaRef, PixelFormat, Processing, Transport
+from mmctl.choices import SHM_MIN_BYTES, MediaRef, PixelFormat, Processing, Transport
 from mmctl.errors import UsageError
 from mmctl.media.probe import MediaKind
 from mmctl.models.settings import VisionOverrides
@@ -25,7 +25,6 @@ from mmctl.request.build import Sampling
 
 #: Tensors smaller than this stay inline even when the transport is shm
 #: (the smg router's rule: below it a file costs more than it saves).
-SHM_MIN_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,13 @@ from mmctl.media.probe import MediaKind, media_type
 from mmctl.models.family import Family
 from mmctl.request.build import new_request_id
 from mmctl.request.compose import Composed, compose
-from mmctl.request.limits import check_encoder_budget, check_item_limits, parse_item_limits
+from mmctl.request.limits import (
+    check_context,
+    check_encoder_budget,
+    check_item_limits,
+    check_prompt_length,
+    parse_item_limits,
+)
 from mmctl.timing import Timeline
 from mmctl.transport.shm import ShmArena, sweep_dead
 from mmctl.wire import proto
@@ -78,6 +84,8 @@ class Run:
     warnings: list[str] = field(default_factory=list)
     #: Resize + normalize + patchify busy time, inside the ``decode_s`` lap.
     preprocess_busy_s: float = 0.0
+    #: Files of dead mmctl processes removed from /dev/shm before sending.
+    swept: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -100,6 +108,8 @@ class SendResult:
     model: dict[str, Any]
     items: list[dict[str, Any]]
     shm_files: list[str] = field(default_factory=list)
+    #: Files of dead mmctl processes this send removed from /dev/shm first.
+    shm_swept: list[str] = field(default_factory=list)
     #: Resize + normalize + patchify busy time, inside ``decode_s``.
     preprocess_busy_s: float = 0.0
     warnings: list[str] = field(default_factory=list)
@@ -137,6 +147,7 @@ class SendResult:
             "model": self.model,
             "items": self.items,
             "shm_files": self.shm_files,
+            "shm_swept": self.shm_swept,
             "warnings": self.warnings,
         }
 
@@ -164,9 +175,9 @@ def prepare(
     route = choose(opts.transport, session.facts, opts.shm_min_bytes)
     run.decisions["transport"] = route.decision
     if route.shm:
-        swept = sweep_dead()
-        if swept:
-            hooks.note(f"removed {len(swept)} shm file(s) left by dead mmctl processes")
+        # Said in --json only: on a machine others share, their killed
+        # clients' leftovers are not this command's news.
+        run.swept = sweep_dead()
     arena = ShmArena()
     try:
         if inputs.request is not None:
@@ -239,6 +250,14 @@ def _client_processing(
         run.warnings.append(pixels.decision.warning)
     if opts.vision.given():
         model = model.with_vision(opts.vision)
+    limit = int(facts.model.max_context_length or 0)
+    if limit and not opts.skip_checks:
+        text = (opts.prompt or "") + (opts.system or "")
+        check_prompt_length(
+            model.tokenizer.least_tokens(text, limit),
+            opts.sampling.max_tokens or DEFAULT_MAX_TOKENS,
+            limit,
+        )
     composed = compose(
         list(inputs.media),
         opts.prompt,
@@ -297,13 +316,7 @@ def _check_context(session: Session, run: Run, prompt_tokens: int, opts: SendOpt
         run.checks.append(Check("context_length", False, reason="--skip-checks"))
         return
     wanted = opts.sampling.max_tokens or DEFAULT_MAX_TOKENS
-    if prompt_tokens + wanted > limit:
-        room = limit - prompt_tokens
-        raise CheckFailed(
-            f"the prompt's {prompt_tokens:,} tokens and --max-tokens {wanted:,} exceed the "
-            f"worker's max_context_length {limit:,}",
-            hint=f"--max-tokens {room:,} or less" if room > 0 else "fewer or smaller media",
-        )
+    check_context(prompt_tokens, wanted, limit)
     detail = {"limit": limit, "prompt_tokens": prompt_tokens, "max_tokens": wanted}
     run.checks.append(Check("context_length", True, True, detail=detail))
 
@@ -552,6 +565,7 @@ def finish(
         model=session.model_doc,
         items=run.items,
         shm_files=ready.shm_names,
+        shm_swept=run.swept,
         preprocess_busy_s=run.preprocess_busy_s,
         warnings=run.warnings,
     )

@@ -34,11 +34,12 @@ from mmctl.wire import proto
 from mmctl.wire.splice import take_pixels
 from mmctl.worker import answers, checks, media_refs, record
 from mmctl.worker.descriptors import LEGACY_EMPTY_SERVER_INFO
+from mmctl.worker.dtype import served_dtype
 from mmctl.worker.generate import finish
 from mmctl.worker.limits import MAX_CONCURRENT_REQUESTS, MAX_MESSAGE_MB, TRIM_BYTES
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterable, Sequence
+    from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
     from types import ModuleType
 
     from mmctl.models.family import Family
@@ -116,6 +117,8 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
         self.requests = _Requests()
         self.work = futures.ThreadPoolExecutor(cfg.work_threads, thread_name_prefix="stub-work")
         self.started = time.time()
+        #: As a default ``vllm serve --dtype auto`` serves the folder (model and encoder).
+        self.dtype = served_dtype(cfg.model.files.config)
         self._bundle: tuple[bytes, str] | None = None
         self._seq = 0
         self.recorder = None if cfg.record_dir is None else record.Recorder(cfg.record_dir)
@@ -141,10 +144,14 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
             self._log(request_id, incoming, f"RESOURCE_EXHAUSTED: {message}", started)
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, message)
         self.requests.admitted += 1
+        answering = self._generate(incoming, request_id, context, started)
         try:
-            async for response in self._generate(incoming, request_id, context, started):
+            async for response in answering:
                 yield response
         finally:
+            # A client gone while this waits at a yield closes this generator
+            # (no CancelledError): close the inner one now, so it logs the call.
+            await answering.aclose()
             self.requests.admitted -= 1
 
     async def _generate(
@@ -153,7 +160,7 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
         request_id: str,
         context: grpc.aio.ServicerContext,
         started: float,
-    ) -> AsyncIterator[pb.GenerateResponse]:
+    ) -> AsyncGenerator[pb.GenerateResponse, None]:
         engine, request = proto.engine_pb2, incoming.request
         loop = asyncio.get_running_loop()
         refusal: tuple[grpc.StatusCode, str] | None = None
@@ -206,7 +213,7 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
                 f"ok {sent_text!r} ({len(done.tokens)} tokens, {done.finish_reason})",
                 started,
             )
-        except asyncio.CancelledError:  # the client cancelled, or its deadline passed
+        except (asyncio.CancelledError, GeneratorExit):  # the client went, or its deadline passed
             self._log(request_id, incoming, _gone(context, sent), started)
             raise
         finally:
@@ -350,7 +357,8 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
     async def HealthCheck(
         self, request: pb.HealthCheckRequest, context: grpc.aio.ServicerContext
     ) -> pb.HealthCheckResponse:
-        self._note("HealthCheck: healthy")
+        # No line: probes come every second from each batch and `health --wait`
+        # (the servicer logs only a turn for the worse; the stub never turns).
         return proto.engine_pb2.HealthCheckResponse(healthy=True, message="stub worker ready")
 
     async def Abort(
@@ -402,8 +410,8 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
             server_type=SERVER_TYPE,
             data_parallel_size=1,
             shm_namespace_id=namespace_id(),
-            model_dtype="bfloat16",
-            multimodal_encoder_dtype="bfloat16",
+            model_dtype=self.dtype,
+            multimodal_encoder_dtype=self.dtype,
             mm_device_do_normalize=policy.device_normalize,
             mm_item_limits=",".join(
                 f"{k}={v}"
