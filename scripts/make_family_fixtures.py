@@ -70,7 +70,30 @@ CASES = {
         ("image_then_video", ("rgba", "v:film")),
         ("video_then_image", ("v:ntsc", "gray")),
     ],
+    # Qwen3.5: Qwen3-VL's processing (vLLM's Qwen3VLMultiModalProcessor) with its own folder.
+    "qwen3_5": [(f"image-{n}", (n,)) for n in IMAGES]
+    + [
+        ("two_images", ("rgb_odd", "large")),
+        ("video-tiny", ("v:tiny",)),
+        ("video-ties", ("v:ties",)),
+        ("video-portrait", ("v:portrait",)),
+        ("video-odd_count", ("v:odd_count",)),
+        ("video-max_frames", ("v:max_frames",)),
+        ("video-min_frames", ("v:min_frames",)),
+        ("video-rotated", ("v:rotated",)),
+        ("video-vfr", ("v:vfr",)),
+        ("video-webm", ("v:webm",)),
+        ("video-ntsc", ("v:ntsc",)),
+        ("video-film", ("v:film",)),
+        ("image_then_video", ("rgba", "v:film")),
+        ("two_videos", ("v:ties", "v:odd_count")),
+        # The 4B-and-larger checkpoints' template, which leaves "<think>\n" open.
+        ("thinking_template", ("rgb_odd",)),
+    ],
 }
+QWEN_FAMILIES = ("qwen3_5",)
+QWEN_THINKING_TEMPLATE = ROOT / "scripts" / "families" / "qwen3_5_thinking_chat_template.jinja"
+QWEN_SAMPLE_FPS = 2  # Qwen3VLVideoBackend.load_bytes(fps=2); min/max frames 4 / 768
 # GLM (scripts/families/glm_golden.py): vLLM takes at most one video per prompt, and
 # refuses clips under 1 s (min_frames.mp4: its loaders keep one frame; vllm_check.py shows it).
 GLM_CASES = (
@@ -117,20 +140,28 @@ def load_image(path: Path):
     return image if image.mode == "RGB" else image.convert("RGB")
 
 
-def load_video(path: Path) -> tuple[np.ndarray, np.ndarray, int]:
-    """Every decoded frame (PyAV rgb24, display rotation applied), then vLLM's default
-    VideoBackend choice: min(32, n) frames, all of them when n <= 32, else
-    linspace(0, n-1, 32) truncated."""
+def decode_video(path: Path) -> tuple[list[np.ndarray], float]:
+    """Every decoded frame (PyAV rgb24, display rotation applied) and the stream's
+    average frame rate."""
     import av
 
     frames = []
     with av.open(str(path)) as container:
-        for frame in container.decode(video=0):
+        stream = container.streams.video[0]
+        for frame in container.decode(stream):
             rgb = frame.to_ndarray(format="rgb24")
             # vLLM's OpenCV decoder honours the display matrix (ran: rotated.mp4 comes
             # out 96x64); PyAV leaves it to the caller.
             quarter = round(int(frame.rotation or 0) / 90) % 4
             frames.append(np.ascontiguousarray(np.rot90(rgb, quarter)) if quarter else rgb)
+        fps = float(stream.average_rate)
+    return frames, fps
+
+
+def load_video(path: Path) -> tuple[np.ndarray, np.ndarray, int]:
+    """Every decoded frame, then vLLM's default VideoBackend choice: min(32, n) frames,
+    all of them when n <= 32, else linspace(0, n-1, 32) truncated."""
+    frames, _ = decode_video(path)
     total = len(frames)
     count = max(1, min(VLLM_NUM_FRAMES, total))
     if count == total:
@@ -280,6 +311,171 @@ def prompt_record(text: str, names: list, sums: list, plain: list, ids: list) ->
         "template_ids": np.asarray(plain, dtype=np.int64),
         "input_ids": np.asarray(ids, dtype=np.int64),
     }
+
+
+def qwen_sample(total: int, fps: float) -> np.ndarray:
+    """vllm/multimodal/video.py Qwen3VLVideoBackend.compute_frames_index_to_sample (fps 2,
+    4..768 frames, at most every frame): linspace rounded (numpy's half-to-even)."""
+    count = int(total / fps * QWEN_SAMPLE_FPS)
+    count = min(max(count, 4), 768, total)
+    return np.linspace(0, total - 1, count).round().astype(np.int64)
+
+
+def qwen_video_item(path: Path) -> dict:
+    """One video as vLLM's Qwen3-VL loader hands it to the processor: the sampled frames and
+    the HF metadata (VideoLoader.create_hf_metadata: do_sample_frames only when every frame
+    was kept)."""
+    frames, fps = decode_video(path)
+    total = len(frames)
+    indices = qwen_sample(total, fps)
+    sampled = np.stack([frames[i] for i in indices])
+    metadata = {
+        "total_num_frames": total,
+        "fps": fps,
+        "duration": total / fps,
+        "video_backend": "opencv",
+        "frames_indices": indices.tolist(),
+        "do_sample_frames": len(indices) == total,
+    }
+    return {"frames": sampled, "metadata": metadata, "indices": indices, "total": total}
+
+
+def qwen_timestamps(indices: list[int], fps: float, temporal: int) -> list[float]:
+    """Qwen3VLProcessingInfo._calculate_timestamps: the last index repeated up to a multiple
+    of the temporal patch, then the mean time of each patch's first and last frame."""
+    padded = list(indices) + [indices[-1]] * (-len(indices) % temporal)
+    times = [i / fps for i in padded]
+    return [(times[i] + times[i + temporal - 1]) / 2 for i in range(0, len(times), temporal)]
+
+
+def qwen_golden(family: str, processor, media: tuple[str, ...], case: str) -> dict:
+    """Qwen3VLMultiModalProcessor._apply_hf_processor_main as vLLM 0.33 runs it: each video
+    through the HF processor on its own (its sampled frames, do_sample_frames from the
+    loader's metadata), the images together in one call; each tensor twice, as a default
+    vLLM 0.33 worker sends it (mm_device_do_normalize on for Qwen3.5: do_rescale and
+    do_normalize off, ``<key>_raw``) and normalized (``<key>``, the worker started with it
+    off). ``vllm_input_ids``: the template's tokens with each <|image_pad|> and <|video_pad|>
+    replaced as _get_prompt_updates does (get_video_repl: per temporal patch
+    "<t.t seconds>" tokenized alone, <|vision_start|>, pads, <|vision_end|>)."""
+    import torch
+    from transformers.video_utils import VideoMetadata
+
+    folder = FAMILIES / family
+    config = json.loads((folder / "config.json").read_text())
+    vision = config["vision_config"]
+    merge, temporal = vision["spatial_merge_size"], vision["temporal_patch_size"]
+    images, videos, content, names, sums = [], [], [], [], []
+    out: dict = {}
+    for name in media:
+        if name.startswith("v:"):
+            path = hf_cases.media_path(VIDEOS[name[2:]])
+            item = qwen_video_item(path)
+            index = len(videos)
+            videos.append(item)
+            content.append({"type": "video"})
+            out[f"video{index}_indices"] = item["indices"]
+            out[f"video{index}_total_frames"] = np.int64(item["total"])
+            out[f"video{index}_fps"] = np.float64(item["metadata"]["fps"])
+            out[f"video{index}_frames_sha256"] = np.asarray(
+                hashlib.sha256(np.ascontiguousarray(item["frames"]).tobytes()).hexdigest()
+            )
+        else:
+            path = hf_cases.media_path(IMAGES[name])
+            images.append(load_image(path))
+            content.append({"type": "image"})
+        names.append(path.name)
+        sums.append(hf_cases.sha256_of(path))
+    content.append({"type": "text", "text": PROMPT})
+    template = None
+    if case == "thinking_template":
+        template = QWEN_THINKING_TEMPLATE.read_text(encoding="utf-8")
+    text = processor.apply_chat_template(
+        [{"role": "user", "content": content}],
+        add_generation_prompt=True,
+        tokenize=False,
+        chat_template=template,
+    )
+    plain = processor.tokenizer(text, add_special_tokens=False)["input_ids"]
+    out.update(
+        text=np.asarray(text),
+        prompt=np.asarray(PROMPT),
+        media=np.asarray(names),
+        media_sha256=np.asarray(sums),
+        template_ids=np.asarray(plain, dtype=np.int64),
+    )
+    raw = {"do_rescale": False, "do_normalize": False}
+    tensors: dict[str, list] = {}
+    image_counts: list[int] = []
+    if images:
+        out["image_sizes_hw"] = np.asarray([[i.size[1], i.size[0]] for i in images], np.int64)
+        for suffix, extra in (("", {}), ("_raw", raw)):
+            result = processor(text=[""], images=images, return_tensors="pt", **extra)
+            tensors.setdefault(f"pixel_values{suffix}", []).append(result["pixel_values"])
+        grid = processor(text=[""], images=images, return_tensors="pt")["image_grid_thw"]
+        tensors["image_grid_thw"] = [grid]
+        image_counts = [int(g.prod()) // merge**2 for g in grid]
+    video_repls: list[list[int]] = []
+    for index, item in enumerate(videos):
+        meta = {k: v for k, v in item["metadata"].items() if k != "do_sample_frames"}
+        common = {
+            "text": "<|vision_start|><|video_pad|><|vision_end|>",
+            "videos": [[item["frames"]]],
+            "video_metadata": [[VideoMetadata(**meta)]],
+            "do_sample_frames": item["metadata"]["do_sample_frames"],
+            "return_tensors": "pt",
+        }
+        for suffix, extra in (("", {}), ("_raw", raw)):
+            result = processor(**common, **extra)
+            tensors.setdefault(f"pixel_values_videos{suffix}", []).append(
+                result["pixel_values_videos"]
+            )
+        grid = result["video_grid_thw"]
+        tensors.setdefault("video_grid_thw", []).append(grid)
+        stamps = qwen_timestamps(item["indices"].tolist(), item["metadata"]["fps"], temporal)
+        assert len(stamps) == int(grid[0, 0]), (stamps, grid)
+        out[f"video{index}_timestamps"] = np.asarray(stamps, dtype=np.float64)
+        per_frame = int(grid[0, 1:].prod()) // merge**2
+        repl: list[int] = []
+        for stamp in stamps:
+            repl += processor.tokenizer(f"<{stamp:.1f} seconds>", add_special_tokens=False)[
+                "input_ids"
+            ]
+            repl += [config["vision_start_token_id"]]
+            repl += [config["video_token_id"]] * per_frame
+            repl += [config["vision_end_token_id"]]
+        video_repls.append(repl)
+    vllm_ids: list[int] = []
+    image_queue, video_queue = list(image_counts), list(video_repls)
+    for token in plain:
+        if token == config["image_token_id"] and image_queue:
+            vllm_ids += [token] * image_queue.pop(0)
+        elif token == config["video_token_id"] and video_queue:
+            vllm_ids += video_queue.pop(0)
+        else:
+            vllm_ids.append(token)
+    assert not image_queue and not video_queue, "a placeholder the template did not write"
+    # HF's own expansion of the whole prompt in one call, for vllm_equals_hf.
+    full: dict = {"text": [text], "add_special_tokens": False, "return_tensors": "pt"}
+    if images:
+        full["images"] = images
+    if videos:
+        full["videos"] = [item["frames"] for item in videos]
+        full["video_metadata"] = [
+            VideoMetadata(**{k: v for k, v in i["metadata"].items() if k != "do_sample_frames"})
+            for i in videos
+        ]
+        full["do_sample_frames"] = False
+    hf_ids = [int(i) for i in processor(**full)["input_ids"][0]]
+    out["input_ids"] = np.asarray(hf_ids, dtype=np.int64)
+    out["vllm_input_ids"] = np.asarray(vllm_ids, dtype=np.int64)
+    out["vllm_equals_hf"] = np.bool_(vllm_ids == hf_ids)
+    for key, parts in tensors.items():
+        value = torch.cat(parts)
+        array = _float32(value) if value.is_floating_point() else value.numpy()
+        if "pixel" in key:
+            out[f"{key}_source_dtype"] = np.asarray(str(value.dtype))
+        tensor_record(key, array, out)
+    return out
 
 
 def family_golden(family: str, processor, media: tuple[str, ...]) -> dict:
@@ -505,8 +701,12 @@ def main() -> int:
             "tokenizer": type(processor.tokenizer).__name__,
         }
         for name, media in cases:
-            golden = gemma4_golden if family == "gemma4" else family_golden
-            record = golden(family, processor, media)
+            if family in QWEN_FAMILIES:
+                record = qwen_golden(family, processor, media, name)
+            elif family == "gemma4":
+                record = gemma4_golden(family, processor, media)
+            else:
+                record = family_golden(family, processor, media)
             file = f"{family}-{name}.npz"
             np.savez_compressed(OUT / file, **record)
             written.append(file)
