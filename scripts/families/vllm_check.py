@@ -4,16 +4,22 @@ Needs a Python with vLLM (CPU build is enough: no model weights are loaded, only
 the model folder's configs and tokenizer), e.g. the environment scripts/engine-check
 caches under ~/.cache/mmctl/engine-env-*/:
 
-    HF_HUB_OFFLINE=1 ENV/bin/python scripts/families/vllm_check.py
+    HF_HUB_OFFLINE=1 ENV/bin/python scripts/families/vllm_check.py [--tamper] [FAMILY or GOLDEN ...]
 
 For each tests/fixtures/families/goldens/<family>-<case>.npz it loads the same
 committed media with vLLM's loaders (``ImageMediaIO``; ``VideoMediaIO`` with its
 default 32 frames, the default OpenCV backend), builds the processor with
 ``MULTIMODAL_REGISTRY.create_processor`` for the folder, applies it to the
-golden's ``template_ids`` and reports whether vLLM's ``prompt_token_ids``, the
-placeholder ranges and every tensor of ``mm_kwargs`` (sha256 of the float32
-bytes) equal the golden's. Prints one line per golden and a summary; writes
-nothing. Exit 1 if anything differs.
+golden's ``template_ids`` and reports whether vLLM's ``prompt_token_ids`` (the
+golden's ``vllm_input_ids``: its expansion by vLLM's prompt updates, the same as
+HF's ``input_ids`` for every family but InternVL's videos), every tensor of
+``mm_kwargs`` (sha256 of the float32 bytes; small integer ones whole) and, where
+the golden records them (InternVL), each item's placeholder range and which of its
+positions take embeddings (``is_embed``) equal the golden's. Prints one line per
+golden and a summary; writes nothing. Exit 1 if anything differs.
+
+``--tamper`` changes one recorded value of every golden before comparing (the
+first id, the first tensor digest): a check that can fail prints "0 equal".
 """
 
 from __future__ import annotations
@@ -75,8 +81,12 @@ def check(path: Path, processors: dict) -> list[str]:
     result = proc.apply(ProcessorInputs(prompt=prompt, mm_data_items=items), TimingContext())
     problems = []
     ids = list(result["prompt_token_ids"])
-    if ids != golden["input_ids"].tolist():
-        problems.append(f"prompt ids differ ({len(ids)} vs {len(golden['input_ids'])})")
+    expected = golden["vllm_input_ids"].tolist()
+    if TAMPER:
+        expected[0] += 1
+    if ids != expected:
+        problems.append(f"prompt ids differ ({len(ids)} vs {len(expected)})")
+    problems += _placeholders(result, golden, ids)
     kwargs = result["mm_kwargs"]
     for modality in kwargs:
         fields: dict[str, list] = {}
@@ -85,29 +95,59 @@ def check(path: Path, processors: dict) -> list[str]:
                 fields.setdefault(key, []).append(elem.data)
         for key, values in fields.items():
             ref = f"{key}_sha256"
-            if key in golden.files:  # Llama 4's aspect_ratios / patches_per_image, whole
+            if key in golden.files:  # small integer tensors, whole (Llama 4's, InternVL's)
                 got = np.stack([v.numpy() for v in values]).astype(np.int64)
-                if not np.array_equal(got, golden[key]):
-                    problems.append(f"{modality}.{key}: {got.tolist()} != {golden[key].tolist()}")
+                want = golden[key]
+                if want.ndim == 0:  # a shared field: every item holds the one value
+                    want = np.full(len(values), want, dtype=np.int64)
+                if not np.array_equal(got, want):
+                    problems.append(f"{modality}.{key}: {got.tolist()} != {want.tolist()}")
                 continue
             if ref not in golden.files:
                 problems.append(f"{modality}.{key}: not in the golden")
                 continue
             got = _joined(key, values, golden)
+            want = str(golden[ref])
+            if TAMPER:
+                want = want[::-1]
             if got is None:
                 problems.append(f"{modality}.{key}: shapes {[tuple(v.shape) for v in values]}")
-            elif _sha(got) != str(golden[ref]):
+            elif _sha(got) != want:
                 problems.append(f"{modality}.{key}: values differ")
     return problems
 
 
+def _placeholders(result, golden, ids: list[int]) -> list[str]:
+    """Each item's (offset, length) and embed positions, where the golden records them:
+    embeddings go exactly to the positions holding the modality's embed token."""
+    problems = []
+    for modality in ("image", "video"):
+        key = f"{modality}_placeholders"
+        if key not in golden.files:
+            continue
+        token = int(golden[f"{modality}_token_id"])
+        got = result["mm_placeholders"].get(modality, [])
+        spans = [[p.offset, p.length] for p in got]
+        if spans != golden[key].tolist():
+            problems.append(f"{modality} placeholders {spans} != {golden[key].tolist()}")
+            continue
+        for p in got:
+            want = np.asarray(ids[p.offset : p.offset + p.length]) == token
+            mask = np.ones(p.length, bool) if p.is_embed is None else p.is_embed.numpy()
+            if not np.array_equal(mask, want):
+                problems.append(f"{modality} is_embed at {p.offset}: {int(mask.sum())} positions")
+    return problems
+
+
 def _joined(key: str, values: list, golden):
-    """vLLM holds one tensor per item; the golden holds HF's batch."""
+    """vLLM holds one tensor per item; the golden holds HF's batch: items of the
+    golden's rank are flat (concatenated: Llama 4's tiles, InternVL's patches and
+    frames), others batched (stacked)."""
     import torch
 
     shape = tuple(int(x) for x in golden[f"{key}_shape"])
-    if key == "pixel_values" and len(shape) == 4 and values[0].dim() == 4:
-        joined = torch.cat(values)  # Llama 4: flat tiles
+    if values[0].dim() == len(shape):
+        joined = torch.cat(values)
     else:
         joined = torch.stack(values) if len({tuple(v.shape) for v in values}) == 1 else None
     if joined is None or tuple(joined.shape) != shape:
@@ -115,10 +155,19 @@ def _joined(key: str, values: list, golden):
     return joined
 
 
+TAMPER = False
+
+
 def main() -> int:
+    global TAMPER
+    args = sys.argv[1:]
+    TAMPER = "--tamper" in args
+    names = [a for a in args if not a.startswith("--")]
     processors: dict = {}
     failures = 0
     files = sorted((FAMILIES / "goldens").glob("*.npz"))
+    if names:  # families or golden names to check (default: all)
+        files = [f for f in files if f.name.split("-", 1)[0] in names or f.stem in names]
     for path in files:
         try:
             problems = check(path, processors)
