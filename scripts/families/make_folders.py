@@ -150,6 +150,13 @@ def write_folder(name: str, files: dict[str, object], tok: dict) -> Path:
     return folder
 
 
+def write_published(name: str, spec: dict, tok: dict, probes: dict[str, int]) -> None:
+    """The folder of one checkpoint: its files, its tokenizer, then the probes' ids checked."""
+    files = dict(spec["files"])
+    files["tokenizer_config.json"] = tokenizer_config(tok, spec["tokenizer_config"])
+    _self_check(write_folder(name, files, tok), probes)
+
+
 def _self_check(folder: Path, probes: dict[str, int]) -> None:
     try:
         from tokenizers import Tokenizer
@@ -170,25 +177,17 @@ def main() -> int:
 
     llama2 = mistral_tokenizer(args.tokdir)
     for name, spec in (("llava", published.LLAVA), ("llava_next", published.LLAVA_NEXT)):
-        files = dict(spec["files"])
-        files["tokenizer_config.json"] = tokenizer_config(llama2, spec["tokenizer_config"])
-        folder = write_folder(name, files, llama2)
-        _self_check(folder, {"<image>": 32000, "<pad>": 32001, "<s>": 1})
-
-    qwen = qwen2_tokenizer()
-    spec = published.LLAVA_ONEVISION
-    files = dict(spec["files"])
-    files["tokenizer_config.json"] = tokenizer_config(qwen, spec["tokenizer_config"])
-    folder = write_folder("llava_onevision", files, qwen)
-    _self_check(folder, {"<image>": 151646, "<video>": 151647, "<|im_start|>": 151644})
-
-    llama4 = llama4_tokenizer(args.tokdir)
-    spec = published.LLAMA4
-    files = dict(spec["files"])
-    files["tokenizer_config.json"] = tokenizer_config(llama4, spec["tokenizer_config"])
-    folder = write_folder("llama4", files, llama4)
-    _self_check(
-        folder,
+        write_published(name, spec, llama2, {"<image>": 32000, "<pad>": 32001, "<s>": 1})
+    write_published(
+        "llava_onevision",
+        published.LLAVA_ONEVISION,
+        qwen2_tokenizer(),
+        {"<image>": 151646, "<video>": 151647, "<|im_start|>": 151644},
+    )
+    write_published(
+        "llama4",
+        published.LLAMA4,
+        llama4_tokenizer(args.tokdir),
         {
             "<|begin_of_text|>": 200000,
             "<|header_start|>": 200005,
@@ -201,13 +200,10 @@ def main() -> int:
             "<|patch|>": 200092,
         },
     )
-    internvl = internvl_tokenizer()
-    spec = published.INTERNVL
-    files = dict(spec["files"])
-    files["tokenizer_config.json"] = tokenizer_config(internvl, spec["tokenizer_config"])
-    folder = write_folder("internvl", files, internvl)
-    _self_check(
-        folder,
+    write_published(
+        "internvl",
+        published.INTERNVL,
+        internvl_tokenizer(),
         {
             "<|im_start|>": 151644,
             "<|im_end|>": 151645,
