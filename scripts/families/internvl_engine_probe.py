@@ -42,10 +42,11 @@ MEDIA = ROOT / "tests" / "fixtures" / "media"
 PROMPT = "Describe what you see."
 
 #: The tiny model: the published layout (448 px tiles of 14 px patches, pixel
-#: shuffle 0.5 → 256 tokens a tile, the published vocabulary of 151674 — the
-#: ``<video>`` id 151674 is past it and lands in vLLM's padded embedding rows,
-#: as it does for the published checkpoint) at toy widths; head_dim 32 (vLLM's
-#: CPU attention has no kernel for 16).
+#: shuffle 0.5 → 256 tokens a tile) at toy widths; head_dim 32 (vLLM's CPU
+#: attention has no kernel for 16). The vocabulary is Qwen's 151936, not the
+#: published 151674: ``<video>`` is 151674, and with prompt logprobs asked for, a
+#: video prompt over the published vocabulary kills vLLM's engine ("index 151674
+#: is out of bounds for dimension 1 with size 151674", ``gather_logprobs``; ran).
 TINY: dict[str, Any] = {
     "architectures": ["InternVLForConditionalGeneration"],
     "model_type": "internvl",
@@ -58,7 +59,7 @@ TINY: dict[str, Any] = {
     "tie_word_embeddings": True,
     "text_config": {
         "model_type": "qwen2",
-        "vocab_size": 151674,
+        "vocab_size": 151936,
         "hidden_size": 64,
         "intermediate_size": 128,
         "num_hidden_layers": 2,
