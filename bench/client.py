@@ -51,8 +51,8 @@ def main() -> int:
     import mmctl
     from mmctl.choices import PixelFormat
     from mmctl.media import synth
+    from mmctl.media.probe import MediaKind
     from mmctl.models.model import load_model
-    from mmctl.preprocessing.pipeline import preprocess
     from mmctl.request.compose import compose
     from mmctl.wire import proto
 
@@ -73,7 +73,9 @@ def main() -> int:
         )
 
         def by_hand() -> str:
-            preprocess(clip, model.spec, model.params, PixelFormat.BFLOAT16)
+            model.spec.processor.preprocess(
+                clip, MediaKind.VIDEO, model.params, PixelFormat.BFLOAT16
+            )
             tokens = []
             for resp in generate(data):
                 tokens.extend(resp.chunk.token_ids if resp.HasField("chunk") else [])

@@ -167,10 +167,10 @@ def main() -> int:
         strategies["opencv"] = opencv
     except ImportError:
         print("(opencv not importable here: its column is skipped)")
-    from mmctl.models import qwen3_vl
+    from mmctl.models.qwen_vl import qwen3_vl
 
     folder = Path(tempfile.gettempdir())
-    dense = qwen3_vl.SPEC.sample_indices(FRAMES, FPS, qwen3_vl.PARAMS).tolist()
+    dense = qwen3_vl.VARIANT.sample_indices(FRAMES, FPS, qwen3_vl.FAMILY.settings()).tolist()
     sparse = np.linspace(0, FRAMES - 1, 4).round().astype(int).tolist()
     print(f"{'clip':<11} {'sampled':>7}  " + "  ".join(f"{n:>12}" for n in strategies))
     for name, suffix, encoder, options in CLIPS:

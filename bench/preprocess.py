@@ -11,7 +11,7 @@ Without it, the script generates (once, cached in the temp dir) a 30 s 1280x720 
 with motion, then times each contender in its own fresh subprocess,
 interleaved, and reports median wall time and peak RSS:
 
-* mmctl   — ``mmctl.preprocessing.pipeline.preprocess`` (Qwen3-VL, checkpoint budget)
+* mmctl   — ``mmctl.models.qwen_vl.pipeline.preprocess`` (Qwen3-VL, checkpoint budget)
 * floor   — PyAV decoding the whole stream, converting only the sampled frames
 * hf-best — transformers ``load_video`` with the processor's sampler + ``Qwen3VLVideoProcessor``
 * hf-default — ``load_video`` of every frame + ``Qwen3VLVideoProcessor``
@@ -50,30 +50,17 @@ def make_clip(path: Path) -> Path:
     return path
 
 
-def floor_frames(clip: Path) -> list:
-    """The decode floor: PyAV decoding every frame, converting only the sampled ones."""
-    import av
-
-    from mmctl.models import qwen3_vl
-
-    with av.open(str(clip)) as c:
-        s = c.streams.video[0]
-        s.thread_type = "AUTO"
-        wanted = set(
-            qwen3_vl.SPEC.sample_indices(s.frames, float(s.average_rate), qwen3_vl.PARAMS).tolist()
-        )
-        return [f.to_ndarray(format="rgb24") for i, f in enumerate(c.decode(s)) if i in wanted]
-
-
 def run_one(name: str, clip: Path) -> dict:
     start = time.perf_counter()
     if name == "mmctl":
-        from mmctl.models import qwen3_vl
-        from mmctl.preprocessing.pipeline import preprocess
+        from mmctl.models.qwen_vl import qwen3_vl
+        from mmctl.models.qwen_vl.pipeline import preprocess
 
-        pre = preprocess(clip, qwen3_vl.SPEC, qwen3_vl.PARAMS)
+        pre = preprocess(clip, qwen3_vl.VARIANT, qwen3_vl.FAMILY.settings())
         shape = list(pre.pixel_values.shape)
     elif name == "floor":
+        from _floor import floor_frames
+
         shape = [len(floor_frames(clip))]
     else:
         from transformers import Qwen3VLVideoProcessor

@@ -6,7 +6,7 @@ clip sizes and on many small clips, in one run (issue: preprocess speed).
 
 Contenders, each in this process after a warm-up, interleaved round by round:
 
-* mmctl  — ``mmctl.preprocessing.pipeline.preprocess`` (Qwen3-VL, the
+* mmctl  — ``mmctl.models.qwen_vl.pipeline.preprocess`` (Qwen3-VL, the
   checkpoint's video budget), uint8 pixels as a default vLLM worker wants;
 * floor  — PyAV decoding the whole stream, converting only the sampled frames;
 * native — what vLLM 0.33 does with a video it receives (its OpenCV backend:
@@ -71,14 +71,16 @@ def small_clips(folder: Path, count: int = 50, seed: int = 0) -> list[Path]:
 
 def mmctl_contender() -> Callable[[Path], object]:
     from mmctl.choices import PixelFormat
-    from mmctl.models import qwen3_vl
-    from mmctl.preprocessing.pipeline import preprocess
+    from mmctl.models.qwen_vl import qwen3_vl
+    from mmctl.models.qwen_vl.pipeline import preprocess
 
-    return lambda path: preprocess(path, qwen3_vl.SPEC, qwen3_vl.PARAMS, PixelFormat.UINT8)
+    return lambda path: preprocess(
+        path, qwen3_vl.VARIANT, qwen3_vl.FAMILY.settings(), PixelFormat.UINT8
+    )
 
 
 def floor_contender() -> Callable[[Path], object]:
-    from preprocess import floor_frames  # bench/preprocess.py: one floor for both scripts
+    from _floor import floor_frames  # one floor for both preprocessing scripts
 
     return floor_frames
 
@@ -93,7 +95,7 @@ def native_contender() -> Callable[[Path], object] | None:
         from transformers.video_utils import VideoMetadata
     except ImportError:
         return None
-    from mmctl.models import qwen3_vl
+    from mmctl.models.qwen_vl import qwen3_vl
 
     torch.set_num_threads(1)
     backend = next(b for b in vr.getStreamBufferedBackends() if vr.hasBackend(b))
@@ -114,7 +116,7 @@ def native_contender() -> Callable[[Path], object] | None:
         fps = meta_cap.get(cv2.CAP_PROP_FPS)
         if meta_cap.set(cv2.CAP_PROP_POS_AVI_RATIO, 1.0):  # its edit-list cross-check
             meta_cap.grab()
-        indices = qwen3_vl.SPEC.sample_indices(total, fps, qwen3_vl.PARAMS).tolist()
+        indices = qwen3_vl.VARIANT.sample_indices(total, fps, qwen3_vl.FAMILY.settings()).tolist()
         wanted = set(indices)
         width, height = (
             int(cap.get(cv2.CAP_PROP_FRAME_WIDTH)),

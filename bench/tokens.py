@@ -37,15 +37,16 @@ def main() -> int:
     args = parser.parse_args()
 
     from mmctl.media.probe import MediaKind
-    from mmctl.models.family import ItemFacts
     from mmctl.models.model import load_model
-    from mmctl.prompt.layout import expand
+    from mmctl.models.qwen_vl import qwen3_vl
+    from mmctl.models.qwen_vl.layout import expand
     from mmctl.prompt.mrope import walk
     from mmctl.request.build import Batch, RequestPlan
+    from mmctl.values.items import ItemFacts
     from mmctl.wire import proto
 
     model = load_model()
-    spec, params, ids = model.spec, model.params, model.token_ids
+    spec, params, ids = qwen3_vl.VARIANT, model.params, model.token_ids
     fps = 30.0
     total = 27000  # a 15-minute clip
     indices = spec.sample_indices(total, fps, params)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from mmctl._version import __version__
 
 #: public name -> module that defines it
 _EXPORTS = {
@@ -28,14 +28,14 @@ _EXPORTS = {
     "SendOptions": "mmctl.client.options",
     "SendResult": "mmctl.client.run",
     "Check": "mmctl.client.run",
-    "Health": "mmctl.client.worker",
+    "Health": "mmctl.client.probe",
     "batch": "mmctl.run_batch.api",
     "BatchCounts": "mmctl.run_batch.api",
     "preprocess": "mmctl.offline",
     "inspect_tokens": "mmctl.offline",
     "TokenReport": "mmctl.offline",
     "Sampling": "mmctl.request.build",
-    "VisionOverrides": "mmctl.models.base",
+    "VisionOverrides": "mmctl.models.settings",
     "PixelFormat": "mmctl.choices",
     "Transport": "mmctl.choices",
     "Processing": "mmctl.choices",
@@ -86,8 +86,8 @@ if TYPE_CHECKING:
     from mmctl.client.aio import AsyncClient
     from mmctl.client.client import Built, Client
     from mmctl.client.options import SendOptions
+    from mmctl.client.probe import Health
     from mmctl.client.run import Check, SendResult
-    from mmctl.client.worker import Health
     from mmctl.errors import (
         CheckFailed,
         ExitCode,
@@ -97,7 +97,7 @@ if TYPE_CHECKING:
         WorkerRejected,
         WorkerUnavailable,
     )
-    from mmctl.models.base import VisionOverrides
+    from mmctl.models.settings import VisionOverrides
     from mmctl.offline import TokenReport, inspect_tokens, preprocess
     from mmctl.request.build import Sampling
     from mmctl.run_batch.api import BatchCounts, batch

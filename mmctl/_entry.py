@@ -38,4 +38,4 @@ def run() -> None:
     if stopped() is not None:
         sys.stderr.write(f"Error: interrupted by {stopped()}\n")
         sys.exit(130)
-    sys.exit(main())
+    sys.exit(main(stopped=stopped))

@@ -26,11 +26,10 @@ from typing import Any
 from mmctl.choices import LayoutKind, PixelFormat
 from mmctl.errors import UsageError
 from mmctl.media.probe import check_readable, media_kind
-from mmctl.models.base import VisionOverrides
 from mmctl.models.model import Model, load_model
-from mmctl.preprocessing.pipeline import Preprocessed
-from mmctl.prompt.layout import Layout
-from mmctl.prompt.mrope import WalkResult
+from mmctl.models.settings import VisionOverrides
+from mmctl.values.items import ItemOptions, Preprocessed
+from mmctl.values.layout import Layout, LayoutCheck
 
 
 def model_for(
@@ -70,8 +69,6 @@ def preprocess(
     ``pixel_dtype`` None: what a default vLLM worker takes for the family
     (``Family.worker_pixels``: raw uint8 for the Qwen families), as
     ``build`` writes and the stub worker expects by default."""
-    from mmctl.models.family import refuse_kind
-
     path = Path(media)
     overrides = VisionOverrides(**vision)
     check_readable(path)
@@ -79,17 +76,21 @@ def preprocess(
         model=model, family=family, model_dir=model_dir, bundle=bundle, vision=overrides
     )
     kind = media_kind(path)
-    refuse_kind(chosen.spec, kind)
-    pre = chosen.spec.preprocess(
+    chosen.spec.refuse_kind(kind)
+    from mmctl.client.negotiate import choose_pixels
+
+    pre = chosen.spec.processor.preprocess(
         path,
         kind,
-        chosen,
-        chosen.spec.worker_pixels if pixel_dtype is None else PixelFormat(pixel_dtype),
-        keep_frames=keep_frames,
-        on_frame=on_frame,
-        strict=strict,
+        chosen.params,
+        choose_pixels(None, pixel_dtype, family=chosen.spec).format,
+        ItemOptions(keep_frames=keep_frames, on_frame=on_frame, strict=strict),
     )
-    return replace(pre, settings={"model": chosen.source.label, **chosen.vision_settings()})
+    return replace(
+        pre,
+        settings={"model": chosen.source.label, **chosen.vision_settings()},
+        notes=chosen.warnings,
+    )
 
 
 @dataclass
@@ -98,7 +99,7 @@ class TokenReport:
 
     model: Model
     layout: Layout
-    check: WalkResult
+    check: LayoutCheck
     prompt_format: str
     items: list[dict[str, Any]]
     warnings: list[str] = field(default_factory=list)
@@ -134,7 +135,7 @@ class TokenReport:
             layout=self.layout.kind.value if self.source is None else "request",
             num_tokens=len(self.layout.ids),
             items=items,
-            check={"name": model.spec.layout_check, **self.check.as_dict()},
+            check={"name": model.spec.prompt.check_name, **self.check.as_dict()},
             totals=view.totals(self.layout, model.token_ids),
             rows=[r.as_dict() for r in self.rows()],
         )
@@ -238,7 +239,7 @@ def _recorded(model: Model, request: Path) -> TokenReport:
 
     built, facts = layout_of(read_request(request), model)
     items = [{"item": s.item + 1, **f.as_dict()} for s, f in zip(built.spans, facts, strict=True)]
-    check = model.spec.check(built, facts, model)
+    check = model.spec.prompt.check(built, facts, model)
     return TokenReport(model, built, check, "from the request file", items, source=str(request))
 
 
@@ -259,7 +260,7 @@ def _composed(
         paths,
         prompt,
         model,
-        pixel_format=model.spec.worker_pixels,  # only the layout matters here
+        pixel_format=model.spec.processor.worker_pixels,  # only the layout matters here
         layout_kind=layout,
         system=system,
         chat=chat is not False,

@@ -97,7 +97,8 @@ class Stub:
 
 def _stub(model, **policy_and_cfg) -> Stub:
     from mmctl.worker import checks
-    from mmctl.worker.server import StubConfig, start
+    from mmctl.worker.handlers import StubConfig
+    from mmctl.worker.server import start
 
     cfg_keys = {"answer", "delay_ms", "allowed_local_media_path", "max_message_mb",
                 "max_concurrent_requests", "record_dir"}  # fmt: skip

@@ -37,10 +37,10 @@ from mmctl.bench.workload import Prepared, WorkItem, prepare
 from mmctl.choices import PixelFormat, Transport
 from mmctl.client.channel import Target, generate_method, open_aio_channel, response
 from mmctl.client.client import Client
-from mmctl.client.negotiate import pixel_dtype
+from mmctl.client.negotiate import choose_pixels
 from mmctl.client.placement import THREAD_MIN_BYTES
+from mmctl.client.route import Route, choose, fixed
 from mmctl.client.stream import TokenStream
-from mmctl.client.transport import Route, choose, fixed
 from mmctl.errors import CheckFailed, MmctlError, UsageError
 from mmctl.request.build import Sampling, new_request_id
 from mmctl.signals import stop_signals
@@ -229,7 +229,7 @@ def _arms(cfg: BenchConfig, clients: Sequence[Client]) -> list[Arm]:
     for client in clients:
         facts = client.facts()
         for wanted in cfg.pixel_dtypes:
-            decided = PixelFormat(pixel_dtype(facts, wanted.value if wanted else None).value)
+            decided = choose_pixels(facts, wanted).format
             if decided not in fmts:
                 fmts.append(decided)
         if Transport.SHM in cfg.transports:

@@ -21,12 +21,13 @@ from mmctl.errors import UsageError
 from mmctl.media.probe import MediaKind
 from mmctl.media.synth import COLORS
 from mmctl.media.video import VideoInfo
-from mmctl.models.base import VisionParams
 from mmctl.models.family import Family
-from mmctl.preprocessing.pipeline import Preprocessed, Timings
+from mmctl.models.qwen_vl.parts import QwenProcessor
+from mmctl.models.qwen_vl.settings import QwenVision
 from mmctl.preprocessing.pixels import patchify_into
 from mmctl.request.build import MediaItem
 from mmctl.request.hashing import item_hash
+from mmctl.values.items import Preprocessed, Timings
 
 #: Synthetic frames are sampled at this rate (any value works; 2 is Qwen's default fps).
 FPS = 2.0
@@ -48,7 +49,7 @@ def parse_size(text: str) -> int:
     return size
 
 
-def grid_for_bytes(nbytes: int, params: VisionParams, fmt: PixelFormat) -> tuple[int, int, int]:
+def grid_for_bytes(nbytes: int, params: QwenVision, fmt: PixelFormat) -> tuple[int, int, int]:
     """(t, h, w) in patches whose pixel tensor is closest to ``nbytes``.
 
     h and w are multiples of the merge size; small sizes get one temporal
@@ -71,9 +72,8 @@ def grid_for_bytes(nbytes: int, params: VisionParams, fmt: PixelFormat) -> tuple
 
 def synthetic_item(nbytes: int, spec: Family, params: Any, fmt: PixelFormat) -> MediaItem:
     """A video item whose pixel tensor holds about ``nbytes`` (see :func:`grid_for_bytes`)."""
-    from mmctl.models.qwen import QwenFamily
-
-    if not isinstance(spec, QwenFamily) or not isinstance(params, VisionParams):
+    processor = spec.processor
+    if not isinstance(processor, QwenProcessor) or not isinstance(params, QwenVision):
         raise UsageError(
             f"--sizes makes synthetic Qwen-VL videos; this worker serves {spec.name}",
             hint="give media files (or a dataset) instead",
@@ -90,7 +90,7 @@ def synthetic_item(nbytes: int, spec: Family, params: Any, fmt: PixelFormat) -> 
         patchify_into(out[k * rows_per_t : (k + 1) * rows_per_t], block, params, fmt)
     indices = np.arange(frames, dtype=np.int64)
     times = tuple(float(i) / FPS for i in indices)
-    patch_times = tuple(spec.video_frame_times(indices, FPS, params))
+    patch_times = tuple(processor.variant.video_frame_times(indices, FPS, params))
     label = f"synthetic:{out.nbytes}B"
     source = VideoInfo(
         path=label,
@@ -119,7 +119,7 @@ def synthetic_item(nbytes: int, spec: Family, params: Any, fmt: PixelFormat) -> 
         frame_times=times,
         patch_times=patch_times,
         num_tokens=params.tokens_for_grid((t, gh, gw)),
-        timings=Timings(0.0, 0.0, 0.0),
-        video_tensors=spec.video_tensors(indices, frames, FPS, params),
+        timings=Timings(0.0, 0.0),
+        video_tensors=processor.variant.video_tensors(indices, frames, FPS, params),
     )
     return MediaItem(label, pre, item_hash(pre, label.encode()))

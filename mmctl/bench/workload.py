@@ -19,7 +19,6 @@ from typing import Any
 from mmctl.choices import PixelFormat
 from mmctl.errors import UsageError
 from mmctl.media.probe import check_media
-from mmctl.models.family import check_failed
 from mmctl.models.model import Model
 from mmctl.request.build import RequestPlan, Sampling
 from mmctl.request.compose import compose, compose_items
@@ -104,6 +103,6 @@ def prepare(
     if not composed.check.ok:
         from mmctl.errors import CheckFailed
 
-        raise CheckFailed(f"{item.label}: {check_failed(model.spec, composed.check.reason)}")
+        raise CheckFailed(f"{item.label}: {model.spec.check_failed(composed.check.reason)}")
     payload = sum(b.pixel_values.nbytes for b in composed.plan.batches)
     return Prepared(item, fmt, composed.plan, payload, time.perf_counter() - start)

@@ -12,12 +12,13 @@ import os
 import signal
 import sys
 import traceback
+from collections.abc import Callable
 from typing import Annotated
 
 import typer
 
-from mmctl import __version__
 from mmctl import signals as stops
+from mmctl._version import __version__
 from mmctl.errors import ExitCode, Interrupted, MmctlError, OutputClosed
 
 HELP = """Multimodal gRPC requests to vLLM workers: preprocess video and images
@@ -124,8 +125,15 @@ def _raise_interrupted(signum: int, _frame: object) -> None:
     raise Interrupted(name)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``mmctl`` console script; returns the exit code."""
+def _none() -> str | None:
+    return None
+
+
+def main(argv: list[str] | None = None, *, stopped: Callable[[], str | None] = _none) -> int:
+    """Entry point of the ``mmctl`` console script; returns the exit code.
+
+    ``stopped``: the stop signal the console script noted while this module was
+    still importing (``mmctl._entry``), acted on once the handlers are set."""
     args = sys.argv[1:] if argv is None else argv
     debug = _debug_requested(args)
     if not debug:
@@ -137,8 +145,6 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _raise_interrupted)
     stops.watch_stops()
     try:
-        from mmctl._entry import stopped
-
         if (early := stopped()) is not None:  # noted between the import and the lines above
             stops.arm(early)
             raise Interrupted(early)

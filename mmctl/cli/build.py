@@ -128,13 +128,12 @@ def build(
     header: HeaderOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    from mmctl.choices import PixelFormat
     from mmctl.cli import _inputs
     from mmctl.cli._output import Output
-    from mmctl.client.negotiate import pixel_dtype as pixel_dtype_decision
+    from mmctl.client.negotiate import choose_pixels
     from mmctl.errors import CheckFailed, UsageError
     from mmctl.media.probe import check_readable
-    from mmctl.models.base import VisionOverrides
+    from mmctl.models.settings import VisionOverrides
     from mmctl.offline import model_for
     from mmctl.request.compose import compose
     from mmctl.request.view import summary, write_request
@@ -191,14 +190,12 @@ def build(
         output.written(doc, lambda console: _render_for_worker(console, doc))
         return
     model = model_for(model_dir=model_dir, bundle=bundle, family=family, vision=overrides)
-    decided = pixel_dtype_decision(
-        None, pixel_dtype.value if pixel_dtype else None, spec=model.spec
-    )
+    pixels = choose_pixels(None, pixel_dtype, family=model.spec)
     composed = compose(
         media,
         text,
         model,
-        pixel_format=PixelFormat(decided.value),
+        pixel_format=pixels.format,
         layout_kind=layout,
         system=system,
         chat=chat is not False,
@@ -212,10 +209,8 @@ def build(
     for warning in composed.warnings:
         output.warn(warning)
     if not composed.check.ok and not force:
-        from mmctl.models.family import check_failed
-
         raise CheckFailed(
-            check_failed(model.spec, composed.check.reason), hint="--force writes it anyway"
+            model.spec.check_failed(composed.check.reason), hint="--force writes it anyway"
         )
     req = composed.plan.to_proto()
     doc = {
@@ -223,7 +218,7 @@ def build(
         "bytes": write_request(req, out),
         "model": {"source": model.source.label, "family": model.spec.name},
         "target": None,
-        "decisions": {"pixel_dtype": decided.as_dict()},
+        "decisions": {"pixel_dtype": pixels.decision.as_dict()},
         "prompt_format": composed.rendered.how,
         "layout": composed.layout.kind.value,
         "check": composed.check.as_dict(),

@@ -129,9 +129,7 @@ def inspect_tokens(
     rows = report.rows()
     output.result(doc, human=lambda console: _render(console, doc, rows, show_all))
     if not report.check.ok:
-        from mmctl.models.family import check_failed
-
-        raise CheckFailed(check_failed(report.model.spec, report.check.reason))
+        raise CheckFailed(report.model.spec.check_failed(report.check.reason))
 
 
 inspect_tokens.__doc__ = HELP

@@ -166,18 +166,15 @@ def _render(console: Console, doc: dict[str, Any]) -> None:
         f"(float32 {_mib(sizes['float32'])}, bf16 {_mib(sizes['bfloat16'])}, uint8 {_mib(sizes['uint8'])})",
     )
     t = {k: v * 1000 for k, v in doc["timings_s"].items()}
-    if doc["kind"] == "video":
-        # Resizing runs between decoded frames (small frames) or on a second
-        # thread while the decoder works: inside the total either way.
-        timing = (
-            f"total {t['total_s']:.0f} ms: decoding, resize + patchify inside it "
-            f"(busy {t['preprocess_s']:.0f} ms)"
-        )
-    else:
-        timing = (
-            f"total {t['total_s']:.1f} ms = load {t['decode_s']:.1f} ms "
-            f"+ resize + patchify {t['preprocess_s']:.1f} ms"
-        )
+    timing = (
+        f"total {t['total_s']:.1f} ms = decode {t['decode_s']:.1f} ms "
+        f"+ resize + normalize {t['preprocess_s']:.1f} ms"
+    )
+    overlapped = doc["overlapped_s"]["preprocess_s"] * 1000
+    if overlapped:
+        # A video's frames are resized while the decoder works (on a second
+        # thread for large frames): that work is inside the decode row.
+        timing += f" (resize + normalize {overlapped:.1f} ms overlapped inside decode)"
     table.add_row("time", timing)
     for key in ("saved", "preview"):
         if key in doc:

@@ -176,7 +176,7 @@ def send(
     from mmctl.client.client import Client
     from mmctl.client.options import Hooks, SendOptions, media_inputs, refuse, request_inputs
     from mmctl.errors import UsageError
-    from mmctl.models.base import VisionOverrides
+    from mmctl.models.settings import VisionOverrides
     from mmctl.timing import Timeline
 
     output = Output(json_mode=json_out)

@@ -176,7 +176,8 @@ def stub_worker(
     from mmctl.errors import Interrupted, UsageError
     from mmctl.offline import model_for
     from mmctl.worker import checks
-    from mmctl.worker.server import StubConfig, check_bindable, start
+    from mmctl.worker.handlers import StubConfig
+    from mmctl.worker.server import check_bindable, start
 
     output = Output(json_mode=json_out)
     if delay_ms < 0 or mm_encoder_budget < 0:
@@ -223,6 +224,8 @@ def stub_worker(
     # From here on a stop signal is the normal way out (exit 0), even one that
     # arrives right after the ready line a script was waiting for.
     try:
+        for warning in model.warnings:
+            output.warn(warning)
         address = f"{host}:{running.port}"
         doc = {
             "event": "ready",

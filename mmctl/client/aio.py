@@ -22,9 +22,9 @@ import grpc
 from mmctl.client.channel import Target, as_error, generate_method, open_aio_channel
 from mmctl.client.client import Built, Client, Media
 from mmctl.client.options import Hooks, Inputs, SendOptions, media_inputs, refuse, request_inputs
+from mmctl.client.probe import Health
 from mmctl.client.run import Answer, SendResult, finish, prepare
-from mmctl.client.worker import Health
-from mmctl.models.base import VisionOverrides
+from mmctl.models.settings import VisionOverrides
 from mmctl.timing import Timeline
 
 

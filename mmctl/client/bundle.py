@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 
 import grpc
 
+from mmctl.checkpoint.source import ModelSource, cache_root, cached_bundle, from_bundle_bytes
 from mmctl.client.channel import Target, as_error
 from mmctl.errors import InputError
-from mmctl.models.source import ModelSource, cache_root, cached_bundle, from_bundle_bytes
 from mmctl.wire import proto
 
 if TYPE_CHECKING:

@@ -30,6 +30,8 @@ from typing import Any
 
 import grpc
 
+from mmctl.checkpoint.source import ModelSource
+from mmctl.checkpoint.source import resolve as resolve_source
 from mmctl.client.channel import Target, open_channel, resolve_target
 from mmctl.client.options import (
     Hooks,
@@ -40,13 +42,12 @@ from mmctl.client.options import (
     refuse,
     request_inputs,
 )
+from mmctl.client.probe import Health, WorkerFacts, health, probe
 from mmctl.client.run import Ready, Run, SendResult, generate, prepare
 from mmctl.client.session import Session
-from mmctl.client.worker import Health, WorkerFacts, health, probe
 from mmctl.errors import UsageError
-from mmctl.models.base import VisionOverrides
-from mmctl.models.source import ModelSource
-from mmctl.models.source import resolve as resolve_source
+from mmctl.models.model import Model
+from mmctl.models.settings import VisionOverrides
 from mmctl.timing import Timeline
 
 #: Probing calls wait at most this long, whatever the client's deadline.
@@ -123,6 +124,7 @@ class Client:
         self._channel: grpc.Channel | None = None
         self._facts: WorkerFacts | None = None
         self._source: ModelSource | None = None
+        self._local_model: Model | None = None
         self._session: Session | None = None
 
     # ---- lifetime ----
@@ -156,6 +158,19 @@ class Client:
                 self._source = resolve_source(self._model_dir, self._bundle)
             return self._source
 
+    def local_model(self) -> Model | None:
+        """The model of ``model_dir`` / ``bundle``, its settings resolved and checked
+        before any network (a bad folder is exit 3 whatever the worker does)."""
+        from mmctl.models.model import load_model
+
+        source = self.local_source()
+        with self._lock:
+            if self._local_model is None and source is not None:
+                self._local_model = load_model(
+                    source=source, family=self._family, overrides=self._vision
+                )
+            return self._local_model
+
     def facts(self, timeline: Timeline | None = None) -> WorkerFacts:
         """What the worker says about itself (probed once; ``probe_s`` lap)."""
         channel = self._open_channel()
@@ -173,6 +188,7 @@ class Client:
         if self._session is not None:
             return self._session
         source = self.local_source()
+        model = self.local_model()
         with self._lock:  # re-entrant: facts() takes it too
             if self._session is None:
                 facts = self.facts(timeline)
@@ -182,6 +198,7 @@ class Client:
                     self._channel,
                     facts,
                     source=source,
+                    model=model,
                     source_flag="--model-dir" if self._model_dir else "--bundle",
                     family=self._family,
                     vision=self._vision,
@@ -344,7 +361,7 @@ class Client:
     ) -> Ready:
         """The request, placed and serialized: local files first (no network,
         the ``inputs_s`` lap), then the set-up and the preprocessing."""
-        self.local_source()
+        self.local_model()
         timeline.lap("inputs_s")
         session = self.session(timeline)
         return prepare(session, opts, inputs, hooks, timeline)

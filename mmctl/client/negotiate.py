@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mmctl.choices import PixelFormat
-from mmctl.client.worker import WorkerFacts
+from mmctl.client.probe import WorkerFacts
 from mmctl.errors import CheckFailed, UsageError
 from mmctl.models.family import Family
 from mmctl.request.tensors import LEGACY_DTYPES
@@ -38,15 +38,37 @@ class Decision:
 _HALF = ("bfloat16", "float16")
 
 
-def pixel_dtype(
+@dataclass(frozen=True)
+class PixelChoice:
+    """A target's pixel type, chosen once (:func:`choose_pixels`) and carried typed,
+    as a :class:`~mmctl.client.route.Route` carries the transport: ``send``, the
+    batch fleet, the load tester, ``build`` and ``preprocess`` read ``format``."""
+
+    format: PixelFormat
+    decision: Decision
+
+
+def choose_pixels(
+    facts: WorkerFacts | None,
+    requested: PixelFormat | str | None,
+    *,
+    skip_checks: bool = False,
+    family: Family | None = None,
+) -> PixelChoice:
+    """The pixel type to send. ``facts``: the worker's, when one was asked;
+    without them, ``family``'s default worker's (``build``, ``preprocess``), else
+    float32, which every worker accepts. ``requested``: ``--pixel-dtype``."""
+    wanted = requested.value if isinstance(requested, PixelFormat) else requested
+    decision = _pixel_decision(facts, wanted, skip_checks, family)
+    return PixelChoice(PixelFormat(decision.value), decision)
+
+
+def _pixel_decision(
     facts: WorkerFacts | None,
     requested: str | None,
-    skip_checks: bool = False,
-    spec: Family | None = None,
+    skip_checks: bool,
+    spec: Family | None,
 ) -> Decision:
-    """The pixel type to send. ``facts``: the worker's, when one was asked;
-    without them, ``spec``'s default worker's (``build`` offline), else
-    float32, which every worker accepts."""
     info = facts.server if facts else None
     normalizes = bool(info and info.mm_device_do_normalize)
     modern = bool(facts and facts.knows_capabilities)
@@ -56,7 +78,7 @@ def pixel_dtype(
         except ValueError:
             choices = ", ".join(f.value for f in PixelFormat)
             raise UsageError(f"--pixel-dtype must be one of {choices}; got {requested!r}") from None
-        if spec is not None and fmt is PixelFormat.UINT8 and not spec.device_normalize:
+        if spec is not None and fmt is PixelFormat.UINT8 and not spec.processor.device_normalize:
             raise UsageError(
                 f"--pixel-dtype uint8: vLLM normalizes {spec.name} pixels in its processor, not "
                 "on the device, so its workers take normalized floats",
@@ -101,11 +123,11 @@ def pixel_dtype(
     if facts is None and spec is not None:
         why = (
             f"a default vLLM worker normalizes {spec.name} pixels on the device, so raw uint8"
-            if spec.worker_pixels is PixelFormat.UINT8
+            if spec.processor.worker_pixels is PixelFormat.UINT8
             else f"{spec.name} pixels are normalized here; float32 (every worker casts it)"
         )
         return Decision(
-            spec.worker_pixels.value,
+            spec.processor.worker_pixels.value,
             f"no worker asked: {why} (--target asks a worker; --pixel-dtype chooses)",
         )
     if facts is None:

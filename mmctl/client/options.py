@@ -20,7 +20,7 @@ from typing import Any
 from mmctl.choices import MediaRef, PixelFormat, Processing, Transport
 from mmctl.errors import UsageError
 from mmctl.media.probe import MediaKind
-from mmctl.models.base import VisionOverrides
+from mmctl.models.settings import VisionOverrides
 from mmctl.request.build import Sampling
 
 #: Tensors smaller than this stay inline even when the transport is shm

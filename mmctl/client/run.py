@@ -25,20 +25,19 @@ from mmctl import modality
 from mmctl.choices import (
     DEFAULT_MAX_TOKENS,
     MediaRef,
-    PixelFormat,
     Processing,
     prompt_text,
 )
 from mmctl.client.channel import as_error, generate_method, response
-from mmctl.client.negotiate import Decision, pixel_dtype, processing_schemes
+from mmctl.client.negotiate import Decision, choose_pixels, processing_schemes
 from mmctl.client.options import Hooks, Inputs, SendOptions, refuse
 from mmctl.client.placement import ShmAllocator, inline_bytes
+from mmctl.client.route import Route, choose
 from mmctl.client.session import Session
 from mmctl.client.stream import TokenStream
-from mmctl.client.transport import Route, choose
 from mmctl.errors import CheckFailed, GenerationIncomplete
 from mmctl.media.probe import MediaKind, media_type
-from mmctl.models.family import Family, check_failed
+from mmctl.models.family import Family
 from mmctl.request.build import new_request_id
 from mmctl.request.compose import Composed, compose
 from mmctl.request.limits import check_encoder_budget, check_item_limits, parse_item_limits
@@ -223,18 +222,17 @@ def _client_processing(
 ) -> Composed:
     facts, model = session.facts, session.model
     _check_limits(session, run, opts.skip_checks)
-    run.decisions["pixel_dtype"] = decided = pixel_dtype(
-        facts, opts.pixel_dtype.value if opts.pixel_dtype else None, opts.skip_checks, model.spec
-    )
-    if decided.warning:
-        run.warnings.append(decided.warning)
+    pixels = choose_pixels(facts, opts.pixel_dtype, skip_checks=opts.skip_checks, family=model.spec)
+    run.decisions["pixel_dtype"] = pixels.decision
+    if pixels.decision.warning:
+        run.warnings.append(pixels.decision.warning)
     if opts.vision.given():
         model = model.with_vision(opts.vision)
     composed = compose(
         list(inputs.media),
         opts.prompt,
         model,
-        pixel_format=PixelFormat(run.decisions["pixel_dtype"].value),
+        pixel_format=pixels.format,
         system=opts.system,
         chat=opts.chat is not False,
         allow_special_tokens=opts.allow_special_tokens,
@@ -313,9 +311,9 @@ def _check_limits(session: Session, run: Run, skip: bool) -> None:
 def _record_walk(run: Run, family: Family, result: Any, skip: bool) -> None:
     """The family's layout check (Qwen's mrope walk) as one of the run's checks."""
     detail = {k: v for k, v in result.as_dict().items() if k not in ("ok", "reason")}
-    run.checks.append(Check(family.layout_check, True, result.ok, result.reason, detail))
+    run.checks.append(Check(family.prompt.check_name, True, result.ok, result.reason, detail))
     if not result.ok and not skip:
-        raise CheckFailed(check_failed(family, result.reason), hint="--skip-checks sends it anyway")
+        raise CheckFailed(family.check_failed(result.reason), hint="--skip-checks sends it anyway")
 
 
 def _check_modality_support(session: Session, run: Run, skip: bool) -> None:
@@ -387,7 +385,9 @@ def _worker_processing(session: Session, opts: SendOptions, inputs: Inputs, run:
     parts: list[Any] = [*inputs.kinds, prompt] if prompt else list(inputs.kinds)
     rendered = render(
         parts,
-        model,
+        model.tokenizer,
+        model.source,
+        model.chat,
         system=opts.system,
         chat=opts.chat is not False,
         allow_special_tokens=opts.allow_special_tokens,
@@ -403,7 +403,9 @@ def _worker_processing(session: Session, opts: SendOptions, inputs: Inputs, run:
     run.decisions["processing"] = Decision(
         "worker", f"media_refs as {opts.media_ref.value}: URLs ({facts.server.mm_processor})"
     )
-    run.checks.append(Check(model.spec.layout_check, False, reason="the worker expands the prompt"))
+    run.checks.append(
+        Check(model.spec.prompt.check_name, False, reason="the worker expands the prompt")
+    )
     run.items = [
         {"path": str(p), "kind": k.value, "url_bytes": len(r.url)}
         for p, k, r in zip(inputs.media, inputs.kinds, refs, strict=True)
@@ -431,7 +433,7 @@ def _replay(session: Session, opts: SendOptions, inputs: Inputs, run: Run) -> An
     )
     facts = session.facts
     dtypes = {b.pixel_values.dtype for b in batches(req) if b.HasField("pixel_values")}
-    want = pixel_dtype(facts, None)
+    want = choose_pixels(facts, None).decision
     normalizes = facts.server.mm_device_do_normalize
     for dtype in dtypes:
         # Only a mismatch in normalization is wrong; float widths the worker casts.
@@ -444,7 +446,7 @@ def _replay(session: Session, opts: SendOptions, inputs: Inputs, run: Run) -> An
     run.decisions["pixel_dtype"] = Decision(",".join(sorted(dtypes)) or "none", "as recorded")
     model = session.model
     layout, items = layout_of(req, model)
-    _record_walk(run, model.spec, model.spec.check(layout, items, model), opts.skip_checks)
+    _record_walk(run, model.spec, model.spec.prompt.check(layout, items, model), opts.skip_checks)
     run.items = [item.as_dict() for item in items]
     return req
 

@@ -14,12 +14,12 @@ from typing import Any
 
 import grpc
 
+from mmctl.checkpoint.source import ModelSource
 from mmctl.client.bundle import fetch_bundle
 from mmctl.client.channel import Target
-from mmctl.client.worker import WorkerFacts
-from mmctl.models.base import VisionOverrides
+from mmctl.client.probe import WorkerFacts
 from mmctl.models.model import Model, load_model
-from mmctl.models.source import ModelSource
+from mmctl.models.settings import VisionOverrides
 from mmctl.timing import Timeline
 
 
@@ -40,6 +40,7 @@ class Session:
         facts: WorkerFacts,
         *,
         source: ModelSource | None = None,
+        model: Model | None = None,
         source_flag: str = "",
         family: str | None = None,
         vision: VisionOverrides | None = None,
@@ -47,14 +48,15 @@ class Session:
         timeline: Timeline | None = None,
     ) -> Session:
         """Get the model files (``source``, else the worker's bundle) and load
-        the tokenizer."""
+        the tokenizer; ``model``: ``source``'s, already loaded."""
         timeline = timeline or Timeline()
         if source is not None:
             origin: dict[str, Any] = {"source": source.label, "from": source_flag}
         else:
             source, bundle = fetch_bundle(channel, target, facts.model, refresh=refresh_bundle)
             origin = {"source": source.label, "from": "worker GetTokenizer", "bundle": bundle}
-        model = load_model(source=source, family=family, overrides=vision)
+        if model is None:
+            model = load_model(source=source, family=family, overrides=vision)
         timeline.lap("model_files_s")
         model.tokenizer  # noqa: B018 - loading it is set-up, not a request's tokenize time
         timeline.lap("tokenizer_s")

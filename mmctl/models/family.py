@@ -1,160 +1,68 @@
-"""The one interface a model family implements.
+"""A model family: what it is, and four parts split by who reads them.
 
-A family (``mmctl/models/<family>.py``) declares what it is and everything
-that differs between families, so that the request path —
+The request path —
 
-    media → family.preprocess → prompt (family.expand, family.check) →
-    request (family.fields, family.batch_pixels; the ids' embed token) → transport
+    media → processor → prompt (expand, check) → wire (fields, batching) → transport
 
-— and the stub worker's contract checks (``family.check_received``) never
-branch on a family's name. The counterparts upstream: smg's
-``ModelProcessorSpec`` (``crates/multimodal/src/registry/traits.rs``) and
-vLLM's per-model ``_get_mm_fields_config`` + ``_get_prompt_updates``.
+— and the stub worker's checks never branch on a family's name: they ask the
+family's parts. Each part has one reader:
 
-Adding a family is one module implementing :class:`Family` plus its entry in
-:mod:`mmctl.models.registry` (ARCHITECTURE.md §1 "A fifth family").
+- :class:`Processor` (preprocessing): media → the tensors vLLM's processor
+  makes, with their timing; the pixel type a default worker takes.
+- :class:`Prompt` (prompt layout): the chat format, what one placeholder
+  becomes (vLLM's ``_get_prompt_updates``), and the check of a laid-out
+  prompt (the mrope walk for Qwen).
+- :class:`Wire` (request building): the field table (vLLM's
+  ``_get_mm_fields_config``) and how the HF processor batches items.
+- :class:`Contract` (the stub worker and ``inspect-tokens --request``): items
+  read back from received tensors, the shapes vLLM's model validates, and
+  the colours the stub answers with.
+
+A family that reuses another's processor is a declaration of a few lines
+(:func:`dataclasses.replace` of the other's :class:`Family`). The anchors:
+smg's ``ModelProcessorSpec`` (matching, placeholders, field layouts), vLLM's
+``BaseProcessingInfo`` / ``BaseMultiModalProcessor`` split, transformers'
+declared processor settings (:mod:`mmctl.models.settings`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
 
+import numpy as np
+
+from mmctl.choices import LayoutKind, PixelFormat
 from mmctl.errors import InputError
 from mmctl.media.probe import MediaKind
-
-if TYPE_CHECKING:
-    from pathlib import Path
-
-    import numpy as np
-
-    from mmctl.choices import LayoutKind, PixelFormat
-    from mmctl.models.base import ModelFiles, VisionOverrides
-    from mmctl.models.fields import WireField
-    from mmctl.models.model import Model
-    from mmctl.preprocessing.pipeline import Allocator, FrameCallback, Preprocessed
-    from mmctl.prompt.layout import Layout
-    from mmctl.prompt.mrope import WalkResult
+from mmctl.models.settings import Settings
+from mmctl.prompt.tokenizer import Tokenizer
+from mmctl.values.fields import WireField
+from mmctl.values.items import ItemFacts, ItemOptions, Preprocessed
+from mmctl.values.layout import Layout, LayoutCheck
+from mmctl.values.received import Received
+from mmctl.values.tokens import Tokens
 
 
-class ContractError(ValueError):
-    """A received batch breaks the family's contract (the stub turns it into a refusal).
-
-    ``key``: the tensor the sentence is about (it then reads "<key> <message>");
-    without one the sentence is about the batch ("carries no … tensor").
-    """
-
-    def __init__(self, message: str, key: str | None = None) -> None:
-        super().__init__(message)
-        self.message, self.key = message, key
-
-    def about(self, label: str, kind: MediaKind) -> str:
-        """The sentence, for the batch ``label`` of ``kind``."""
-        if self.key is not None:
-            return f"{label}.{self.key} {self.message}"
-        return f"{label} ({kind.value}) {self.message}"
-
-
-class Tokens(Protocol):
-    """A family's special token ids (from ``config.json`` or the tokenizer)."""
-
-    def placeholder(self, kind: MediaKind) -> int:
-        """The token the chat template writes once per item of ``kind``."""
-        ...
-
-    def embed(self, kind: MediaKind) -> int:
-        """The token whose positions receive the item's embeddings (``im_token_id``)."""
-        ...
-
-    def markers(self) -> dict[int, str]:
-        """Structural tokens an account of the layout shows by name."""
-        ...
-
-    def as_dict(self) -> dict[str, int]:
-        """By the ``config.json`` key (or token) each mirrors (``--json``)."""
-        ...
-
-
-class Vision(Protocol):
-    """A family's resolved processor settings (frozen; one class per family)."""
-
-    #: HF ``image_mean`` / ``image_std`` / ``rescale_factor`` (the stub undoes them).
-    @property
-    def image_mean(self) -> tuple[float, float, float]: ...
+class ModelView(Protocol):
+    """What a family's parts read of a loaded model (:class:`mmctl.models.model.Model`)."""
 
     @property
-    def image_std(self) -> tuple[float, float, float]: ...
-
-    @property
-    def rescale_factor(self) -> float: ...
-
-    def overridden(self, overrides: VisionOverrides) -> Vision:
-        """A copy with a user's ``--fps``/``--num-frames``/… applied; a value the
-        family has no use for is a :class:`~mmctl.errors.UsageError`."""
-        ...
-
-    def settings(self) -> dict[str, Any]:
-        """Every setting by name (``info``, ``preprocess --json``)."""
-        ...
-
-
-@dataclass(frozen=True)
-class ItemFacts:
-    """What the prompt layout and its checks know of one item, whether it was
-    preprocessed here or read back from a request's tensors."""
-
-    kind: MediaKind
-    #: Positions that receive embeddings (``im_token_id`` tokens in the span).
-    tokens: int
-    #: Qwen: the item's patch grid; ``None`` for families without one.
-    grid_thw: tuple[int, int, int] | None = None
-    #: Qwen3-VL video: one time per temporal patch (the prompt's timestamps).
-    patch_times: tuple[float, ...] = ()
-    #: What else the family's expansion reads (``image_size``, ``aspect_ratio``, ``frames``).
-    extra: Mapping[str, Any] = field(default_factory=dict)
-    #: Rows of the item's share of a *flat* pixel tensor (Qwen ``t·h·w``, Llama 4
-    #: tiles): what the batch's sizes tensor must hold for it.
-    rows: int | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        doc: dict[str, Any] = {"kind": self.kind.value, "num_tokens": self.tokens}
-        if self.grid_thw is not None:
-            doc["grid_thw"] = list(self.grid_thw)
-        doc.update({k: list(v) if isinstance(v, tuple) else v for k, v in self.extra.items()})
-        return doc
-
-    @property
-    def grid(self) -> tuple[int, int, int]:
-        """The Qwen grid (families with one only)."""
-        if self.grid_thw is None:
-            raise ContractError(f"this {self.kind.value} item has no patch grid")
-        return self.grid_thw
-
-
-class Family(Protocol):
-    """What a model family provides. One frozen instance per family module."""
-
-    @property
-    def name(self) -> str:
-        """mmctl's name (``--family``), e.g. ``qwen3-vl``, ``llava-next``."""
+    def params(self) -> Any:
+        """The family's resolved settings (its own :class:`Settings` class)."""
         ...
 
     @property
-    def aliases(self) -> tuple[str, ...]:
-        """Other ``--family`` names for it."""
-        ...
+    def token_ids(self) -> Tokens: ...
 
     @property
-    def model_types(self) -> tuple[str, ...]:
-        """``config.json`` ``model_type`` values it serves."""
-        ...
+    def tokenizer(self) -> Tokenizer: ...
 
-    @property
-    def modalities(self) -> tuple[MediaKind, ...]:
-        """The kinds of media the model reads (vLLM's ``get_supported_mm_limits``: any
-        number of each for every family here); others are refused before decoding."""
-        ...
+
+class Processor(Protocol):
+    """Media → exactly the tensors vLLM's processor gives the model."""
 
     @property
     def worker_pixels(self) -> PixelFormat:
@@ -168,49 +76,31 @@ class Family(Protocol):
         """Whether vLLM can normalize this family's pixels on the device (uint8 in)."""
         ...
 
+    def preprocess(
+        self, path: Path, kind: MediaKind, settings: Any, fmt: PixelFormat, options: ItemOptions
+    ) -> Preprocessed:
+        """One media item → its tensors and facts; ``settings`` the family's."""
+        ...
+
+
+class Prompt(Protocol):
+    """The prompt: chat format, expansion, and its check."""
+
     @property
     def default_system(self) -> str | None:
-        """The system turn mmctl's built-in chat format adds when none is given."""
+        """mmctl's built-in chat format's system turn (``None``: none)."""
         ...
 
     @property
-    def layout_check(self) -> str:
-        """The name of :meth:`check` in a run's checks (``mrope_walk`` for Qwen)."""
-        ...
-
-    def matches(self, config: Mapping[str, Any]) -> bool:
-        """True when ``config.json`` (model_type / architectures) is this family's."""
-        ...
-
-    def vision(self, files: ModelFiles) -> tuple[Vision, dict[str, str]]:
-        """The processor settings a worker serving ``files`` has, and each one's origin."""
-        ...
-
-    def tokens(self, config: Mapping[str, Any], vocab: Callable[[str], int | None]) -> Tokens:
-        """The special ids from ``config.json`` (``vocab``: the tokenizer's
-        token → id, for ids the config does not carry)."""
-        ...
-
-    def preprocess(
-        self,
-        path: Path,
-        kind: MediaKind,
-        model: Model,
-        pixel_format: PixelFormat,
-        *,
-        keep_frames: bool = False,
-        on_frame: FrameCallback | None = None,
-        allocate: Allocator | None = None,
-        strict: bool = False,
-    ) -> Preprocessed:
-        """One media item → exactly the tensors the HF processor gives vLLM."""
+    def check_name(self) -> str:
+        """The check's name in a run's checks (``mrope_walk``, ``placeholder_spans``)."""
         ...
 
     def knows_media(self, template: str) -> bool:
         """Whether a chat template writes this family's media placeholders."""
         ...
 
-    def placeholder_text(self, kind: MediaKind, model: Model) -> str:
+    def placeholder_text(self, kind: MediaKind, model: ModelView) -> str:
         """The text one item contributes to a prompt mmctl writes itself."""
         ...
 
@@ -220,64 +110,93 @@ class Family(Protocol):
         ...
 
     def expand(
-        self,
-        prompt_ids: Sequence[int],
-        items: Sequence[ItemFacts],
-        model: Model,
-        layout: LayoutKind,
+        self, ids: Sequence[int], items: Sequence[ItemFacts], model: ModelView, layout: LayoutKind
     ) -> Layout:
-        """The k-th placeholder of ``prompt_ids`` expanded for the k-th item, as
-        vLLM's processor expands it; spans are the expansions."""
+        """The placeholders of the prompt's ``ids`` expanded for ``items``, as vLLM's
+        prompt updates expand them; spans are the expansions."""
         ...
 
-    def check(self, layout: Layout, items: Sequence[ItemFacts], model: Model) -> WalkResult:
-        """What vLLM's model relies on in the laid-out prompt (the mrope walk for
-        Qwen; the embedding positions per span for every family)."""
+    def check(self, layout: Layout, items: Sequence[ItemFacts], model: ModelView) -> LayoutCheck:
+        """What vLLM's model relies on in the laid-out prompt."""
         ...
+
+
+class Wire(Protocol):
+    """How a modality's items travel in one batch."""
 
     def fields(self, kind: MediaKind) -> tuple[WireField, ...]:
-        """The tensors of one modality's batch (:mod:`mmctl.models.fields`)."""
+        """The tensors of one modality's batch (:mod:`mmctl.values.fields`)."""
         ...
 
     def batch_pixels(self, kind: MediaKind, items: Sequence[np.ndarray]) -> np.ndarray:
         """The items' pixel tensors joined as the HF processor batches them."""
         ...
 
-    def received_items(
-        self, kind: MediaKind, tensors: Mapping[str, np.ndarray], count: int, model: Model
-    ) -> list[ItemFacts]:
-        """The items of a batch read back from its tensors (worker-side names,
-        ``pixel_values_videos`` for video): for the stub's checks and ``--request``."""
+
+class Contract(Protocol):
+    """A received batch read the way vLLM's model reads it (the stub's checks,
+    ``inspect-tokens --request``); tensors by worker-side names
+    (``pixel_values_videos`` for video)."""
+
+    def received_items(self, batch: Received, model: ModelView) -> list[ItemFacts]:
+        """The items of a batch, read back from its tensors."""
         ...
 
-    def check_received(
-        self,
-        kind: MediaKind,
-        tensors: Mapping[str, np.ndarray],
-        count: int,
-        model: Model,
-        raw: bool,
-    ) -> None:
+    def check_received(self, batch: Received, model: ModelView) -> None:
         """The shapes vLLM's model for this family validates (its TensorSchema);
-        :class:`ContractError` with one sentence otherwise. ``raw``: uint8 pixels."""
+        :class:`~mmctl.values.received.ContractError` otherwise."""
         ...
 
     def unit_means(
-        self, kind: MediaKind, pixels: np.ndarray, items: Sequence[ItemFacts], model: Model
+        self, kind: MediaKind, pixels: np.ndarray, items: Sequence[ItemFacts], model: ModelView
     ) -> list[list[np.ndarray]]:
-        """Per item, the mean RGB (0–255, normalization undone by the caller's
-        ``pixels`` being float32 normalized or uint8 raw) of each temporal unit:
-        what the stub's ``colors`` answer reads."""
+        """Per item, the mean RGB of each temporal unit (the stub's colours answer)."""
         ...
 
 
-def check_failed(family: Family, reason: str) -> str:
-    """The sentence for a failed :meth:`Family.check` ("mrope walk failed: …")."""
-    return f"{family.layout_check.replace('_', ' ')} failed: {reason}"
+#: ``tokens(config, vocab)``: the special ids from ``config.json`` (``vocab``:
+#: the tokenizer's token → id, for ids the config does not carry).
+TokenReader = Callable[[Mapping[str, Any], Callable[[str], int | None]], Tokens]
 
 
-def refuse_kind(family: Family, kind: MediaKind) -> None:
-    """One sentence for media the family's model cannot read."""
-    if kind not in family.modalities:
-        kinds = " and ".join(k.value for k in family.modalities)
-        raise InputError(f"{family.name} models read {kinds}, not {kind.value}")
+@dataclass(frozen=True)
+class Family:
+    """One model family: how it is recognised, what it reads, and its parts."""
+
+    #: mmctl's name (``--family``), e.g. ``qwen3-vl``, ``llava-next``.
+    name: str
+    #: Other ``--family`` names for it.
+    aliases: tuple[str, ...]
+    #: ``config.json`` ``model_type`` values it serves.
+    model_types: tuple[str, ...]
+    #: The kinds of media the model reads; others are refused before decoding.
+    modalities: tuple[MediaKind, ...]
+    #: Its processor settings, declared (:mod:`mmctl.models.settings`).
+    settings: type[Settings]
+    tokens: TokenReader
+    processor: Processor
+    prompt: Prompt
+    wire: Wire
+    contract: Contract
+    #: ``architectures`` prefixes that are this family's where ``model_type`` is not.
+    architectures: tuple[str, ...] = ()
+
+    def matches(self, config: Mapping[str, Any]) -> bool:
+        """True when ``config.json`` (model_type / architectures) is this family's."""
+        if config.get("model_type") in self.model_types:
+            return True
+        architectures = config.get("architectures") or ()
+        return bool(self.architectures) and any(
+            str(a).startswith(self.architectures)
+            for a in (architectures if isinstance(architectures, list) else ())
+        )
+
+    def refuse_kind(self, kind: MediaKind) -> None:
+        """One sentence for media the family's model cannot read."""
+        if kind not in self.modalities:
+            kinds = " and ".join(k.value for k in self.modalities)
+            raise InputError(f"{self.name} models read {kinds}, not {kind.value}")
+
+    def check_failed(self, reason: str) -> str:
+        """The sentence for a failed :meth:`Prompt.check` ("mrope walk failed: …")."""
+        return f"{self.prompt.check_name.replace('_', ' ')} failed: {reason}"

@@ -31,23 +31,25 @@ import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from mmctl.errors import InputError
 from mmctl.media.probe import MediaKind
-from mmctl.models.family import ContractError, ItemFacts, Tokens
-from mmctl.models.fields import PIXELS, ROWS, FieldLayout, WireField
-from mmctl.models.tiled import FixedVision, Item, TileFamily, table_rows
+from mmctl.models import kinds, tiled
+from mmctl.models.family import Family, ModelView
+from mmctl.models.settings import File, HFClass, Settings, setting
 from mmctl.preprocessing.resize import Filter, resize_rgb
+from mmctl.preprocessing.tiles import Size
+from mmctl.values.fields import PIXELS, ROWS, FieldLayout, WireField
+from mmctl.values.items import ItemFacts
+from mmctl.values.received import ContractError, Received, table_rows
 
-if TYPE_CHECKING:
-    from mmctl.models.base import ModelFiles
-    from mmctl.models.model import Model
+IMAGE, PROCESSOR, CONFIG = File.IMAGE, File.PROCESSOR, File.CONFIG
 
 #: ``PILImageResampling`` values of the filters mmctl has (HF's ``resample`` key).
-RESAMPLE_FILTERS: dict[int, Filter] = {2: "bilinear", 3: "bicubic"}
+RESAMPLE_FILTERS: dict[int, Filter] = {kinds.BILINEAR: "bilinear", kinds.BICUBIC: "bicubic"}
 
 #: The token strings ``Llama4Processor._prompt_split_image`` writes (hard-coded
 #: there, whatever the processor's own ``*_token`` settings say).
@@ -57,28 +59,90 @@ PATCH = "<|patch|>"
 TILE_X_SEPARATOR = "<|tile_x_separator|>"
 TILE_Y_SEPARATOR = "<|tile_y_separator|>"
 #: ``Llama4Processor(image_token=...)``: the placeholder vLLM replaces.
-IMAGE = "<|image|>"
+IMAGE_TOKEN = "<|image|>"
+
+IMAGE_CLASS = HFClass(
+    "Llama4ImageProcessor",
+    {
+        "do_resize": True,
+        "size": {"height": 336, "width": 336},
+        "resample": kinds.BILINEAR,
+        "do_rescale": True,
+        "rescale_factor": kinds.RESCALE,
+        "do_normalize": True,
+        "image_mean": kinds.HALF,
+        "image_std": kinds.HALF,
+        "max_patches": 16,
+        "resize_to_max_canvas": False,
+    },
+)
+#: ``Llama4Config`` / ``Llama4VisionConfig`` defaults (note the vision class's
+#: ``image_size`` is 448, not Scout's 336).
+CONFIG_CLASS = HFClass(
+    "Llama4Config",
+    {
+        "vision_config": {"image_size": 448, "patch_size": 14, "pixel_shuffle_ratio": 0.5},
+        "image_token_index": 200092,
+    },
+)
+_ONLY_ON = kinds.Flag(only=True)
 
 
 @dataclass(frozen=True)
-class Vision(FixedVision):
-    """The settings that shape Llama 4's tiles and tokens.
+class Vision(Settings):
+    """The settings that shape Llama 4's tiles and tokens; defaults are
+    ``meta-llama/Llama-4-Scout-17B-16E-Instruct``'s published ones."""
 
-    Defaults are ``meta-llama/Llama-4-Scout-17B-16E-Instruct``'s published ones.
-    """
+    IMAGE_CLASSES: ClassVar[tuple[HFClass, ...]] = (IMAGE_CLASS,)
+    CONFIG_CLASS: ClassVar[HFClass | None] = CONFIG_CLASS
+    #: ``Llama4ImageProcessor._preprocess`` crops nothing and takes no square default.
+    INERT: ClassVar[frozenset[str]] = frozenset(
+        {"crop_size", "do_center_crop", "default_to_square"}
+    )
 
-    tile_size: int = 336  # preprocessor_config.json size {"height", "width"} (square)
-    max_patches: int = 16  # preprocessor_config.json max_patches
-    resize_to_max_canvas: bool = False  # preprocessor_config.json resize_to_max_canvas
-    resample: Filter = "bilinear"  # preprocessor_config.json resample (2 = BILINEAR)
-    rescale_factor: float = 1 / 255  # preprocessor_config.json rescale_factor
-    image_mean: tuple[float, float, float] = (0.5, 0.5, 0.5)  # preprocessor_config.json image_mean
-    image_std: tuple[float, float, float] = (0.5, 0.5, 0.5)  # preprocessor_config.json image_std
-    image_token: str = IMAGE  # processor_config.json image_token (the placeholder)
-    image_size: int = 336  # config.json vision_config.image_size (vLLM's tile size)
-    patch_size: int = 14  # config.json vision_config.patch_size
-    pixel_shuffle_ratio: float = 0.5  # config.json vision_config.pixel_shuffle_ratio
-    image_token_index: int = 200092  # config.json image_token_index (<|patch|>)
+    #: The tile side (``size`` {height, width}, square).
+    size: Size = setting(IMAGE, "size", Size(height=336, width=336), kinds.SizeKind(square=True))
+    max_patches: int = setting(IMAGE, "max_patches", 16, kinds.Int(1, 256))
+    resize_to_max_canvas: bool = setting(IMAGE, "resize_to_max_canvas", False, kinds.Flag())
+    resample: int = setting(
+        IMAGE,
+        "resample",
+        kinds.BILINEAR,
+        kinds.OneOf(tuple(RESAMPLE_FILTERS), "bilinear (2) or bicubic (3)"),
+    )
+    do_resize: bool = setting(IMAGE, "do_resize", True, _ONLY_ON)
+    do_rescale: bool = setting(IMAGE, "do_rescale", True, _ONLY_ON)
+    do_normalize: bool = setting(IMAGE, "do_normalize", True, _ONLY_ON)
+    rescale_factor: float = setting(IMAGE, "rescale_factor", kinds.RESCALE, kinds.Number(0, 1))
+    # HF accepts one number for all channels, as torchvision's normalize does.
+    image_mean: tuple[float, float, float] = setting(
+        IMAGE, "image_mean", kinds.HALF, kinds.Triple(scalar=True)
+    )
+    image_std: tuple[float, float, float] = setting(
+        IMAGE, "image_std", kinds.HALF, kinds.Triple(std=True, scalar=True)
+    )
+    #: processor_config.json ``image_token``: the placeholder the template writes.
+    image_token: str = setting(
+        PROCESSOR, "image_token", IMAGE_TOKEN, kinds.Text(), default=IMAGE_TOKEN
+    )
+    #: vLLM's tile size.
+    image_size: int = setting(CONFIG, "vision_config.image_size", 336, kinds.Int(1, kinds.MAX_SIDE))
+    patch_size: int = setting(CONFIG, "vision_config.patch_size", 14, kinds.Int(1, 256))
+    pixel_shuffle_ratio: float = setting(
+        CONFIG, "vision_config.pixel_shuffle_ratio", 0.5, kinds.Number(0, 1)
+    )
+    image_token_index: int = setting(
+        CONFIG, "image_token_index", 200092, kinds.TokenId()
+    )  # <|patch|>
+
+    @property
+    def tile_size(self) -> int:
+        assert self.size.height is not None, "a square size"
+        return self.size.height
+
+    @property
+    def filter(self) -> Filter:
+        return RESAMPLE_FILTERS[self.resample]
 
     @property
     def patches_per_tile(self) -> int:
@@ -86,75 +150,17 @@ class Vision(FixedVision):
         downsample = round(1.0 / (self.pixel_shuffle_ratio**2))
         return (self.image_size // self.patch_size) ** 2 // downsample
 
-    @classmethod
-    def from_files(
-        cls,
-        preprocessor_config: Mapping[str, Any],
-        processor_config: Mapping[str, Any],
-        config: Mapping[str, Any],
-    ) -> Vision:
-        """The settings as ``AutoProcessor.from_pretrained`` and vLLM resolve them.
-
-        The image processor reads ``processor_config.json``'s nested
-        ``"image_processor"`` when there is one (instead of, not on top of,
-        ``preprocessor_config.json``); a key absent or null takes the class
-        default (``Llama4ImageProcessor``, ``Llama4VisionConfig``,
-        ``Llama4Config``: note the vision class's ``image_size`` is 448, not
-        Scout's 336). Settings mmctl does not reproduce are refused.
-        """
-        nested = processor_config.get("image_processor")
-        image = nested if isinstance(nested, Mapping) else preprocessor_config
-        vision_config = config.get("vision_config")
-        if not isinstance(vision_config, Mapping):
-            vision_config = {}
-
-        def get(source: Mapping[str, Any], key: str, default: Any) -> Any:
-            value = source.get(key)
-            return default if value is None else value
-
-        for key in ("do_resize", "do_rescale", "do_normalize"):
-            if get(image, key, True) is not True:
-                raise InputError(
-                    f"the image processor's {key} is {image[key]!r}; mmctl reproduces Llama 4 "
-                    "only with resizing, rescaling and normalising on"
-                )
-        size = get(image, "size", {"height": 336, "width": 336})
-        if not isinstance(size, Mapping) or not size.get("height") or not size.get("width"):
+    def check(self) -> None:
+        if self.image_size < self.patch_size:
             raise InputError(
-                f"Llama 4's image processor needs size {{height, width}}, got {size!r}"
+                f"config.json: vision_config.image_size ({self.image_size}) is smaller than its "
+                f"patch_size ({self.patch_size})"
             )
-        if size["height"] != size["width"]:
-            raise InputError(f"Llama 4's tiles must be square, got size {dict(size)!r}")
-        resample = get(image, "resample", 2)
-        if resample not in RESAMPLE_FILTERS:
+        if self.patches_per_tile < 1:
             raise InputError(
-                f"resample={resample!r} is not a filter mmctl has; one of {sorted(RESAMPLE_FILTERS)}"
+                f"config.json: vision_config.pixel_shuffle_ratio {self.pixel_shuffle_ratio} "
+                f"leaves no patch of a {self.image_size}-pixel tile"
             )
-        try:
-            return cls(
-                tile_size=int(size["height"]),
-                max_patches=int(get(image, "max_patches", 16)),
-                resize_to_max_canvas=bool(get(image, "resize_to_max_canvas", False)),
-                resample=RESAMPLE_FILTERS[resample],
-                rescale_factor=float(get(image, "rescale_factor", 1 / 255)),
-                image_mean=_triple(get(image, "image_mean", (0.5, 0.5, 0.5)), "image_mean"),
-                image_std=_triple(get(image, "image_std", (0.5, 0.5, 0.5)), "image_std"),
-                image_token=str(get(processor_config, "image_token", IMAGE)),
-                image_size=int(get(vision_config, "image_size", 448)),
-                patch_size=int(get(vision_config, "patch_size", 14)),
-                pixel_shuffle_ratio=float(get(vision_config, "pixel_shuffle_ratio", 0.5)),
-                image_token_index=int(get(config, "image_token_index", 200092)),
-            )
-        except (TypeError, ValueError) as exc:
-            raise InputError(f"Llama 4's processor settings are malformed: {exc}") from exc
-
-
-def _triple(value: Any, key: str) -> tuple[float, float, float]:
-    # HF accepts one number for all channels, as torchvision's normalize does.
-    values = [value] * 3 if isinstance(value, int | float) else list(value)
-    if len(values) != 3:
-        raise InputError(f"{key} needs 3 values (one per RGB channel), got {value!r}")
-    return float(values[0]), float(values[1]), float(values[2])
 
 
 # ---- the canvas ----
@@ -298,13 +304,13 @@ def image_tiles(rgb: np.ndarray, vision: Vision) -> tuple[np.ndarray, tuple[int,
     out = np.empty((patches_per_image((rows, cols)), 3, tile, tile), dtype=np.float32)
 
     padded = np.zeros((canvas_h, canvas_w, 3), dtype=np.uint8)  # pad_to_best_fit's fill 0
-    padded[:new_h, :new_w] = resize_rgb(rgb, new_h, new_w, filter=vision.resample)
+    padded[:new_h, :new_w] = resize_rgb(rgb, new_h, new_w, filter=vision.filter)
     # split_to_tiles: row-major over the canvas, each tile channel-first.
     _normalize_into(
         out[:count], padded.reshape(rows, tile, cols, tile, 3).transpose(0, 2, 4, 1, 3), table
     )
     if count > 1:
-        global_tile = resize_rgb(rgb, tile, tile, filter=vision.resample)
+        global_tile = resize_rgb(rgb, tile, tile, filter=vision.filter)
         _normalize_into(out[count:], global_tile.transpose(2, 0, 1)[None], table)
     return out, aspect_ratio(height, width, vision)
 
@@ -362,7 +368,7 @@ class Llama4Tokens:
 
     @classmethod
     def from_vocab(
-        cls, token_to_id: Callable[[str], int | None], *, image_token: str = IMAGE
+        cls, token_to_id: Callable[[str], int | None], *, image_token: str = IMAGE_TOKEN
     ) -> Llama4Tokens:
         """The ids from a tokenizer's ``token_to_id``; :class:`InputError` naming
         the first token the vocabulary lacks."""
@@ -434,7 +440,76 @@ def image_token_ids(
     return ids
 
 
-# ---- the family ----
+def llama4_tokens(config: Mapping[str, Any], vocab: Callable[[str], int | None]) -> Llama4Tokens:
+    return Llama4Tokens.from_vocab(vocab)
+
+
+def image_item(rgb: np.ndarray, vision: Vision) -> tiled.Item:
+    pixels, ratio = image_tiles(rgb, vision)
+    count = patches_per_image(ratio)
+    return tiled.Item(
+        pixels,
+        count * vision.patches_per_tile,
+        {
+            "patches_per_image": np.asarray(count, dtype=np.int64),
+            "aspect_ratios": np.asarray(ratio, dtype=np.int64),
+        },
+        {"aspect_ratio": ratio},
+        rows=count,
+    )
+
+
+def replacement(item: ItemFacts, model: ModelView) -> list[int]:
+    tokens = model.token_ids
+    assert isinstance(tokens, Llama4Tokens), "the Llama 4 family resolves Llama4Tokens"
+    return image_token_ids(
+        (int(item.extra["aspect_ratio"][0]), int(item.extra["aspect_ratio"][1])),
+        tokens,
+        patches_per_tile=tiled.settings_of(model, Vision).patches_per_tile,
+    )
+
+
+def received_items(batch: Received, model: ModelView) -> list[ItemFacts]:
+    kind, tensors, count = batch.kind, batch.tensors, batch.count
+    vision = tiled.settings_of(model, Vision)
+    out = []
+    for rows, cols in table_rows(tensors, "aspect_ratios", count, 2):
+        if rows < 1 or cols < 1 or rows * cols > vision.max_patches:
+            raise ContractError(
+                f"row {[rows, cols]} is not a tile grid of at most {vision.max_patches} tiles",
+                "aspect_ratios",
+            )
+        tiles = patches_per_image((rows, cols))
+        out.append(
+            ItemFacts(
+                kind,
+                tiles * vision.patches_per_tile,
+                extra={"aspect_ratio": (rows, cols)},
+                rows=tiles,
+            )
+        )
+    return out
+
+
+def expected_pixels(
+    kind: MediaKind, items: Sequence[ItemFacts], model: ModelView
+) -> tuple[int | str, ...]:
+    side = tiled.settings_of(model, Vision).image_size
+    return (sum(int(it.rows or 0) for it in items), 3, side, side)
+
+
+def item_tiles(pixels: np.ndarray, items: Sequence[ItemFacts]) -> list[np.ndarray]:
+    bounds = np.cumsum([0, *[int(it.rows or 0) for it in items]])
+    return [pixels[a:b] for a, b in itertools.pairwise(bounds.tolist())]
+
+
+def global_tile(tiles: np.ndarray, item: ItemFacts) -> np.ndarray:
+    return tiles[-1]  # the global tile (the only one for a one-tile image)
+
+
+def concatenate(items: Sequence[np.ndarray]) -> np.ndarray:
+    return items[0] if len(items) == 1 else np.concatenate(items)
+
 
 #: vLLM's ``Mllama4MultiModalProcessor._get_mm_fields_config``: every image's
 #: tiles in one flat ``pixel_values``, split by ``patches_per_image``; that and
@@ -470,94 +545,16 @@ FIELDS = (
 )
 
 
-@dataclass(frozen=True)
-class Llama4(TileFamily):
-    name: str = "llama4"
-    aliases: tuple[str, ...] = ("llama-4",)
-    model_types: tuple[str, ...] = ("llama4",)
-    #: Llama 4 models run in bfloat16; its processor's values are bfloat16.
-    default_system: str | None = None
-
-    def resolve(self, files: ModelFiles) -> Vision:
-        return Vision.from_files(files.preprocessor_config, files.processor_config, files.config)
-
-    def tokens(self, config: Mapping[str, Any], vocab: Callable[[str], int | None]) -> Tokens:
-        return Llama4Tokens.from_vocab(vocab)
-
-    def knows_media(self, template: str) -> bool:
-        return IMAGE in template or "image" in template
-
-    def fields(self, kind: MediaKind) -> tuple[WireField, ...]:
-        return FIELDS
-
-    def image_item(self, rgb: np.ndarray, vision: Any) -> Item:
-        pixels, ratio = image_tiles(rgb, vision)
-        count = patches_per_image(ratio)
-        return Item(
-            pixels,
-            count * vision.patches_per_tile,
-            {
-                "patches_per_image": np.asarray(count, dtype=np.int64),
-                "aspect_ratios": np.asarray(ratio, dtype=np.int64),
-            },
-            {"aspect_ratio": ratio},
-            rows=count,
-        )
-
-    def replacement(self, item: ItemFacts, model: Model) -> list[int]:
-        tokens = model.token_ids
-        assert isinstance(tokens, Llama4Tokens), "the Llama 4 family resolves Llama4Tokens"
-        return image_token_ids(
-            (int(item.extra["aspect_ratio"][0]), int(item.extra["aspect_ratio"][1])),
-            tokens,
-            patches_per_tile=_vision(model).patches_per_tile,
-        )
-
-    def batch_pixels(self, kind: MediaKind, items: Sequence[np.ndarray]) -> np.ndarray:
-        return items[0] if len(items) == 1 else np.concatenate(items)
-
-    def received_items(
-        self, kind: MediaKind, tensors: Mapping[str, np.ndarray], count: int, model: Model
-    ) -> list[ItemFacts]:
-        out = []
-        for rows, cols in table_rows(tensors, "aspect_ratios", count, 2):
-            if rows < 1 or cols < 1 or rows * cols > _vision(model).max_patches:
-                raise ContractError(
-                    f"row {[rows, cols]} is not a tile grid of at most "
-                    f"{_vision(model).max_patches} tiles",
-                    "aspect_ratios",
-                )
-            tiles = patches_per_image((rows, cols))
-            out.append(
-                ItemFacts(
-                    kind,
-                    tiles * _vision(model).patches_per_tile,
-                    extra={"aspect_ratio": (rows, cols)},
-                    rows=tiles,
-                )
-            )
-        return out
-
-    def expected_pixels(
-        self, kind: MediaKind, items: Sequence[ItemFacts], model: Model
-    ) -> tuple[int | str, ...]:
-        side = _vision(model).image_size
-        return (sum(int(it.rows or 0) for it in items), 3, side, side)
-
-    def item_tiles(
-        self, kind: MediaKind, pixels: np.ndarray, items: Sequence[ItemFacts]
-    ) -> list[np.ndarray]:
-        bounds = np.cumsum([0, *[int(it.rows or 0) for it in items]])
-        return [pixels[a:b] for a, b in itertools.pairwise(bounds.tolist())]
-
-    def whole_image(self, tiles: np.ndarray, item: ItemFacts) -> np.ndarray:
-        return tiles[-1]  # the global tile (the only one for a one-tile image)
-
-
-SPEC = Llama4()
-
-
-def _vision(model: Model) -> Vision:
-    vision = model.params
-    assert isinstance(vision, Vision), "this family resolves its own Vision"
-    return vision
+NAME = "llama4"
+FAMILY = Family(
+    name=NAME,
+    aliases=("llama-4",),
+    model_types=("llama4",),
+    modalities=(MediaKind.IMAGE,),
+    settings=Vision,
+    tokens=llama4_tokens,
+    processor=tiled.TileProcessor(NAME, image_item),
+    prompt=tiled.RunPrompt(NAME, replacement, media_words=("image",)),
+    wire=tiled.TileWire({MediaKind.IMAGE: FIELDS}, {MediaKind.IMAGE: concatenate}),
+    contract=tiled.TileContract(NAME, received_items, expected_pixels, item_tiles, global_tile),
+)

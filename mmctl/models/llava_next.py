@@ -26,112 +26,77 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from mmctl.errors import InputError
 from mmctl.media.probe import MediaKind
-from mmctl.models.family import ContractError, ItemFacts, Tokens
-from mmctl.models.fields import PIXELS, FieldLayout, WireField
-from mmctl.models.tiled import (
-    FixedVision,
-    Item,
-    PlaceholderTokens,
-    TileFamily,
-    table_rows,
-)
+from mmctl.models import kinds, tiled
+from mmctl.models.family import Family, ModelView
+from mmctl.models.settings import File, HFClass, setting
 from mmctl.preprocessing import tiles
 from mmctl.preprocessing.tiles import Size
+from mmctl.values.fields import PIXELS, FieldLayout, WireField
+from mmctl.values.items import ItemFacts
+from mmctl.values.received import ContractError, Received, table_rows
 
-if TYPE_CHECKING:
-    from mmctl.models.base import ModelFiles
-    from mmctl.models.model import Model
-
-#: ``image_utils.OPENAI_CLIP_MEAN`` / ``OPENAI_CLIP_STD``: the class defaults.
-CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
-CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
-#: The published ``size``.
-SIZE = Size(shortest_edge=336)
 #: ``LlavaNextImageProcessor.image_grid_pinpoints`` and ``LlavaNextConfig``'s default.
 DEFAULT_PINPOINTS = ((336, 672), (672, 336), (672, 672), (1008, 336), (336, 1008))
-PROCESSOR_CLASS = "LlavaNextImageProcessor"
+PROCESSOR_CLASS = HFClass(
+    "LlavaNextImageProcessor",
+    {**tiled.CLIP_IMAGE_DEFAULTS, "do_pad": True, "image_grid_pinpoints": DEFAULT_PINPOINTS},
+)
 
 
 @dataclass(frozen=True)
-class Vision(FixedVision):
-    """Every setting that shapes LLaVA-NeXT's pixels and tokens.
+class Anyres(tiled.ClipImage):
+    """``ClipImage`` plus the anyres tiling: the processor's pinpoints cut the
+    tiles, config.json's count vLLM's tokens — the two must agree, or prompt and
+    pixels would not."""
 
-    Defaults are ``llava-hf/llava-v1.6-mistral-7b-hf``'s published values.
-    """
+    image_grid_pinpoints: tuple[tuple[int, int], ...] = setting(
+        File.IMAGE, "image_grid_pinpoints", DEFAULT_PINPOINTS, kinds.Pinpoints()
+    )
+    model_pinpoints: tuple[tuple[int, int], ...] = setting(
+        File.CONFIG, "image_grid_pinpoints", DEFAULT_PINPOINTS, kinds.Pinpoints()
+    )
 
-    do_resize: bool = True  # preprocessor do_resize
-    size: Size = SIZE  # preprocessor size
-    resample: int = tiles.BICUBIC  # preprocessor resample
-    do_center_crop: bool = True  # preprocessor do_center_crop
-    crop_size: tuple[int, int] = (336, 336)  # preprocessor crop_size (height, width)
-    do_rescale: bool = True  # preprocessor do_rescale
-    rescale_factor: float = 0.00392156862745098  # preprocessor rescale_factor
-    do_normalize: bool = True  # preprocessor do_normalize
-    image_mean: tuple[float, float, float] = CLIP_MEAN  # preprocessor image_mean
-    image_std: tuple[float, float, float] = CLIP_STD  # preprocessor image_std
-    do_pad: bool = True  # preprocessor do_pad (zero-pad the patch axis across a batch)
-    image_grid_pinpoints: tuple[tuple[int, int], ...] = DEFAULT_PINPOINTS  # preprocessor + config
-    image_size: int = 336  # config vision_config.image_size
-    patch_size: int = 14  # config vision_config.patch_size
-    vision_model_type: str = "clip_vision_model"  # config vision_config.model_type
-    image_token_index: int = 32000  # config image_token_index
-    vision_feature_select_strategy: str = "default"  # config vision_feature_select_strategy
-
-    @classmethod
-    def from_files(
-        cls,
-        preprocessor_config: Mapping[str, Any],
-        processor_config: Mapping[str, Any],
-        config: Mapping[str, Any],
-    ) -> Vision:
-        """Resolve the settings as transformers and vLLM do (see ``llava.Vision.from_files``).
-
-        vLLM counts tokens with ``config.json``'s pinpoints while the processor cuts
-        tiles with its own; the two must agree, or prompt and pixels would not.
-        """
-        s = tiles.processor_settings(preprocessor_config, processor_config)
-        kind = str(tiles.setting(s, "image_processor_type", PROCESSOR_CLASS))
-        if kind.removesuffix("Fast") != PROCESSOR_CLASS:
-            raise InputError(f"image_processor_type {kind!r} is not {PROCESSOR_CLASS}")
-        pinpoints = tiles.parse_pinpoints(
-            tiles.setting(s, "image_grid_pinpoints", DEFAULT_PINPOINTS)
-        )
-        model_pinpoints = tiles.parse_pinpoints(
-            tiles.setting(config, "image_grid_pinpoints", DEFAULT_PINPOINTS)
-        )
-        if pinpoints != model_pinpoints:
+    def check(self) -> None:
+        super().check()
+        if self.image_grid_pinpoints != self.model_pinpoints:
             raise InputError(
                 "image_grid_pinpoints differ between the image processor and config.json: "
                 "vLLM's token count and the processor's tiles would not match"
             )
-        image_size, patch_size, tower = tiles.vision_geometry(config)
-        return cls(
-            do_resize=bool(tiles.setting(s, "do_resize", True)),
-            size=tiles.parse_size(tiles.setting(s, "size", {"shortest_edge": 224})),
-            resample=tiles.check_bicubic(tiles.setting(s, "resample", tiles.BICUBIC)),
-            do_center_crop=bool(tiles.setting(s, "do_center_crop", True)),
-            crop_size=tiles.parse_crop(tiles.setting(s, "crop_size", 224)),
-            do_rescale=bool(tiles.setting(s, "do_rescale", True)),
-            rescale_factor=float(tiles.setting(s, "rescale_factor", 1 / 255)),
-            do_normalize=bool(tiles.setting(s, "do_normalize", True)),
-            image_mean=tiles.parse_floats(tiles.setting(s, "image_mean", CLIP_MEAN), "image_mean"),
-            image_std=tiles.parse_floats(tiles.setting(s, "image_std", CLIP_STD), "image_std"),
-            do_pad=bool(tiles.setting(s, "do_pad", True)),
-            image_grid_pinpoints=pinpoints,
-            image_size=image_size,
-            patch_size=patch_size,
-            vision_model_type=tower,
-            image_token_index=tiles.config_id(config, "image_token_index", "image_token_id", 32000),
-            vision_feature_select_strategy=str(
-                config.get("vision_feature_select_strategy", "default")
-            ),
-        )
+        small = [p for p in self.image_grid_pinpoints if min(p) < self.image_size]
+        if small:
+            raise InputError(
+                f"image_grid_pinpoints {list(small[0])} is smaller than one "
+                f"{self.image_size}-pixel tile (vision_config.image_size)"
+            )
+
+
+@dataclass(frozen=True)
+class Vision(Anyres):
+    """Every setting that shapes LLaVA-NeXT's pixels and tokens; defaults are
+    ``llava-hf/llava-v1.6-mistral-7b-hf``'s published values."""
+
+    IMAGE_CLASSES: ClassVar[tuple[HFClass, ...]] = (PROCESSOR_CLASS,)
+    CONFIG_CLASS: ClassVar[HFClass | None] = HFClass(
+        "LlavaNextConfig",
+        {
+            "image_token_index": 32000,
+            "vision_feature_select_strategy": "default",
+            "image_grid_pinpoints": DEFAULT_PINPOINTS,
+        },
+    )
+    #: vLLM reads the processor's own aspect-ratio setting nowhere: anyres always.
+    INERT: ClassVar[frozenset[str]] = tiled.ClipImage.INERT | {"aspect_ratio_setting"}
+    PUBLISHED: ClassVar[Mapping[str, Any]] = {
+        "image_processor_type": PROCESSOR_CLASS.name,
+        "do_pad": True,
+    }
 
 
 def base_and_tile(size: Size, crop_size: tuple[int, int] | None) -> tuple[tuple[int, int], int]:
@@ -150,62 +115,23 @@ def base_and_tile(size: Size, crop_size: tuple[int, int] | None) -> tuple[tuple[
     return base, tile
 
 
-def anyres_pixels(
-    rgb: np.ndarray,
-    *,
-    pinpoints: Sequence[Sequence[int]],
-    base: tuple[int, int],
-    tile: int,
-    do_resize: bool,
-    size: Size,
-    crop: tuple[int, int] | None,
-    do_rescale: bool,
-    rescale_factor: float,
-    do_normalize: bool,
-    mean: Sequence[float],
-    std: Sequence[float],
-) -> np.ndarray:
-    """One image through the anyres steps LLaVA-NeXT and OneVision share:
-    ``float32 [1 + tiles, 3, h, w]``."""
+def image_pixels(rgb: np.ndarray, vision: Anyres) -> np.ndarray:
+    """``[H, W, 3]`` uint8 RGB → ``float32 [1 + rows*cols, 3, S, S]``: the whole image,
+    then the tiles of its best pinpoint, each through the CLIP steps — the anyres
+    steps LLaVA-NeXT and OneVision share (each with its own settings)."""
     tiles.check_rgb(rgb)
-    patches = tiles.anyres_tiles(rgb, pinpoints, base, tile)
+    base, tile = base_and_tile(vision.size, vision.crop_size)
+    crop = vision.crop_size if vision.do_center_crop else None
     done = []
-    for patch in patches:
-        if do_resize:
-            patch = tiles.resize(patch, size)
+    for patch in tiles.anyres_tiles(rgb, vision.image_grid_pinpoints, base, tile):
+        if vision.do_resize:
+            patch = tiles.resize(patch, vision.size)
         if crop is not None:
             patch = tiles.center_crop(patch, *crop)
         done.append(patch)
     if len({p.shape for p in done}) != 1:
         raise InputError(f"anyres tiles came out in different sizes: {[p.shape for p in done]}")
-    return tiles.rescale_normalize(
-        np.stack(done),
-        do_rescale=do_rescale,
-        rescale_factor=rescale_factor,
-        do_normalize=do_normalize,
-        mean=mean,
-        std=std,
-    )
-
-
-def image_pixels(rgb: np.ndarray, vision: Any) -> np.ndarray:
-    """``[H, W, 3]`` uint8 RGB → ``float32 [1 + rows*cols, 3, S, S]``: base image, then
-    tiles. ``vision``: LLaVA-NeXT's or OneVision's (the same settings by name)."""
-    base, tile = base_and_tile(vision.size, vision.crop_size)
-    return anyres_pixels(
-        rgb,
-        pinpoints=vision.image_grid_pinpoints,
-        base=base,
-        tile=tile,
-        do_resize=vision.do_resize,
-        size=vision.size,
-        crop=vision.crop_size if vision.do_center_crop else None,
-        do_rescale=vision.do_rescale,
-        rescale_factor=vision.rescale_factor,
-        do_normalize=vision.do_normalize,
-        mean=vision.image_mean,
-        std=vision.image_std,
-    )
+    return vision.normalize(np.stack(done))
 
 
 def batch_pixels(items: Sequence[np.ndarray]) -> np.ndarray:
@@ -221,12 +147,7 @@ def image_sizes(items: Sequence[np.ndarray]) -> np.ndarray:
 
 def image_tokens(height: int, width: int, vision: Vision) -> int:
     """Placeholder tokens for one ``height`` x ``width`` image, as vLLM counts them."""
-    base = tiles.vision_tokens(
-        vision.image_size,
-        vision.patch_size,
-        vision.vision_model_type,
-        vision.vision_feature_select_strategy,
-    )
+    base = vision.tower_tokens()
     rows, cols = tiles.anyres_grid_shape(
         height, width, vision.image_grid_pinpoints, vision.image_size
     )
@@ -261,54 +182,57 @@ def anyres_fields(name: str = "image") -> tuple[WireField, ...]:
     )
 
 
-class AnyresImages(TileFamily):
-    """Images as LLaVA-NeXT's anyres tiles (LLaVA-NeXT, OneVision): the family's
-    module gives ``image_pixels`` and ``image_tokens`` for its ``Vision``."""
+def anyres_image_item(
+    pixels: Callable[[np.ndarray, Any], np.ndarray], tokens: Callable[[int, int, Any], int]
+) -> Callable[[np.ndarray, Any], tiled.Item]:
+    """An anyres family's image item (LLaVA-NeXT, OneVision): its pixels, tokens
+    and ``image_sizes`` row."""
 
-    def image_pixels(self, rgb: np.ndarray, vision: Any) -> np.ndarray:
-        raise NotImplementedError
-
-    def image_tokens(self, height: int, width: int, vision: Any) -> int:
-        raise NotImplementedError
-
-    def image_item(self, rgb: np.ndarray, vision: Any) -> Item:
+    def item(rgb: np.ndarray, vision: Any) -> tiled.Item:
         height, width = int(rgb.shape[0]), int(rgb.shape[1])
-        return Item(
-            self.image_pixels(rgb, vision),
-            self.image_tokens(height, width, vision),
+        return tiled.Item(
+            pixels(rgb, vision),
+            tokens(height, width, vision),
             {"image_sizes": np.asarray([height, width], dtype=np.int64)},
             {"image_size": (height, width)},
         )
 
-    def batch_pixels(self, kind: MediaKind, items: Sequence[np.ndarray]) -> np.ndarray:
-        if kind is MediaKind.IMAGE:
-            return batch_pixels(items)
-        return super().batch_pixels(kind, items)
+    return item
 
-    def received_items(
-        self, kind: MediaKind, tensors: Mapping[str, np.ndarray], count: int, model: Model
-    ) -> list[ItemFacts]:
-        vision: Any = model.params  # the subclass's own Vision
+
+def anyres_received(
+    tokens: Callable[[int, int, Any], int],
+) -> Callable[[Received, ModelView], list[ItemFacts]]:
+    """An anyres family's images read back from their ``image_sizes`` rows."""
+
+    def read(batch: Received, model: ModelView) -> list[ItemFacts]:
+        kind, tensors, count = batch.kind, batch.tensors, batch.count
+        vision: Any = model.params
         out = []
         for height, width in table_rows(tensors, "image_sizes", count, 2):
             if height < 1 or width < 1:
                 raise ContractError(f"row {[height, width]} is not an image size", "image_sizes")
-            tiles_needed = 1 + _tile_count(height, width, vision)
             out.append(
                 ItemFacts(
                     kind,
-                    self.image_tokens(height, width, vision),
-                    extra={"image_size": (height, width), "tiles": tiles_needed},
+                    tokens(height, width, vision),
+                    extra={
+                        "image_size": (height, width),
+                        "tiles": 1 + _tile_count(height, width, vision),
+                    },
                 )
             )
         return out
 
-    def expected_pixels(
-        self, kind: MediaKind, items: Sequence[ItemFacts], model: Model
-    ) -> tuple[int | str, ...]:
-        side = int(getattr(model.params, "image_size"))  # noqa: B009 - the subclass's Vision
-        most = max(int(it.extra["tiles"]) for it in items)
-        return (len(items), most, 3, side, side)
+    return read
+
+
+def anyres_expected(
+    kind: MediaKind, items: Sequence[ItemFacts], model: ModelView
+) -> tuple[int | str, ...]:
+    side = int(model.params.image_size)
+    most = max(int(it.extra["tiles"]) for it in items)
+    return (len(items), most, 3, side, side)
 
 
 def _tile_count(height: int, width: int, vision: Any) -> int:
@@ -318,35 +242,17 @@ def _tile_count(height: int, width: int, vision: Any) -> int:
     return rows * cols
 
 
-@dataclass(frozen=True)
-class LlavaNext(AnyresImages):
-    name: str = "llava-next"
-    aliases: tuple[str, ...] = ("llava_next", "llava-v1.6")
-    model_types: tuple[str, ...] = ("llava_next",)
-
-    def resolve(self, files: ModelFiles) -> Vision:
-        return Vision.from_files(files.preprocessor_config, files.processor_config, files.config)
-
-    def tokens(self, config: Mapping[str, Any], vocab: Callable[[str], int | None]) -> Tokens:
-        return PlaceholderTokens(
-            tiles.config_id(config, "image_token_index", "image_token_id", 32000)
-        )
-
-    def fields(self, kind: MediaKind) -> tuple[WireField, ...]:
-        return FIELDS
-
-    def image_pixels(self, rgb: np.ndarray, vision: Any) -> np.ndarray:
-        return image_pixels(rgb, vision)
-
-    def image_tokens(self, height: int, width: int, vision: Any) -> int:
-        return image_tokens(height, width, vision)
-
-
 FIELDS = anyres_fields()
-SPEC = LlavaNext()
-
-
-def _vision(model: Model) -> Vision:
-    vision = model.params
-    assert isinstance(vision, Vision), "this family resolves its own Vision"
-    return vision
+NAME = "llava-next"
+FAMILY = Family(
+    name=NAME,
+    aliases=("llava_next", "llava-v1.6"),
+    model_types=("llava_next",),
+    modalities=(MediaKind.IMAGE,),
+    settings=Vision,
+    tokens=tiled.placeholder_tokens(Vision),
+    processor=tiled.TileProcessor(NAME, anyres_image_item(image_pixels, image_tokens)),
+    prompt=tiled.RunPrompt(NAME),
+    wire=tiled.TileWire({MediaKind.IMAGE: FIELDS}, {MediaKind.IMAGE: batch_pixels}),
+    contract=tiled.TileContract(NAME, anyres_received(image_tokens), anyres_expected),
+)

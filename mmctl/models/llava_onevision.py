@@ -2,7 +2,7 @@
 anyres image pixels, video frames, and their tokens.
 
 Images (transformers 5.20.2 ``LlavaOnevisionImageProcessor``, torchvision
-backend): LLaVA-NeXT's anyres steps (:func:`mmctl.models.llava_next.anyres_pixels`)
+backend): LLaVA-NeXT's anyres steps (:func:`mmctl.models.llava_next.image_pixels`)
 over 36 pinpoints ``[384*i, 384*j]``, tiles 384x384, the base image resized
 to 384x384 first, no centre crop, mean/std 0.5; the patch axis zero-padded
 across the images of one call. vLLM passes a request's images as one flat
@@ -30,37 +30,35 @@ setting is refused. Videos: ``ceil(27 / spatial_pool_stride) ** 2`` per frame
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from mmctl.errors import InputError
 from mmctl.media.probe import MediaKind
-from mmctl.models import llava_next
-from mmctl.models.family import ContractError, ItemFacts, Tokens
-from mmctl.models.fields import PIXELS, FieldLayout, WireField
-from mmctl.models.llava_next import AnyresImages, anyres_fields
-from mmctl.models.tiled import FixedVision, Item, PlaceholderTokens
+from mmctl.models import kinds, llava_next, tiled
+from mmctl.models.family import Family, ModelView
+from mmctl.models.llava_next import (
+    Anyres,
+    anyres_expected,
+    anyres_fields,
+    anyres_image_item,
+    anyres_received,
+)
+from mmctl.models.settings import File, HFClass, setting
 from mmctl.preprocessing import tiles
 from mmctl.preprocessing.tiles import Size
+from mmctl.values.fields import PIXELS, FieldLayout, WireField
+from mmctl.values.items import ItemFacts
+from mmctl.values.received import ContractError, Received
 
-if TYPE_CHECKING:
-    from mmctl.models.base import ModelFiles
-    from mmctl.models.model import Model
-
-#: ``image_utils.OPENAI_CLIP_MEAN`` / ``OPENAI_CLIP_STD``: the classes' defaults
-#: (the published configs say 0.5).
-CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
-CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
+VIDEO, PROCESSOR, CONFIG = File.VIDEO, File.PROCESSOR, File.CONFIG
 #: The published ``size``.
 SIZE = Size(height=384, width=384)
-HALF = (0.5, 0.5, 0.5)
 #: ``LlavaOnevisionImageProcessor.image_grid_pinpoints``: [384*i, 384*j], i, j in 1..6.
 DEFAULT_PINPOINTS = tuple((384 * i, 384 * j) for i in range(1, 7) for j in range(1, 7))
-IMAGE_CLASS = "LlavaOnevisionImageProcessor"
-VIDEO_CLASS = "LlavaOnevisionVideoProcessor"
 #: The only ``vision_aspect_ratio`` vLLM implements (it hard-codes the 9).
 ASPECT_RATIO = "anyres_max_9"
 MAX_NUM_PATCHES = 9
@@ -69,152 +67,107 @@ SHRINK_ABOVE = 1.1
 #: ``vllm/multimodal/media/video.py`` ``VideoMediaIO(num_frames=32)``.
 NUM_FRAMES = 32
 
+_STEPS = {
+    "do_resize": True,
+    "size": {"height": 384, "width": 384},
+    "resample": kinds.BICUBIC,
+    "do_rescale": True,
+    "rescale_factor": kinds.RESCALE,
+    "do_normalize": True,
+    "image_mean": kinds.CLIP_MEAN,
+    "image_std": kinds.CLIP_STD,
+    "do_center_crop": False,
+}
+IMAGE_CLASS = HFClass(
+    "LlavaOnevisionImageProcessor",
+    {**_STEPS, "do_pad": True, "image_grid_pinpoints": DEFAULT_PINPOINTS},
+)
+VIDEO_CLASS = HFClass("LlavaOnevisionVideoProcessor", _STEPS)
+_ASPECT = kinds.OneOf((ASPECT_RATIO,), f"only {ASPECT_RATIO!r} (vLLM hard-codes its 9)")
+
 
 @dataclass(frozen=True)
-class Vision(FixedVision):
-    """Every setting that shapes LLaVA-OneVision's pixels and tokens.
+class Vision(Anyres):
+    """Every setting that shapes LLaVA-OneVision's pixels and tokens; defaults
+    are ``llava-hf/llava-onevision-qwen2-7b-ov-hf``'s published values.
 
-    Defaults are ``llava-hf/llava-onevision-qwen2-7b-ov-hf``'s published values.
+    The tile side is the crop height whenever ``crop_size`` is set (HF's
+    ``_preprocess``), with or without ``do_center_crop``; a video frame is
+    cropped only with its processor's ``do_center_crop``.
     """
 
-    do_resize: bool = True  # preprocessor do_resize
-    size: Size = SIZE  # preprocessor size
-    resample: int = tiles.BICUBIC  # preprocessor resample
-    do_center_crop: bool = False  # preprocessor do_center_crop
-    crop_size: tuple[int, int] | None = None  # preprocessor crop_size (also the tile side when set)
-    do_rescale: bool = True  # preprocessor do_rescale
-    rescale_factor: float = 0.00392156862745098  # preprocessor rescale_factor
-    do_normalize: bool = True  # preprocessor do_normalize
-    image_mean: tuple[float, float, float] = HALF  # preprocessor image_mean
-    image_std: tuple[float, float, float] = HALF  # preprocessor image_std
-    do_pad: bool = True  # preprocessor do_pad (zero-pad the patch axis across a batch)
-    image_grid_pinpoints: tuple[tuple[int, int], ...] = DEFAULT_PINPOINTS  # preprocessor + config
-    video_do_resize: bool = True  # video_preprocessor do_resize
-    video_size: Size = SIZE  # video_preprocessor size
-    video_resample: int = tiles.BICUBIC  # video_preprocessor resample
-    video_crop_size: tuple[int, int] | None = None  # video crop_size if do_center_crop
-    video_do_rescale: bool = True  # video_preprocessor do_rescale
-    video_rescale_factor: float = 0.00392156862745098  # video_preprocessor rescale_factor
-    video_do_normalize: bool = True  # video_preprocessor do_normalize
-    video_mean: tuple[float, float, float] = HALF  # video_preprocessor image_mean
-    video_std: tuple[float, float, float] = HALF  # video_preprocessor image_std
-    image_size: int = 384  # config vision_config.image_size
-    patch_size: int = 14  # config vision_config.patch_size
-    vision_model_type: str = "siglip_vision_model"  # config vision_config.model_type
-    image_token_index: int = 151646  # config image_token_index
-    video_token_index: int = 151647  # config video_token_index
-    vision_feature_select_strategy: str = "full"  # config vision_feature_select_strategy
-    spatial_pool_stride: int = 2  # config spatial_pool_stride (vLLM's getattr default)
+    IMAGE_CLASSES: ClassVar[tuple[HFClass, ...]] = (IMAGE_CLASS,)
+    VIDEO_CLASSES: ClassVar[tuple[HFClass, ...]] = (VIDEO_CLASS,)
+    CONFIG_CLASS: ClassVar[HFClass | None] = HFClass(
+        "LlavaOnevisionConfig",
+        {
+            "image_token_index": 151646,
+            "video_token_index": 151647,
+            "vision_feature_select_strategy": "full",
+            "vision_aspect_ratio": ASPECT_RATIO,
+            "image_grid_pinpoints": DEFAULT_PINPOINTS,
+        },
+    )
+    OVERRIDABLE: ClassVar[tuple[str, ...]] = ("num_frames",)
+    PUBLISHED: ClassVar[Mapping[str, Any]] = {
+        "image_processor_type": IMAGE_CLASS.name,
+        "size": SIZE,
+        "do_center_crop": False,
+        "crop_size": None,
+        "image_mean": kinds.HALF,
+        "image_std": kinds.HALF,
+        "do_pad": True,
+        "image_grid_pinpoints": DEFAULT_PINPOINTS,
+        "model_pinpoints": DEFAULT_PINPOINTS,
+        "image_size": 384,
+        "vision_model_type": "siglip_vision_model",
+        "image_token_index": 151646,
+        "vision_feature_select_strategy": "full",
+    }
+
+    video_do_resize: bool = setting(VIDEO, "do_resize", True, kinds.Flag())
+    video_size: Size = setting(VIDEO, "size", SIZE, kinds.SizeKind())
+    video_resample: int = setting(
+        VIDEO, "resample", kinds.BICUBIC, kinds.OneOf((kinds.BICUBIC,), "bicubic (3) only")
+    )
+    video_do_center_crop: bool = setting(VIDEO, "do_center_crop", False, kinds.Flag())
+    #: Effective only with ``video_do_center_crop`` (:meth:`adjust`).
+    video_crop_size: tuple[int, int] | None = setting(VIDEO, "crop_size", None, kinds.Crop())
+    video_do_rescale: bool = setting(VIDEO, "do_rescale", True, kinds.Flag())
+    video_rescale_factor: float = setting(
+        VIDEO, "rescale_factor", kinds.RESCALE, kinds.Number(0, 1)
+    )
+    video_do_normalize: bool = setting(VIDEO, "do_normalize", True, kinds.Flag())
+    video_mean: tuple[float, float, float] = setting(
+        VIDEO, "image_mean", kinds.HALF, kinds.Triple()
+    )
+    video_std: tuple[float, float, float] = setting(
+        VIDEO, "image_std", kinds.HALF, kinds.Triple(std=True)
+    )
+    video_token_index: int = setting(
+        CONFIG, "video_token_index", 151647, kinds.TokenId(), aliases=("video_token_id",)
+    )
+    spatial_pool_stride: int = setting(
+        CONFIG, "spatial_pool_stride", 2, kinds.Int(1, 64), default=2
+    )  # vLLM's getattr default
+    vision_aspect_ratio: str = setting(CONFIG, "vision_aspect_ratio", ASPECT_RATIO, _ASPECT)
+    processor_aspect_ratio: str = setting(
+        PROCESSOR, "vision_aspect_ratio", ASPECT_RATIO, _ASPECT, default=ASPECT_RATIO
+    )
     #: Frames vLLM's video loader keeps (``VideoMediaIO(num_frames=32)``; a server's
     #: ``--media-io-kwargs '{"video": {"num_frames": N}}'``; mmctl's ``--num-frames``).
-    num_frames: int = 32
-
-    OVERRIDABLE = ("num_frames",)
+    num_frames: int = NUM_FRAMES
 
     @classmethod
-    def from_files(
-        cls,
-        preprocessor_config: Mapping[str, Any],
-        processor_config: Mapping[str, Any],
-        config: Mapping[str, Any],
-        video_preprocessor_config: Mapping[str, Any] | None = None,
-    ) -> Vision:
-        """Resolve the settings as transformers and vLLM do (see ``llava.Vision.from_files``).
+    def adjust(cls, values: dict[str, Any]) -> dict[str, Any]:
+        if not values.get("video_do_center_crop", False):
+            values["video_crop_size"] = None
+        return values
 
-        The video processor's: processor_config.json's nested ``video_processor``,
-        else ``video_preprocessor_config.json``, else preprocessor_config.json
-        (``BaseVideoProcessor.get_video_processor_dict``); absent keys the
-        ``LlavaOnevisionVideoProcessor`` class defaults.
-        """
-        s = tiles.processor_settings(preprocessor_config, processor_config)
-        kind = str(tiles.setting(s, "image_processor_type", IMAGE_CLASS))
-        if kind.removesuffix("Fast") != IMAGE_CLASS:
-            raise InputError(f"image_processor_type {kind!r} is not {IMAGE_CLASS}")
-        v = tiles.processor_settings(
-            video_preprocessor_config
-            if video_preprocessor_config is not None
-            else preprocessor_config,
-            processor_config,
-            key="video_processor",
-        )
-        video_kind = str(tiles.setting(v, "video_processor_type", VIDEO_CLASS))
-        if video_kind != VIDEO_CLASS:
-            raise InputError(f"video_processor_type {video_kind!r} is not {VIDEO_CLASS}")
-        pinpoints = tiles.parse_pinpoints(
-            tiles.setting(s, "image_grid_pinpoints", DEFAULT_PINPOINTS)
-        )
-        if pinpoints != tiles.parse_pinpoints(
-            tiles.setting(config, "image_grid_pinpoints", DEFAULT_PINPOINTS)
-        ):
-            raise InputError(
-                "image_grid_pinpoints differ between the image processor and config.json: "
-                "vLLM's token count and the processor's tiles would not match"
-            )
-        for where, ratio in (
-            ("config.json", config.get("vision_aspect_ratio")),
-            ("processor_config.json", processor_config.get("vision_aspect_ratio")),
-        ):
-            if ratio is not None and ratio != ASPECT_RATIO:
-                raise InputError(
-                    f"{where}: vision_aspect_ratio {ratio!r} is not supported "
-                    f"(vLLM implements only {ASPECT_RATIO!r})"
-                )
-        image_size, patch_size, tower = tiles.vision_geometry(config)
-        crop = _crop(s)
-        do_crop = bool(tiles.setting(s, "do_center_crop", False))
-        if do_crop and crop is None:
-            raise InputError("do_center_crop is set but crop_size is not")
-        return cls(
-            do_resize=bool(tiles.setting(s, "do_resize", True)),
-            size=tiles.parse_size(tiles.setting(s, "size", {"height": 384, "width": 384})),
-            resample=tiles.check_bicubic(tiles.setting(s, "resample", tiles.BICUBIC)),
-            do_center_crop=do_crop,
-            crop_size=crop,
-            do_rescale=bool(tiles.setting(s, "do_rescale", True)),
-            rescale_factor=float(tiles.setting(s, "rescale_factor", 1 / 255)),
-            do_normalize=bool(tiles.setting(s, "do_normalize", True)),
-            image_mean=tiles.parse_floats(tiles.setting(s, "image_mean", CLIP_MEAN), "image_mean"),
-            image_std=tiles.parse_floats(tiles.setting(s, "image_std", CLIP_STD), "image_std"),
-            do_pad=bool(tiles.setting(s, "do_pad", True)),
-            image_grid_pinpoints=pinpoints,
-            video_do_resize=bool(tiles.setting(v, "do_resize", True)),
-            video_size=tiles.parse_size(
-                tiles.setting(v, "size", {"height": 384, "width": 384}), "video size"
-            ),
-            video_resample=tiles.check_bicubic(tiles.setting(v, "resample", tiles.BICUBIC)),
-            video_crop_size=_video_crop(v),
-            video_do_rescale=bool(tiles.setting(v, "do_rescale", True)),
-            video_rescale_factor=float(tiles.setting(v, "rescale_factor", 1 / 255)),
-            video_do_normalize=bool(tiles.setting(v, "do_normalize", True)),
-            video_mean=tiles.parse_floats(tiles.setting(v, "image_mean", CLIP_MEAN), "image_mean"),
-            video_std=tiles.parse_floats(tiles.setting(v, "image_std", CLIP_STD), "image_std"),
-            image_size=image_size,
-            patch_size=patch_size,
-            vision_model_type=tower,
-            image_token_index=tiles.config_id(
-                config, "image_token_index", "image_token_id", 151646
-            ),
-            video_token_index=tiles.config_id(
-                config, "video_token_index", "video_token_id", 151647
-            ),
-            vision_feature_select_strategy=str(
-                config.get("vision_feature_select_strategy", "full")
-            ),
-            spatial_pool_stride=int(config.get("spatial_pool_stride", 2)),
-        )
-
-
-def _crop(settings: Mapping[str, Any]) -> tuple[int, int] | None:
-    # The tile side is the crop height whenever crop_size is set (``_preprocess``),
-    # with or without do_center_crop.
-    crop = settings.get("crop_size")
-    return None if crop is None else tiles.parse_crop(crop)
-
-
-def _video_crop(settings: Mapping[str, Any]) -> tuple[int, int] | None:
-    if not settings.get("do_center_crop"):
-        return None
-    return tiles.parse_crop(tiles.setting(settings, "crop_size", None))
+    def check(self) -> None:
+        super().check()
+        if self.video_do_center_crop and self.video_crop_size is None:
+            raise InputError("the video processor's do_center_crop is set but crop_size is not")
 
 
 def image_pixels(rgb: np.ndarray, vision: Vision) -> np.ndarray:
@@ -230,12 +183,7 @@ image_sizes = llava_next.image_sizes
 
 def image_tokens(height: int, width: int, vision: Vision) -> int:
     """Placeholder tokens for one ``height`` x ``width`` image, as vLLM counts them."""
-    base = tiles.vision_tokens(
-        vision.image_size,
-        vision.patch_size,
-        vision.vision_model_type,
-        vision.vision_feature_select_strategy,
-    )
+    base = vision.tower_tokens()
     npatches = vision.image_size // vision.patch_size
     rows, cols = tiles.anyres_grid_shape(
         height, width, vision.image_grid_pinpoints, vision.image_size
@@ -313,94 +261,80 @@ FIELDS = {
 }
 
 
-@dataclass(frozen=True)
-class LlavaOnevision(AnyresImages):
-    name: str = "llava-onevision"
-    aliases: tuple[str, ...] = ("llava_onevision",)
-    model_types: tuple[str, ...] = ("llava_onevision",)
-    modalities: tuple[MediaKind, ...] = (MediaKind.IMAGE, MediaKind.VIDEO)
+def video_item(frames: np.ndarray, vision: Vision) -> tiled.Item:
+    count = int(frames.shape[0])
+    return tiled.Item(
+        video_pixels(frames, vision), video_tokens(count, vision), extra={"frames": count}
+    )
 
-    def resolve(self, files: ModelFiles) -> Vision:
-        return Vision.from_files(
-            files.preprocessor_config,
-            files.processor_config,
-            files.config,
-            files.video_preprocessor_config or None,
+
+def batch_videos(items: Sequence[np.ndarray]) -> np.ndarray:
+    """Videos as one tensor: vLLM batches OneVision videos per item, so a
+    request's videos must share a frame count."""
+    if len({item.shape for item in items}) > 1:
+        counts = [int(item.shape[0]) for item in items]
+        raise InputError(
+            f"videos of {counts} frames cannot share one batch: vLLM batches OneVision "
+            "videos per item, and one tensor holds one frame count",
+            hint="send them in separate requests, or --num-frames to sample each alike",
         )
+    return np.stack(items)
 
-    def tokens(self, config: Mapping[str, Any], vocab: Callable[[str], int | None]) -> Tokens:
-        return PlaceholderTokens(
-            tiles.config_id(config, "image_token_index", "image_token_id", 151646),
-            tiles.config_id(config, "video_token_index", "video_token_id", 151647),
+
+_images_received = anyres_received(image_tokens)
+
+
+def received_items(batch: Received, model: ModelView) -> list[ItemFacts]:
+    kind, tensors, count = batch.kind, batch.tensors, batch.count
+    if kind is MediaKind.IMAGE:
+        return _images_received(batch, model)
+    pixels = tensors.get("pixel_values_videos")
+    if pixels is None:
+        raise ContractError("carries no pixel_values_videos tensor")
+    if pixels.ndim != 5 or pixels.shape[0] != count:
+        raise ContractError(
+            f"has shape {list(pixels.shape)}; {count} video(s) need [{count}, frames, 3, S, S]",
+            "pixel_values_videos",
         )
-
-    def knows_media(self, template: str) -> bool:
-        return "image" in template and "video" in template
-
-    def chat_format(self, body: str, system: str | None) -> str:
-        """The Qwen2 chat format OneVision's template writes for one user turn."""
-        turns = [f"<|im_start|>system\n{system}<|im_end|>\n"] if system else []
-        turns.append(f"<|im_start|>user {body}<|im_end|><|im_start|>assistant\n")
-        return "".join(turns)
-
-    def fields(self, kind: MediaKind) -> tuple[WireField, ...]:
-        return FIELDS[kind]
-
-    def image_pixels(self, rgb: np.ndarray, vision: Any) -> np.ndarray:
-        return image_pixels(rgb, vision)
-
-    def image_tokens(self, height: int, width: int, vision: Any) -> int:
-        return image_tokens(height, width, vision)
-
-    def sample_indices(self, total_frames: int, vision: Any) -> np.ndarray:
-        return sample_indices(total_frames, vision.num_frames)
-
-    def video_item(self, frames: np.ndarray, vision: Any) -> Item:
-        count = int(frames.shape[0])
-        return Item(
-            video_pixels(frames, vision), video_tokens(count, vision), extra={"frames": count}
-        )
-
-    def batch_pixels(self, kind: MediaKind, items: Sequence[np.ndarray]) -> np.ndarray:
-        if kind is MediaKind.VIDEO and len({item.shape for item in items}) > 1:
-            counts = [int(item.shape[0]) for item in items]
-            raise InputError(
-                f"videos of {counts} frames cannot share one batch: vLLM batches OneVision "
-                "videos per item, and one tensor holds one frame count",
-                hint="send them in separate requests, or --num-frames to sample each alike",
-            )
-        return super().batch_pixels(kind, items)
-
-    def received_items(
-        self, kind: MediaKind, tensors: Mapping[str, np.ndarray], count: int, model: Model
-    ) -> list[ItemFacts]:
-        if kind is MediaKind.IMAGE:
-            return super().received_items(kind, tensors, count, model)
-        pixels = tensors.get("pixel_values_videos")
-        if pixels is None:
-            raise ContractError("carries no pixel_values_videos tensor")
-        if pixels.ndim != 5 or pixels.shape[0] != count:
-            raise ContractError(
-                f"has shape {list(pixels.shape)}; {count} video(s) need [{count}, frames, 3, S, S]",
-                "pixel_values_videos",
-            )
-        frames = int(pixels.shape[1])
-        tokens = video_tokens(frames, _vision(model))
-        return [ItemFacts(kind, tokens, extra={"frames": frames}) for _ in range(count)]
-
-    def expected_pixels(
-        self, kind: MediaKind, items: Sequence[ItemFacts], model: Model
-    ) -> tuple[int | str, ...]:
-        if kind is MediaKind.IMAGE:
-            return super().expected_pixels(kind, items, model)
-        side = _vision(model).image_size
-        return (len(items), "f", 3, side, side)
+    frames = int(pixels.shape[1])
+    tokens = video_tokens(frames, tiled.settings_of(model, Vision))
+    return [ItemFacts(kind, tokens, extra={"frames": frames}) for _ in range(count)]
 
 
-SPEC = LlavaOnevision()
+def expected_pixels(
+    kind: MediaKind, items: Sequence[ItemFacts], model: ModelView
+) -> tuple[int | str, ...]:
+    if kind is MediaKind.IMAGE:
+        return anyres_expected(kind, items, model)
+    side = tiled.settings_of(model, Vision).image_size
+    return (len(items), "f", 3, side, side)
 
 
-def _vision(model: Model) -> Vision:
-    vision = model.params
-    assert isinstance(vision, Vision), "this family resolves its own Vision"
-    return vision
+def chat_format(body: str, system: str | None) -> str:
+    """The Qwen2 chat format OneVision's template writes for one user turn."""
+    turns = [f"<|im_start|>system\n{system}<|im_end|>\n"] if system else []
+    turns.append(f"<|im_start|>user {body}<|im_end|><|im_start|>assistant\n")
+    return "".join(turns)
+
+
+NAME = "llava-onevision"
+FAMILY = Family(
+    name=NAME,
+    aliases=("llava_onevision",),
+    model_types=("llava_onevision",),
+    modalities=(MediaKind.IMAGE, MediaKind.VIDEO),
+    settings=Vision,
+    tokens=tiled.placeholder_tokens(Vision),
+    processor=tiled.TileProcessor(
+        NAME,
+        anyres_image_item(image_pixels, image_tokens),
+        video_item,
+        lambda total, vision: sample_indices(total, vision.num_frames),
+    ),
+    prompt=tiled.RunPrompt(NAME, media_words=("image", "video"), chat=chat_format),
+    wire=tiled.TileWire(
+        FIELDS,
+        {MediaKind.IMAGE: llava_next.batch_pixels, MediaKind.VIDEO: batch_videos},
+    ),
+    contract=tiled.TileContract(NAME, received_items, expected_pixels),
+)

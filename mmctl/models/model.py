@@ -1,21 +1,22 @@
-"""One model, ready to use: its files, family, vision settings, token ids, tokenizer."""
+"""One model, ready to use: its files, family, settings, token ids, tokenizer."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from mmctl.models.base import ModelFiles, VisionOverrides
-from mmctl.models.family import Family, Tokens, Vision
-from mmctl.models.files import load_model_files
+from mmctl.checkpoint.files import ModelFiles, load_model_files, read_json
+from mmctl.checkpoint.source import ModelSource
+from mmctl.checkpoint.source import resolve as resolve_source
+from mmctl.media.probe import MediaKind
+from mmctl.models.family import Family
 from mmctl.models.registry import resolve as resolve_family
-from mmctl.models.source import ModelSource
-from mmctl.models.source import resolve as resolve_source
-
-if TYPE_CHECKING:
-    from mmctl.prompt.tokenizer import Tokenizer
+from mmctl.models.settings import Settings, VisionOverrides
+from mmctl.prompt.chat import ChatFormat
+from mmctl.prompt.tokenizer import Tokenizer
+from mmctl.values.tokens import Tokens
 
 
 @dataclass
@@ -23,32 +24,38 @@ class Model:
     source: ModelSource
     files: ModelFiles
     spec: Family
-    #: The family's resolved processor settings (its own class: ``VisionParams`` for Qwen).
-    params: Vision
+    #: The family's resolved settings (its own :class:`Settings` class).
+    params: Any
     #: The family's special ids (its own class: ``TokenIds`` for Qwen).
     token_ids: Tokens
     token_ids_from: str
-    #: Where each vision setting came from (``processor_config.settings`` keys).
+    #: Where each setting came from (``Settings.settings`` keys).
     vision_from: dict[str, str] = field(default_factory=dict)
+    #: What the settings resolver could not take into account (keys it does not
+    #: know), for the commands to show once.
+    warnings: tuple[str, ...] = ()
     _tokenizer: Any = field(default=None, repr=False)
 
     @cached_property
     def tokenizer(self) -> Tokenizer:
-        from mmctl.prompt.tokenizer import Tokenizer
-
         return self._tokenizer or Tokenizer.load(self.source)
+
+    @property
+    def chat(self) -> ChatFormat:
+        """The family's chat format, for :func:`mmctl.prompt.chat.render`."""
+        return _Chat(self)
 
     def with_vision(self, overrides: VisionOverrides) -> Model:
         """The same model (tokenizer included, loaded once) with other vision values."""
         return replace(
             self,
             params=self.params.overridden(overrides),
-            vision_from={**self.vision_from, **overridden(overrides)},
+            vision_from={**self.vision_from, **overridden(overrides, self.params)},
             _tokenizer=self.tokenizer,
         )
 
     def vision_settings(self) -> dict[str, dict[str, Any]]:
-        """Each resolved vision setting with where it came from (``info``, ``preprocess --json``)."""
+        """Each resolved setting with where it came from (``info``, ``preprocess --json``)."""
         return {
             key: {"value": value, "from": self.vision_from.get(key, "")}
             for key, value in self.params.settings().items()
@@ -59,7 +66,7 @@ class Model:
         """From config.json / generation_config.json (ints or lists); read once
         (the stub worker asks on every request)."""
         ids: list[int] = []
-        generation = _read(self.source.find("generation_config.json"))
+        generation = read_json(self.source.find("generation_config.json"))
         for cfg in (generation, self.files.config):
             value = cfg.get("eos_token_id")
             for v in value if isinstance(value, list) else [value]:
@@ -68,10 +75,28 @@ class Model:
         return ids
 
 
-def _read(path: Path | None) -> dict:
-    from mmctl.models.files import read_json
+@dataclass(frozen=True)
+class _Chat:
+    """A model's family prompt part, bound to the model (:class:`ChatFormat`)."""
 
-    return read_json(path)
+    model: Model
+
+    @property
+    def name(self) -> str:
+        return self.model.spec.name
+
+    @property
+    def default_system(self) -> str | None:
+        return self.model.spec.prompt.default_system
+
+    def knows_media(self, template: str) -> bool:
+        return self.model.spec.prompt.knows_media(template)
+
+    def placeholder_text(self, kind: MediaKind) -> str:
+        return self.model.spec.prompt.placeholder_text(kind, self.model)
+
+    def chat_format(self, body: str, system: str | None) -> str:
+        return self.model.spec.prompt.chat_format(body, system)
 
 
 def load_model(
@@ -86,18 +111,16 @@ def load_model(
     source = source or resolve_source(model_dir, bundle)
     files = load_model_files(source)
     spec = resolve_family(family, files.config)
-    params, vision_from = spec.vision(files)
+    params, vision_from, warnings = _settings(spec, files)
     if overrides:
         params = params.overridden(overrides)
-        vision_from.update(overridden(overrides))
+        vision_from.update(overridden(overrides, params))
     # The ids come from config.json, and where a family's config does not carry
     # them all (Llama 4's tile tokens) from the tokenizer, loaded only then.
     loaded: list[Tokenizer] = []
 
     def vocab(token: str) -> int | None:
         if not loaded:
-            from mmctl.prompt.tokenizer import Tokenizer
-
             loaded.append(Tokenizer.load(source))
         return loaded[0].token_to_id(token)
 
@@ -111,11 +134,25 @@ def load_model(
         token_ids,
         origin,
         vision_from,
+        warnings,
         _tokenizer=loaded[0] if loaded else None,
     )
 
 
-def overridden(overrides: VisionOverrides) -> dict[str, str]:
-    """The settings a user's options set, as origins."""
-    names = {"min_pixels": "video_min_pixels", "max_pixels": "video_max_pixels"}
-    return {names.get(key, key): f"--{key.replace('_', '-')}" for key in overrides.given()}
+def _settings(spec: Family, files: ModelFiles) -> tuple[Settings, dict[str, str], tuple[str, ...]]:
+    """The family's settings from ``files``. A family forced (``--family``) over
+    another family's files keeps its published values: the other's processor
+    files describe another processor."""
+    if files.config and not spec.matches(files.config):
+        published = spec.settings()
+        origin = f"{spec.name} published default (--family over other files)"
+        return published, dict.fromkeys(published.settings(), origin), ()
+    resolved = spec.settings.resolve(files, spec.name)
+    return resolved.settings, resolved.origins, resolved.warnings
+
+
+def overridden(overrides: VisionOverrides, settings: Settings) -> dict[str, str]:
+    """The settings a user's options set, as origins (by setting name)."""
+    return {
+        settings.FLAG_NAMES.get(key, key): f"--{key.replace('_', '-')}" for key in overrides.given()
+    }

@@ -13,21 +13,22 @@ from collections.abc import Mapping
 from typing import Any
 
 from mmctl.errors import InputError, UsageError
-from mmctl.models import llama4, llava, llava_next, llava_onevision, qwen2_vl, qwen3_vl
+from mmctl.models import llama4, llava, llava_next, llava_onevision
 from mmctl.models.family import Family
+from mmctl.models.qwen_vl import qwen2_vl, qwen3_vl
 
 FAMILIES: tuple[Family, ...] = (
-    qwen3_vl.SPEC,
-    qwen2_vl.SPEC,
-    llava.SPEC,
-    llava_next.SPEC,
-    llava_onevision.SPEC,
-    llama4.SPEC,
+    qwen3_vl.FAMILY,
+    qwen2_vl.FAMILY,
+    llava.FAMILY,
+    llava_next.FAMILY,
+    llava_onevision.FAMILY,
+    llama4.FAMILY,
 )
 ALIASES: dict[str, Family] = {
     name: family for family in FAMILIES for name in (family.name, *family.aliases)
 }
-DEFAULT: Family = qwen3_vl.SPEC
+DEFAULT: Family = qwen3_vl.FAMILY
 
 
 def family_names() -> list[str]:

@@ -1,76 +1,152 @@
 """What the tile families (LLaVA-1.5, LLaVA-NeXT, LLaVA-OneVision, Llama 4)
-share behind :class:`~mmctl.models.family.Family`.
+share, as parts a family module fills in with its own pure functions.
 
 Their items are channel-first float tiles as the HF processor returns them
 (``[3, S, S]`` for LLaVA-1.5, ``[tiles, 3, S, S]`` for anyres and Llama 4,
 ``[frames, 3, S, S]`` for a OneVision video), normalized on the client: vLLM
 normalizes only the Qwen families on the device, so raw uint8 is refused.
-Each item's placeholder becomes one run of tokens (vLLM's
-``PromptReplacement``; :func:`mmctl.prompt.layout.replace_placeholders`),
-and the check of a laid-out prompt is that every span is exactly that run.
 
-A family module subclasses :class:`TileFamily` with what differs: its
-settings, its pixels and token counts (its own pure functions), its field
-table, the replacement of one placeholder, and how an item is read back from
-the tensors a worker receives.
+- :class:`TileProcessor`: media → one :class:`Item` per file (the family's
+  ``image_item`` / ``video_item``), its frames sampled as vLLM's loader does.
+- :class:`RunPrompt`: vLLM's ``PromptReplacement``: each placeholder becomes
+  its item's replacement (a run of the embedding token unless the family
+  says otherwise: Llama 4); the check is that every span is exactly that.
+- :class:`TileWire`: the field table, and how the HF processor batches items.
+- :class:`TileContract`: items read back from received tensors, and the
+  pixel shape vLLM's TensorSchema takes for them.
+
+:class:`ClipImage` declares the CLIP-style image processor settings and the
+vision tower's config keys the LLaVA families share.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from mmctl.choices import LayoutKind, PixelFormat
 from mmctl.errors import InputError, UsageError
 from mmctl.media.probe import MediaKind
-from mmctl.models.family import ContractError, ItemFacts, Tokens
-from mmctl.models.fields import WireField
-from mmctl.prompt.mrope import WalkResult
+from mmctl.models import kinds
+from mmctl.models.family import ModelView
+from mmctl.models.settings import REQUIRED, File, Settings, setting
+from mmctl.preprocessing.tiles import Size
+from mmctl.values.fields import WireField
+from mmctl.values.items import FrameCallback, ItemFacts, ItemOptions, Preprocessed, Timings
+from mmctl.values.layout import Layout, LayoutCheck
+from mmctl.values.received import ContractError, Received
 
-if TYPE_CHECKING:
-    from mmctl.models.base import ModelFiles, VisionOverrides
-    from mmctl.models.model import Model
-    from mmctl.preprocessing.pipeline import Allocator, FrameCallback, Preprocessed
-    from mmctl.prompt.layout import Layout
+IMAGE, VIDEO, CONFIG = File.IMAGE, File.VIDEO, File.CONFIG
 
 #: One unit's pixels are sampled on this stride for the stub's colour answer.
 COLOUR_STRIDE = 8
 
+#: ``CLIPImageProcessor``'s class attributes (transformers 5.20.2), as file values.
+CLIP_IMAGE_DEFAULTS: Mapping[str, Any] = {
+    "do_resize": True,
+    "size": {"shortest_edge": 224},
+    "resample": kinds.BICUBIC,
+    "do_center_crop": True,
+    "crop_size": {"height": 224, "width": 224},
+    "do_rescale": True,
+    "rescale_factor": kinds.RESCALE,
+    "do_normalize": True,
+    "image_mean": kinds.CLIP_MEAN,
+    "image_std": kinds.CLIP_STD,
+    "do_pad": False,
+}
+_BICUBIC_ONLY = kinds.OneOf((kinds.BICUBIC,), "bicubic (3) only")
 
-class FixedVision:
-    """Settings read from the model folder only: the Qwen sampling/budget flags
-    (``--fps``, ``--min-pixels``, …) have no meaning for these processors.
-    ``OVERRIDABLE``: the flags a family does take (OneVision's ``--num-frames``)."""
 
-    OVERRIDABLE: tuple[str, ...] = ()
+@dataclass(frozen=True)
+class ClipImage(Settings):
+    """The CLIP-style image steps (shortest-edge resize, centre crop, fused
+    rescale + normalize) and the vision tower's geometry from config.json.
+    Defaults: LLaVA-1.5's published values; a family's ``PUBLISHED`` differs."""
 
-    def overridden(self, overrides: VisionOverrides) -> Any:
-        given = overrides.changes()
-        refused = [k for k in given if k not in self.OVERRIDABLE]
-        if refused:
-            flags = ", ".join(f"--{k.replace('_', '-')}" for k in refused)
-            raise UsageError(
-                f"{flags}: this model's processor has no such setting (they shape Qwen-VL's "
-                "sampling and pixel budget)",
-                hint="its settings come from the model folder's processor configs",
+    #: Keys of these processors' files that do not change the tensors vLLM gets.
+    INERT: ClassVar[frozenset[str]] = frozenset({"default_to_square"})
+
+    image_processor_type: str = setting(
+        IMAGE, "image_processor_type", "CLIPImageProcessor", kinds.OneOf(())
+    )
+    do_resize: bool = setting(IMAGE, "do_resize", True, kinds.Flag())
+    size: Size = setting(IMAGE, "size", Size(shortest_edge=336), kinds.SizeKind())
+    resample: int = setting(IMAGE, "resample", kinds.BICUBIC, _BICUBIC_ONLY)
+    do_center_crop: bool = setting(IMAGE, "do_center_crop", True, kinds.Flag())
+    #: (height, width); ``None`` where the class has no crop (OneVision).
+    crop_size: tuple[int, int] | None = setting(IMAGE, "crop_size", (336, 336), kinds.Crop())
+    do_rescale: bool = setting(IMAGE, "do_rescale", True, kinds.Flag())
+    rescale_factor: float = setting(IMAGE, "rescale_factor", kinds.RESCALE, kinds.Number(0, 1))
+    do_normalize: bool = setting(IMAGE, "do_normalize", True, kinds.Flag())
+    image_mean: tuple[float, float, float] = setting(
+        IMAGE, "image_mean", kinds.CLIP_MEAN, kinds.Triple()
+    )
+    image_std: tuple[float, float, float] = setting(
+        IMAGE, "image_std", kinds.CLIP_STD, kinds.Triple(std=True)
+    )
+    do_pad: bool = setting(IMAGE, "do_pad", False, kinds.Flag())
+    image_size: int = setting(
+        CONFIG, "vision_config.image_size", 336, kinds.Int(1, kinds.MAX_SIDE), default=REQUIRED
+    )
+    patch_size: int = setting(
+        CONFIG, "vision_config.patch_size", 14, kinds.Int(1, 256), default=REQUIRED
+    )
+    vision_model_type: str = setting(
+        CONFIG,
+        "vision_config.model_type",
+        "clip_vision_model",
+        kinds.OneOf(("clip_vision_model", "siglip_vision_model"), "a CLIP or SigLIP tower"),
+        default=REQUIRED,
+    )
+    image_token_index: int = setting(
+        CONFIG, "image_token_index", 32000, kinds.TokenId(), aliases=("image_token_id",)
+    )
+    vision_feature_select_strategy: str = setting(
+        CONFIG,
+        "vision_feature_select_strategy",
+        "default",
+        kinds.OneOf(("default", "full", "class")),
+    )
+
+    def normalize(self, frames: np.ndarray) -> np.ndarray:
+        """``[..., H, W, 3]`` uint8 → ``[..., 3, H, W]`` float32, rescaled and
+        normalized as these settings say (HF's fused float order)."""
+        from mmctl.preprocessing.tiles import rescale_normalize
+
+        return rescale_normalize(
+            frames,
+            do_rescale=self.do_rescale,
+            rescale_factor=self.rescale_factor,
+            do_normalize=self.do_normalize,
+            mean=self.image_mean,
+            std=self.image_std,
+        )
+
+    def tower_tokens(self) -> int:
+        """Tokens of one pass of the vision tower, as vLLM selects them."""
+        from mmctl.preprocessing.tiles import vision_tokens
+
+        return vision_tokens(
+            self.image_size,
+            self.patch_size,
+            self.vision_model_type,
+            self.vision_feature_select_strategy,
+        )
+
+    def check(self) -> None:
+        if self.image_size < self.patch_size:
+            raise InputError(
+                f"config.json: vision_config.image_size ({self.image_size}) is smaller than its "
+                f"patch_size ({self.patch_size})"
             )
-        return replace(self, **given) if given else self  # type: ignore[type-var]
-
-    def settings(self) -> dict[str, Any]:
-        return {key: _plain(value) for key, value in asdict(self).items()}  # type: ignore[call-overload]
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, tuple | list):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    return value
+        if self.do_center_crop and self.crop_size is None:
+            raise InputError("do_center_crop is set but crop_size is not")
 
 
 @dataclass(frozen=True)
@@ -100,6 +176,24 @@ class PlaceholderTokens:
         return out
 
 
+def placeholder_tokens(settings: type[Settings]) -> Callable[..., PlaceholderTokens]:
+    """The family's :class:`~mmctl.models.family.TokenReader`: its settings'
+    ``image_token_index`` (and ``video_token_index``), read from config.json."""
+
+    def read(config: Mapping[str, Any], vocab: Callable[[str], int | None]) -> PlaceholderTokens:
+        from mmctl.checkpoint.files import ModelFiles
+
+        resolved: Any = settings.resolve(ModelFiles(config=config), "").settings
+        return PlaceholderTokens(
+            resolved.image_token_index, getattr(resolved, "video_token_index", None)
+        )
+
+    return read
+
+
+# ---- the processor --------------------------------------------------------------
+
+
 @dataclass(frozen=True)
 class Item:
     """One item's pixels and what its prompt expansion and batch need."""
@@ -111,130 +205,52 @@ class Item:
     rows: int | None = None  # its share of a flat pixel tensor
 
 
-class TileFamily:
-    """The shared half of the tile families (see the module docstring)."""
+@dataclass(frozen=True)
+class TileProcessor:
+    """Media → :class:`Item` through the family's pure functions."""
 
     name: str
-    aliases: tuple[str, ...]
-    model_types: tuple[str, ...]
-    modalities: tuple[MediaKind, ...] = (MediaKind.IMAGE,)
+    image_item: Callable[[np.ndarray, Any], Item]
+    video_item: Callable[[np.ndarray, Any], Item] | None = None
+    #: ``sample_indices(total_frames, settings)``: the frames vLLM's loader keeps.
+    sample_indices: Callable[[int, Any], np.ndarray] | None = None
     worker_pixels: PixelFormat = PixelFormat.FLOAT32
     device_normalize: bool = False
-    default_system: str | None = None
-    #: Every span is exactly its item's replacement (:meth:`check`).
-    layout_check: str = "placeholder_spans"
-
-    # ---- what a family module provides --------------------------------------
-
-    def resolve(self, files: ModelFiles) -> Any:
-        """The family's ``Vision`` from the folder's processor files and config."""
-        raise NotImplementedError
-
-    def image_item(self, rgb: np.ndarray, vision: Any) -> Item:
-        raise NotImplementedError
-
-    def video_item(self, frames: np.ndarray, vision: Any) -> Item:
-        raise InputError(f"{self.name} models read images only")
-
-    def sample_indices(self, total_frames: int, vision: Any) -> np.ndarray:
-        raise InputError(f"{self.name} models read images only")
-
-    def replacement(self, item: ItemFacts, model: Model) -> list[int]:
-        """The tokens one placeholder becomes (its span)."""
-        return [model.token_ids.embed(item.kind)] * item.tokens
-
-    def fields(self, kind: MediaKind) -> tuple[WireField, ...]:
-        raise NotImplementedError
-
-    def batch_pixels(self, kind: MediaKind, items: Sequence[np.ndarray]) -> np.ndarray:
-        return np.stack(items)
-
-    def received_items(
-        self, kind: MediaKind, tensors: Mapping[str, np.ndarray], count: int, model: Model
-    ) -> list[ItemFacts]:
-        raise NotImplementedError
-
-    def expected_pixels(
-        self, kind: MediaKind, items: Sequence[ItemFacts], model: Model
-    ) -> tuple[int | str, ...]:
-        """The pixel tensor's shape vLLM's TensorSchema takes for these items."""
-        raise NotImplementedError
-
-    def tokens(self, config: Mapping[str, Any], vocab: Callable[[str], int | None]) -> Tokens:
-        raise NotImplementedError
-
-    def matches(self, config: Mapping[str, Any]) -> bool:
-        return config.get("model_type") in self.model_types
-
-    # ---- the family interface -----------------------------------------------
-
-    def vision(self, files: ModelFiles) -> tuple[Any, dict[str, str]]:
-        vision = self.resolve(files)
-        shipped = [
-            name
-            for name, value in (
-                ("preprocessor_config.json", files.preprocessor_config),
-                ("processor_config.json", files.processor_config),
-                ("video_preprocessor_config.json", files.video_preprocessor_config),
-            )
-            if value
-        ]
-        origin = (
-            f"{' + '.join(shipped)} + config.json"
-            if shipped
-            else f"published {self.name} checkpoint (no processor config)"
-        )
-        return vision, dict.fromkeys(vision.settings(), origin)
 
     def preprocess(
-        self,
-        path: Path,
-        kind: MediaKind,
-        model: Model,
-        pixel_format: PixelFormat,
-        *,
-        keep_frames: bool = False,
-        on_frame: FrameCallback | None = None,
-        allocate: Allocator | None = None,
-        strict: bool = False,
+        self, path: Path, kind: MediaKind, settings: Any, fmt: PixelFormat, options: ItemOptions
     ) -> Preprocessed:
         from mmctl.media.image import load_image
-        from mmctl.preprocessing.pipeline import Preprocessed, Timings
 
-        if pixel_format is PixelFormat.UINT8:
-            raise UsageError(
-                f"uint8 pixels: vLLM normalizes {self.name} pixels in its processor, not on the "
-                "device, so its workers take normalized floats",
-                hint="--pixel-dtype float32, bfloat16 or float16",
-            )
         start = time.perf_counter()
-        vision = model.params
         indices = np.zeros(0, dtype=np.int64)
         times: tuple[float, ...] = ()
+        source: Any
         if kind is MediaKind.IMAGE:
-            source: Any
             source, rgb = load_image(path)
             loaded = time.perf_counter()
-            item = self.image_item(rgb, vision)
-            frames: tuple[np.ndarray, ...] = (rgb,) if keep_frames else ()
+            item = self.image_item(rgb, settings)
+            frames: tuple[np.ndarray, ...] = (rgb,) if options.keep_frames else ()
         else:
-            source, stack, indices = self._decode(path, vision, on_frame)
-            if strict and source.warnings:
+            if self.video_item is None or self.sample_indices is None:
+                raise InputError(f"{self.name} models read images only")
+            source, stack, indices = self._decode(path, settings, options.on_frame)
+            if options.strict and source.warnings:
                 raise InputError(
                     source.warnings[0], hint="without --strict mmctl uses the frames that decode"
                 )
             loaded = time.perf_counter()
-            item = self.video_item(stack, vision)
+            item = self.video_item(stack, settings)
             times = tuple(float(i) / source.source_fps for i in indices)
-            frames = tuple(stack) if keep_frames else ()
+            frames = tuple(stack) if options.keep_frames else ()
         end = time.perf_counter()
         side = int(item.pixels.shape[-1])
         return Preprocessed(
             kind=kind,
             family=self.name,
-            params=vision,
-            pixel_format=pixel_format,
-            pixel_values=as_format(item.pixels, pixel_format),
+            params=settings,
+            pixel_format=fmt,
+            pixel_values=as_format(item.pixels, fmt),
             grid_thw=None,
             resized=(int(item.pixels.shape[-2]), side),
             source=source,
@@ -242,7 +258,7 @@ class TileFamily:
             frame_times=times,
             patch_times=(),
             num_tokens=item.tokens,
-            timings=Timings(decode_s=end - start, preprocess_s=end - loaded, total_s=end - start),
+            timings=Timings(decode_s=loaded - start, preprocess_s=end - loaded),
             frames=frames,
             item_tensors=item.tensors,
             extra=item.extra,
@@ -250,15 +266,17 @@ class TileFamily:
         )
 
     def _decode(
-        self, path: Path, vision: Any, on_frame: FrameCallback | None
+        self, path: Path, settings: Any, on_frame: FrameCallback | None
     ) -> tuple[Any, np.ndarray, np.ndarray]:
         from mmctl.media.video import decode_sampled
 
+        assert self.sample_indices is not None, "checked by preprocess"
+        sample = self.sample_indices
         frames: list[np.ndarray] = []
         wanted: dict[str, int] = {}
 
         def sampler(total: int, fps: float) -> np.ndarray:
-            indices = self.sample_indices(total, vision)
+            indices = sample(total, settings)
             wanted["count"] = len(indices)
             return indices
 
@@ -274,117 +292,6 @@ class TileFamily:
             raise InputError(f"{path}: the video decoded to no frames")
         return info, np.stack(frames), np.asarray(indices, dtype=np.int64)
 
-    def knows_media(self, template: str) -> bool:
-        return "image" in template
-
-    def placeholder_text(self, kind: MediaKind, model: Model) -> str:
-        token = model.tokenizer.id_to_token(model.token_ids.placeholder(kind))
-        if token is None:
-            raise InputError(
-                f"the tokenizer ({model.tokenizer.label}) has no token "
-                f"{model.token_ids.placeholder(kind)} (config.json's {kind.value} token)"
-            )
-        return token
-
-    def chat_format(self, body: str, system: str | None) -> str:
-        raise InputError(
-            f"the model folder has no chat template that writes {self.name}'s media "
-            "placeholders (chat_template.jinja, or chat_template in tokenizer_config.json)",
-            hint="add the checkpoint's template, or --no-chat to send the text as it is",
-        )
-
-    def expand(
-        self,
-        prompt_ids: Sequence[int],
-        items: Sequence[ItemFacts],
-        model: Model,
-        layout: LayoutKind,
-    ) -> Layout:
-        from mmctl.prompt.layout import replace_placeholders
-
-        if layout is not LayoutKind.VLLM:
-            raise UsageError(f"--layout {layout.value} is a Qwen3-VL video layout")
-        return replace_placeholders(
-            prompt_ids, items, model.token_ids, lambda item: self.replacement(item, model)
-        )
-
-    def check(self, layout: Layout, items: Sequence[ItemFacts], model: Model) -> WalkResult:
-        """Each span is exactly the item's replacement: the embedding positions the
-        servicer marks (``im_token_id`` inside the span) are the item's features."""
-        ids = layout.ids
-        for span, item in zip(layout.spans, items, strict=True):
-            n = span.item + 1
-            if span.offset < 0 or span.end > len(ids):
-                return WalkResult(
-                    False,
-                    f"item {n}: placeholder span [{span.offset}, {span.end}) lies outside the "
-                    f"prompt of {len(ids)} tokens",
-                    n,
-                )
-            want = np.asarray(self.replacement(item, model), dtype=np.int64)
-            got = ids[span.offset : span.end]
-            embed = model.token_ids.embed(item.kind)
-            if len(got) != len(want) or not np.array_equal(got, want):
-                held = int(np.count_nonzero(got == embed))
-                at = _first_difference(got, want)
-                return WalkResult(
-                    False,
-                    f"item {n}: its span of {len(got)} tokens holds {held} embedding tokens "
-                    f"({embed}); the {item.kind.value} needs {item.tokens} in a run of "
-                    f"{len(want)} tokens (first difference at token {span.offset + at})",
-                    n,
-                )
-        return WalkResult(True)
-
-    def check_received(
-        self,
-        kind: MediaKind,
-        tensors: Mapping[str, np.ndarray],
-        count: int,
-        model: Model,
-        raw: bool,
-    ) -> None:
-        from mmctl.modality import pixel_key
-
-        if raw:
-            raise ContractError(
-                f"holds raw uint8 pixels; vLLM normalizes {self.name} pixels in its processor "
-                "(no device normalization for this model)",
-                "pixel_values",
-            )
-        items = self.received_items(kind, tensors, count, model)
-        want = self.expected_pixels(kind, items, model)
-        got = tuple(tensors[pixel_key(kind)].shape)
-        if len(got) != len(want) or any(
-            isinstance(w, int) and w != g for w, g in zip(want, got, strict=False)
-        ):
-            shown = ", ".join(str(w) for w in want)
-            raise ContractError(
-                f"has shape {list(got)}; vLLM's {self.name} input schema for these "
-                f"{count} item(s) is [{shown}]",
-                "pixel_values",
-            )
-
-    def unit_means(
-        self, kind: MediaKind, pixels: np.ndarray, items: Sequence[ItemFacts], model: Model
-    ) -> list[list[np.ndarray]]:
-        """Per item: its sampled pixels of each frame (video) or of its whole-image
-        tile (the base tile, or Llama 4's global one), as ``[k, 3]`` rows."""
-        out = []
-        for n, tiles in enumerate(self.item_tiles(kind, pixels, items)):
-            units = tiles if kind is MediaKind.VIDEO else [self.whole_image(tiles, items[n])]
-            out.append([_sampled(u) for u in units])
-        return out
-
-    def item_tiles(
-        self, kind: MediaKind, pixels: np.ndarray, items: Sequence[ItemFacts]
-    ) -> list[np.ndarray]:
-        """Each item's ``[k, 3, S, S]`` share of the batch's pixel tensor."""
-        return [pixels[n].reshape(-1, *pixels.shape[-3:]) for n in range(len(items))]
-
-    def whole_image(self, tiles: np.ndarray, item: ItemFacts) -> np.ndarray:
-        return tiles[0]
-
 
 def as_format(pixels: np.ndarray, fmt: PixelFormat) -> np.ndarray:
     """Normalized float32 pixels in the wire format (bf16 as uint16 bit patterns)."""
@@ -397,18 +304,184 @@ def as_format(pixels: np.ndarray, fmt: PixelFormat) -> np.ndarray:
     return pixels.astype(np.float16)
 
 
-def table_rows(
-    tensors: Mapping[str, np.ndarray], key: str, count: int, width: int
-) -> list[tuple[int, ...]]:
-    """A batched int tensor's rows, checked to be ``[count, width]``."""
-    if key not in tensors:
-        raise ContractError(f"carries no {key} tensor")
-    array = np.asarray(tensors[key])
-    if list(array.shape) != [count, width]:
-        raise ContractError(
-            f"has shape {list(array.shape)}; {count} placeholder(s) need [{count}, {width}]", key
+# ---- the prompt -------------------------------------------------------------------
+
+
+def embed_run(item: ItemFacts, model: ModelView) -> list[int]:
+    """The replacement of most placeholders: the item's run of its embedding token."""
+    return [model.token_ids.embed(item.kind)] * item.tokens
+
+
+def no_chat_format(name: str) -> Callable[[str, str | None], str]:
+    def refuse(body: str, system: str | None) -> str:
+        raise InputError(
+            f"the model folder has no chat template that writes {name}'s media "
+            "placeholders (chat_template.jinja, or chat_template in tokenizer_config.json)",
+            hint="add the checkpoint's template, or --no-chat to send the text as it is",
         )
-    return [tuple(int(v) for v in row) for row in array.reshape(count, width).tolist()]
+
+    return refuse
+
+
+@dataclass(frozen=True)
+class RunPrompt:
+    """vLLM's ``PromptReplacement`` for a family whose placeholder token the chat
+    template writes once per item: that token becomes ``replacement(item)``."""
+
+    name: str
+    replacement: Callable[[ItemFacts, ModelView], list[int]] = embed_run
+    #: A chat template that names all of these writes this family's placeholders.
+    media_words: tuple[str, ...] = ("image",)
+    #: mmctl's own chat format for folders without such a template (default: refuse).
+    chat: Callable[[str, str | None], str] | None = None
+    default_system: str | None = None
+    check_name: str = "placeholder_spans"
+
+    def knows_media(self, template: str) -> bool:
+        return all(word in template for word in self.media_words)
+
+    def placeholder_text(self, kind: MediaKind, model: ModelView) -> str:
+        token = model.tokenizer.id_to_token(model.token_ids.placeholder(kind))
+        if token is None:
+            raise InputError(
+                f"the tokenizer ({model.tokenizer.label}) has no token "
+                f"{model.token_ids.placeholder(kind)} (config.json's {kind.value} token)"
+            )
+        return token
+
+    def chat_format(self, body: str, system: str | None) -> str:
+        return (self.chat or no_chat_format(self.name))(body, system)
+
+    def expand(
+        self, ids: Sequence[int], items: Sequence[ItemFacts], model: ModelView, layout: LayoutKind
+    ) -> Layout:
+        from mmctl.prompt.layout import replace_placeholders
+
+        if layout is not LayoutKind.VLLM:
+            raise UsageError(f"--layout {layout.value} is a Qwen3-VL video layout")
+        return replace_placeholders(
+            ids, items, model.token_ids, lambda item: self.replacement(item, model)
+        )
+
+    def check(self, layout: Layout, items: Sequence[ItemFacts], model: ModelView) -> LayoutCheck:
+        """Each span is exactly the item's replacement: the embedding positions the
+        servicer marks (``im_token_id`` inside the span) are the item's features."""
+        ids = layout.ids
+        for span, item in zip(layout.spans, items, strict=True):
+            n = span.item + 1
+            if span.offset < 0 or span.end > len(ids):
+                return LayoutCheck(
+                    False,
+                    f"item {n}: placeholder span [{span.offset}, {span.end}) lies outside the "
+                    f"prompt of {len(ids)} tokens",
+                    n,
+                )
+            want = np.asarray(self.replacement(item, model), dtype=np.int64)
+            got = ids[span.offset : span.end]
+            embed = model.token_ids.embed(item.kind)
+            if len(got) != len(want) or not np.array_equal(got, want):
+                held = int(np.count_nonzero(got == embed))
+                at = _first_difference(got, want)
+                return LayoutCheck(
+                    False,
+                    f"item {n}: its span of {len(got)} tokens holds {held} embedding tokens "
+                    f"({embed}); the {item.kind.value} needs {item.tokens} in a run of "
+                    f"{len(want)} tokens (first difference at token {span.offset + at})",
+                    n,
+                )
+        return LayoutCheck(True)
+
+
+def _first_difference(got: np.ndarray, want: np.ndarray) -> int:
+    n = min(len(got), len(want))
+    diff = np.flatnonzero(got[:n] != want[:n])
+    return int(diff[0]) if len(diff) else n
+
+
+# ---- the wire ---------------------------------------------------------------------
+
+
+def stack(items: Sequence[np.ndarray]) -> np.ndarray:
+    """Items batched one per row (their shapes equal)."""
+    return np.stack(items)
+
+
+@dataclass(frozen=True)
+class TileWire:
+    #: The field table per modality (vLLM's ``_get_mm_fields_config``).
+    table: Mapping[MediaKind, tuple[WireField, ...]]
+    #: How the HF processor joins a modality's items (default: one per row).
+    batch: Mapping[MediaKind, Callable[[Sequence[np.ndarray]], np.ndarray]] = field(
+        default_factory=dict
+    )
+
+    def fields(self, kind: MediaKind) -> tuple[WireField, ...]:
+        return self.table[kind]
+
+    def batch_pixels(self, kind: MediaKind, items: Sequence[np.ndarray]) -> np.ndarray:
+        return self.batch.get(kind, stack)(items)
+
+
+# ---- the stub's contract ----------------------------------------------------------
+
+
+def first_tile(tiles: np.ndarray, item: ItemFacts) -> np.ndarray:
+    return tiles[0]
+
+
+@dataclass(frozen=True)
+class TileContract:
+    """How a family's items are read back from the tensors a worker receives."""
+
+    name: str
+    #: ``read(batch, model)``: the batch's items.
+    read: Callable[[Received, ModelView], list[ItemFacts]]
+    #: ``expected(kind, items, model)``: the pixel tensor's shape vLLM's schema takes.
+    expected: Callable[[MediaKind, Sequence[ItemFacts], ModelView], tuple[int | str, ...]]
+    #: Each item's ``[k, 3, S, S]`` share of the batch's pixel tensor (default: its row).
+    item_tiles: Callable[[np.ndarray, Sequence[ItemFacts]], list[np.ndarray]] | None = None
+    #: The tile of an image that shows all of it (default: the first).
+    whole_image: Callable[[np.ndarray, ItemFacts], np.ndarray] = first_tile
+
+    def received_items(self, batch: Received, model: ModelView) -> list[ItemFacts]:
+        return self.read(batch, model)
+
+    def check_received(self, batch: Received, model: ModelView) -> None:
+        from mmctl.modality import pixel_key
+
+        if batch.raw:
+            raise ContractError(
+                f"holds raw uint8 pixels; vLLM normalizes {self.name} pixels in its processor "
+                "(no device normalization for this model)",
+                "pixel_values",
+            )
+        items = self.received_items(batch, model)
+        want = self.expected(batch.kind, items, model)
+        got = tuple(batch.tensors[pixel_key(batch.kind)].shape)
+        if len(got) != len(want) or any(
+            isinstance(w, int) and w != g for w, g in zip(want, got, strict=False)
+        ):
+            shown = ", ".join(str(w) for w in want)
+            raise ContractError(
+                f"has shape {list(got)}; vLLM's {self.name} input schema for these "
+                f"{batch.count} item(s) is [{shown}]",
+                "pixel_values",
+            )
+
+    def unit_means(
+        self, kind: MediaKind, pixels: np.ndarray, items: Sequence[ItemFacts], model: ModelView
+    ) -> list[list[np.ndarray]]:
+        """Per item: its sampled pixels of each frame (video) or of its whole-image
+        tile (the base tile, or Llama 4's global one), as ``[k, 3]`` rows."""
+        if self.item_tiles is not None:
+            shares = self.item_tiles(pixels, items)
+        else:
+            shares = [pixels[n].reshape(-1, *pixels.shape[-3:]) for n in range(len(items))]
+        out = []
+        for n, tiles in enumerate(shares):
+            units = tiles if kind is MediaKind.VIDEO else [self.whole_image(tiles, items[n])]
+            out.append([_sampled(u) for u in units])
+        return out
 
 
 def _sampled(tile: np.ndarray) -> np.ndarray:
@@ -416,7 +489,8 @@ def _sampled(tile: np.ndarray) -> np.ndarray:
     return np.asarray(tile[:, ::COLOUR_STRIDE, ::COLOUR_STRIDE]).reshape(3, -1).T
 
 
-def _first_difference(got: np.ndarray, want: np.ndarray) -> int:
-    n = min(len(got), len(want))
-    diff = np.flatnonzero(got[:n] != want[:n])
-    return int(diff[0]) if len(diff) else n
+def settings_of(model: ModelView, cls: type[Any]) -> Any:
+    """The model's settings, checked to be the family's own class."""
+    found = model.params
+    assert isinstance(found, cls), f"this family resolves {cls.__name__}"
+    return found

@@ -8,21 +8,44 @@ same frame repeated Tp times.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import numpy as np
 
 from mmctl.choices import PixelFormat
-from mmctl.models.base import VisionParams
+
+
+class PatchGeometry(Protocol):
+    """What patchify reads of a family's settings (the Qwen families' ``QwenVision``)."""
+
+    @property
+    def patch_size(self) -> int: ...
+
+    @property
+    def temporal_patch_size(self) -> int: ...
+
+    @property
+    def merge_size(self) -> int: ...
+
+    @property
+    def rescale_factor(self) -> float: ...
+
+    @property
+    def image_mean(self) -> tuple[float, float, float]: ...
+
+    @property
+    def image_std(self) -> tuple[float, float, float]: ...
 
 
 def grid_for(
-    num_frames: int, height: int, width: int, params: VisionParams
+    num_frames: int, height: int, width: int, params: PatchGeometry
 ) -> tuple[int, int, int]:
     """(grid_t, grid_h, grid_w) after padding ``num_frames`` to a multiple of Tp."""
     tp, p = params.temporal_patch_size, params.patch_size
     return (num_frames + (-num_frames % tp)) // tp, height // p, width // p
 
 
-def normalization(params: VisionParams) -> tuple[np.ndarray, np.ndarray]:
+def normalization(params: PatchGeometry) -> tuple[np.ndarray, np.ndarray]:
     """Per-channel (mean, std) on the 0–255 scale, float32.
 
     HF fuses the rescale into mean and std in float32 —
@@ -38,7 +61,7 @@ def normalization(params: VisionParams) -> tuple[np.ndarray, np.ndarray]:
 def patchify_into(
     out: np.ndarray,
     frames: np.ndarray,
-    params: VisionParams,
+    params: PatchGeometry,
     fmt: PixelFormat,
     scratch: np.ndarray | None = None,
 ) -> None:

@@ -10,7 +10,7 @@ import numpy as np
 
 from mmctl.media.probe import MediaKind
 from mmctl.media.video import VideoInfo
-from mmctl.preprocessing.pipeline import Preprocessed
+from mmctl.values.items import Preprocessed
 
 
 def summary(pre: Preprocessed) -> dict[str, Any]:
@@ -40,7 +40,7 @@ def summary(pre: Preprocessed) -> dict[str, Any]:
         "params": _params(pre),
         **({"extra": dict(pre.extra)} if pre.extra else {}),
         "settings": dict(pre.settings),
-        "timings_s": {k: round(v, 6) for k, v in asdict(pre.timings).items()},
+        **pre.timings.as_dict(),
     }
     if pre.kind is MediaKind.VIDEO:
         doc["frames"] = {

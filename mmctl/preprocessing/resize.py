@@ -11,14 +11,11 @@ import functools
 import importlib
 import math
 from types import ModuleType
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import numpy as np
 
 from mmctl.errors import InputError
-
-if TYPE_CHECKING:
-    from mmctl.models.base import PixelBudget
 
 
 def _load_native() -> ModuleType | None:
@@ -67,13 +64,6 @@ def smart_resize_image(
         h_bar = math.ceil(height * beta / factor) * factor
         w_bar = math.ceil(width * beta / factor) * factor
     return h_bar, w_bar
-
-
-def fit_budget(height: int, width: int, factor: int, budget: PixelBudget) -> tuple[int, int]:
-    """:func:`smart_resize_image` with a ``PixelBudget`` (per-frame families)."""
-    return smart_resize_image(
-        height, width, factor=factor, min_pixels=budget.min_pixels, max_pixels=budget.max_pixels
-    )
 
 
 def smart_resize_video(

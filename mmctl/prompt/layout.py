@@ -1,126 +1,27 @@
 """Placeholder expansion: the prompt's token ids with each media item laid out.
 
-The rendered prompt holds one ``<|vision_start|><|X_pad|><|vision_end|>``
-triple per item. Expansion replaces it with the tokens the model embeds, and
-records each item's placeholder span (what ``mm_placeholders`` carries).
-
-Two layouts exist in the wild for Qwen3-VL video (ARCHITECTURE §5.4):
-
-``vllm``
-    vLLM 0.33 with transformers ≥ 5.10 (and HF's ``Qwen3VLProcessor`` today):
-    the outer pair stays and the bare ``<|video_pad|>`` becomes, per temporal
-    patch, ``<t seconds>`` + ``<|vision_start|>`` + pads + ``<|vision_end|>``.
-    The span is that expansion.
-``hf-legacy``
-    Older transformers: the whole outer triple is replaced by the same
-    per-frame blocks (no outer pair); the span is the expansion.
-
-Routers older than the smg gateway 1.13.0 had a third (the outer pair reused
-as the first frame's start and the last frame's end); 1.13.0 sends the
-``vllm`` layout, token for token (``tests/compat/test_smg_gateway.py``).
-
-Images, and Qwen2.5-VL video, expand the bare pad to ``t·h·w/M²`` pads in
-every layout. Family knowledge (per-frame markers, the timestamp text) comes
-from the family (:class:`~mmctl.models.qwen.QwenFamily`).
-
-Families whose placeholder simply becomes the item's run of tokens (the LLaVA
-families, Llama 4's tiles) use :func:`replace_placeholders`.
+The chat template writes one placeholder token per media item; vLLM's
+processor replaces it (its ``PromptReplacement``, each model's
+``_get_prompt_updates``) with the tokens the model embeds, and each item's
+placeholder span is its replacement (what ``mm_placeholders`` carries).
+:func:`replace_placeholders` does that for any family given the replacement
+of one item; :func:`placeholders_for` finds where a template put them. The
+Qwen-VL families' own layouts (and the variants of older routers) are in
+:mod:`mmctl.models.qwen_vl.layout`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from mmctl.choices import LayoutKind
 from mmctl.errors import InputError
 from mmctl.media.probe import MediaKind
-from mmctl.models.base import TokenIds
-from mmctl.models.family import ItemFacts, Tokens
-from mmctl.prompt.tokenizer import Tokenizer
-
-if TYPE_CHECKING:
-    from mmctl.models.qwen import QwenFamily
-
-
-@dataclass(frozen=True)
-class Span:
-    item: int
-    kind: MediaKind
-    offset: int
-    length: int
-
-    @property
-    def end(self) -> int:
-        return self.offset + self.length
-
-
-@dataclass(frozen=True)
-class Layout:
-    kind: LayoutKind
-    ids: np.ndarray  # int64, the whole prompt
-    spans: tuple[Span, ...]
-
-    def id_list(self) -> list[int]:
-        return self.ids.tolist()
-
-
-def expand(
-    prompt_ids: Sequence[int],
-    items: Sequence[ItemFacts],
-    *,
-    spec: QwenFamily,
-    token_ids: TokenIds,
-    tokenizer: Tokenizer,
-    merge_size: int,
-    kind: LayoutKind = LayoutKind.VLLM,
-) -> Layout:
-    """Expand the k-th bare pad token of ``prompt_ids`` for the k-th item."""
-    ids = list(prompt_ids)
-    where = placeholders_for(ids, items, token_ids)
-    out: list[int] = []
-    spans: list[Span] = []
-    cursor = 0
-    for n, (pos, item) in enumerate(zip(where, items, strict=True)):
-        assert item.grid_thw is not None, "Qwen items carry their grid"
-        t, h, w = item.grid_thw
-        per_frame = h * w // (merge_size * merge_size)
-        pad = token_ids.placeholder(item.kind)
-        if item.kind is MediaKind.IMAGE or not spec.per_frame_markers:
-            out.extend(ids[cursor:pos])
-            spans.append(Span(n, item.kind, len(out), t * per_frame))
-            out.extend([pad] * (t * per_frame))
-            cursor = pos + 1
-            continue
-        if len(item.patch_times) != t:
-            raise InputError(
-                f"video item {n + 1}: {len(item.patch_times)} timestamps for {t} frames"
-            )
-        labels = [list(tokenizer.encode_cached(spec.frame_label(s))) for s in item.patch_times]
-        vs, ve = token_ids.vision_start_token_id, token_ids.vision_end_token_id
-        block: list[int] = []
-        for label in labels:
-            block.extend(label)
-            block.append(vs)
-            block.extend([pad] * per_frame)
-            block.append(ve)
-        if kind is LayoutKind.HF_LEGACY:
-            if not (0 < pos < len(ids) - 1 and ids[pos - 1] == vs and ids[pos + 1] == ve):
-                raise InputError(
-                    "hf-legacy layout needs the <|vision_start|><|video_pad|><|vision_end|> triple"
-                )
-            out.extend(ids[cursor : pos - 1])
-            cursor = pos + 2
-        else:
-            out.extend(ids[cursor:pos])
-            cursor = pos + 1
-        spans.append(Span(n, item.kind, len(out), len(block)))
-        out.extend(block)
-    out.extend(ids[cursor:])
-    return Layout(kind=kind, ids=np.asarray(out, dtype=np.int64), spans=tuple(spans))
+from mmctl.values.items import ItemFacts
+from mmctl.values.layout import Layout, Span
+from mmctl.values.tokens import Tokens
 
 
 def placeholders_for(ids: Sequence[int], items: Sequence[ItemFacts], tokens: Tokens) -> list[int]:

@@ -15,41 +15,34 @@ every item: the span holds exactly ``t·h·w/M²`` pad tokens.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
 from mmctl.media.probe import MediaKind
-from mmctl.models.base import TokenIds
-from mmctl.prompt.layout import Span
+from mmctl.values.layout import LayoutCheck, Span
 
 
-@dataclass(frozen=True)
-class WalkResult:
-    ok: bool
-    reason: str = ""
-    item: int | None = None  # 1-based, as shown to users
-    frame: int | None = None  # 1-based
-    frames_checked: int = 0
+class FrameMarkers(Protocol):
+    """The ids the walk looks for (the Qwen-VL families' ``TokenIds``)."""
 
-    def as_dict(self) -> dict:
-        return {
-            "ok": self.ok,
-            "reason": self.reason or None,
-            "item": self.item,
-            "frame": self.frame,
-            "frames_checked": self.frames_checked,
-        }
+    @property
+    def vision_start_token_id(self) -> int: ...
+
+    @property
+    def vision_end_token_id(self) -> int: ...
+
+    def placeholder(self, kind: MediaKind) -> int: ...
 
 
 def walk(
     ids: Sequence[int] | np.ndarray,
     spans: Sequence[Span],
     grids: Sequence[tuple[int, int, int]],
-    token_ids: TokenIds,
+    token_ids: FrameMarkers,
     merge_size: int,
     per_frame_markers: bool = True,
-) -> WalkResult:
+) -> LayoutCheck:
     """Check every span; the first problem found is the result."""
     arr = np.asarray(ids, dtype=np.int64)
     n = len(arr)
@@ -59,7 +52,7 @@ def walk(
     for span, (t, h, w) in zip(spans, grids, strict=True):
         item = span.item + 1
         if span.offset < 0 or span.end > n:
-            return WalkResult(
+            return LayoutCheck(
                 False,
                 f"item {item}: placeholder span [{span.offset}, {span.end}) lies outside the "
                 f"prompt of {n} tokens",
@@ -69,7 +62,7 @@ def walk(
         pad = token_ids.placeholder(span.kind)
         inside = int(np.count_nonzero(arr[span.offset : span.end] == pad))
         if inside != t * per_frame:
-            return WalkResult(
+            return LayoutCheck(
                 False,
                 f"item {item}: its span holds {inside} {span.kind.value} pad tokens, grid "
                 f"{t}x{h}x{w} needs t*h*w/{merge_size**2} = {t * per_frame}",
@@ -82,7 +75,7 @@ def walk(
         for frame in range(t):
             k = np.searchsorted(vs_at, cursor)
             if k == len(vs_at):
-                return WalkResult(
+                return LayoutCheck(
                     False,
                     f"item {item} frame {frame + 1}/{t}: no <|vision_start|> at or after token "
                     f"{cursor} (vLLM fails in the engine: 'vision_start_token_id is not in list')",
@@ -93,7 +86,7 @@ def walk(
             start = int(vs_at[k])
             skipped = int(np.count_nonzero(arr[cursor:start] == pad))
             if skipped:
-                return WalkResult(
+                return LayoutCheck(
                     False,
                     f"item {item} frame {frame + 1}/{t}: {skipped} <|video_pad|> tokens before "
                     f"the next <|vision_start|> (token {start}) — this frame's "
@@ -104,7 +97,7 @@ def walk(
                 )
             k = np.searchsorted(ve_at, start + 1)
             if k == len(ve_at):
-                return WalkResult(
+                return LayoutCheck(
                     False,
                     f"item {item} frame {frame + 1}/{t}: no <|vision_end|> after the "
                     f"<|vision_start|> at token {start} (vLLM fails in the engine: "
@@ -116,7 +109,7 @@ def walk(
             end = int(ve_at[k])
             k = np.searchsorted(vs_at, start + 1)
             if k < len(vs_at) and vs_at[k] < end:
-                return WalkResult(
+                return LayoutCheck(
                     False,
                     f"item {item} frame {frame + 1}/{t}: another <|vision_start|> (token "
                     f"{int(vs_at[k])}) before its <|vision_end|> — this frame's "
@@ -126,7 +119,7 @@ def walk(
                     checked,
                 )
             if end > span.end:  # the closer may sit right after the span (smg)
-                return WalkResult(
+                return LayoutCheck(
                     False,
                     f"item {item} frame {frame + 1}/{t}: its <|vision_end|> at token {end} lies "
                     f"past the placeholder span [{span.offset}, {span.end})",
@@ -136,7 +129,7 @@ def walk(
                 )
             count = int(np.count_nonzero(arr[start + 1 : end] == pad))
             if count != per_frame:
-                return WalkResult(
+                return LayoutCheck(
                     False,
                     f"item {item} frame {frame + 1}/{t}: {count} <|video_pad|> tokens between "
                     f"tokens {start} and {end}, grid needs h*w/{merge_size**2} = {per_frame} "
@@ -147,4 +140,4 @@ def walk(
                 )
             checked += 1
             cursor = end + 1
-    return WalkResult(True, frames_checked=checked)
+    return LayoutCheck(True, frames_checked=checked)

@@ -10,8 +10,8 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mmctl.checkpoint.source import ModelSource
 from mmctl.errors import InputError
-from mmctl.models.source import ModelSource
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

@@ -17,9 +17,9 @@ import numpy as np
 
 from mmctl.errors import InputError
 from mmctl.media.probe import MediaKind
-from mmctl.models.family import Tokens
-from mmctl.prompt.layout import Layout, Span
 from mmctl.prompt.tokenizer import Tokenizer
+from mmctl.values.layout import Layout, Span
+from mmctl.values.tokens import Tokens
 
 
 @dataclass(frozen=True)

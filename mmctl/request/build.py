@@ -6,7 +6,7 @@ where each tensor's bytes go: inline (default) or a shared-memory file (the
 send command's transport). That keeps one builder for both transports.
 
 What each modality batch carries — keys, flat or batched, kept on the CPU —
-is the model family's field table (:mod:`mmctl.models.fields`), the same
+is the model family's field table (:mod:`mmctl.values.fields`), the same
 table the stub worker checks against. Each batch also names its embedding
 token (``im_token_id``, the family's), one placeholder span and one content
 hash per item. ``encoder_input_key`` stays unset: every family's forward
@@ -28,10 +28,10 @@ from mmctl import modality
 from mmctl.choices import DEFAULT_MAX_TOKENS
 from mmctl.errors import UsageError
 from mmctl.media.probe import MediaKind
-from mmctl.models.fields import GRID, PIXELS, ROWS, FieldLayout, WireField
-from mmctl.preprocessing.pipeline import Preprocessed
-from mmctl.prompt.layout import Layout
 from mmctl.request import tensors
+from mmctl.values.fields import GRID, PIXELS, ROWS, FieldLayout, WireField
+from mmctl.values.items import Preprocessed
+from mmctl.values.layout import Layout
 from mmctl.wire import splice
 
 if TYPE_CHECKING:
@@ -174,7 +174,7 @@ class Batch:
 
 def make_batches(items: Sequence[MediaItem], layout: Layout, model: Model) -> list[Batch]:
     """One batch per modality, in the order the modalities first appear in the
-    prompt, laid out as the family's field table says (:mod:`mmctl.models.fields`),
+    prompt, laid out as the family's field table says (:mod:`mmctl.values.fields`),
     the pixels joined as its HF processor batches them (``Family.batch_pixels``)."""
     spec = model.spec
     order: list[MediaKind] = []
@@ -185,8 +185,8 @@ def make_batches(items: Sequence[MediaItem], layout: Layout, model: Model) -> li
     for kind in order:
         members = [(n, it) for n, it in enumerate(items) if it.kind is kind]
         pres = [it.pre for _, it in members]
-        fields = spec.fields(kind)
-        pixels = spec.batch_pixels(kind, [p.pixel_values for p in pres])
+        fields = spec.wire.fields(kind)
+        pixels = spec.wire.batch_pixels(kind, [p.pixel_values for p in pres])
         rows = {f: [_value(f, p) for p in pres] for f in fields if f.value != PIXELS}
         # An optional field whose items' rows differ in length stays home.
         sent = [

@@ -15,16 +15,14 @@ from pathlib import Path
 from mmctl.choices import LayoutKind, PixelFormat, prompt_text
 from mmctl.errors import InputError
 from mmctl.media.probe import MediaKind, check_readable, media_kind
-from mmctl.models.family import ItemFacts, refuse_kind
 from mmctl.models.model import Model
-from mmctl.preprocessing.pipeline import Allocator, Preprocessed
 from mmctl.prompt.chat import Rendered, render
-from mmctl.prompt.layout import Layout
-from mmctl.prompt.mrope import WalkResult
 from mmctl.request.build import MediaItem, RequestPlan, Sampling, make_batches
 from mmctl.request.hashing import item_hash
 from mmctl.request.limits import check_item_limits
 from mmctl.timing import Timeline
+from mmctl.values.items import Allocator, ItemFacts, ItemOptions, Preprocessed, empty
+from mmctl.values.layout import Layout, LayoutCheck
 
 
 @dataclass
@@ -33,25 +31,27 @@ class Composed:
     rendered: Rendered
     prompt_ids: list[int]  # before expansion
     layout: Layout
-    check: WalkResult
+    check: LayoutCheck
     plan: RequestPlan
     #: Consecutive phases (``decode_s``, ``hash_s``, ``tokenize_s``), seconds.
     timings: dict[str, float] = field(default_factory=dict)
     #: Busy time of resize + normalize + patchify, inside ``decode_s`` (for
     #: video it runs on another thread, overlapped with decoding).
     preprocess_busy_s: float = 0.0
+    #: What the model's settings resolver could not take into account.
+    model_warnings: tuple[str, ...] = ()
 
     @property
     def warnings(self) -> list[str]:
-        return [w for it in self.items for w in it.pre.warnings]
+        return [*self.model_warnings, *(w for it in self.items for w in it.pre.warnings)]
 
 
 def lay_out(
     model: Model, prompt_ids: Sequence[int], items: Sequence[ItemFacts], kind: LayoutKind
-) -> tuple[Layout, WalkResult]:
+) -> tuple[Layout, LayoutCheck]:
     """The family's expansion of the prompt, and its check of the result."""
-    layout = model.spec.expand(prompt_ids, items, model, kind)
-    return layout, model.spec.check(layout, items, model)
+    layout = model.spec.prompt.expand(prompt_ids, items, model, kind)
+    return layout, model.spec.prompt.check(layout, items, model)
 
 
 def compose(
@@ -85,22 +85,20 @@ def compose(
             check_readable(path)
             kinds.append(media_kind(path))
     for kind in kinds:
-        refuse_kind(model.spec, kind)
+        model.spec.refuse_kind(kind)
     if item_limits:
         check_item_limits([k.value for k in kinds], item_limits, "the limit")
     items: list[MediaItem] = []
     busy = 0.0
     for path, kind in zip(media, kinds, strict=True):
-        pre: Preprocessed = model.spec.preprocess(
+        pre: Preprocessed = model.spec.processor.preprocess(
             path,
             kind,
-            model,
+            model.params,
             pixel_format,
-            on_frame=on_frame,
-            strict=strict,
-            allocate=allocate,
+            ItemOptions(on_frame=on_frame, allocate=allocate or empty, strict=strict),
         )
-        busy += pre.timings.preprocess_s
+        busy += pre.timings.preprocess_s + pre.timings.overlapped_s
         timeline.lap("decode_s")
         items.append(MediaItem(str(path), pre, item_hash(pre, path)))
         timeline.lap("hash_s")
@@ -144,7 +142,9 @@ def compose_items(
         parts.append(prompt)
     rendered = render(
         parts,
-        model,
+        model.tokenizer,
+        model.source,
+        model.chat,
         system=system,
         chat=chat,
         allow_special_tokens=allow_special_tokens,
@@ -174,6 +174,7 @@ def compose_items(
         plan,
         timings=dict(timeline.phases),
         preprocess_busy_s=preprocess_busy_s,
+        model_warnings=model.warnings,
     )
 
 

@@ -20,7 +20,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from mmctl.preprocessing.pipeline import Preprocessed
+from mmctl.values.items import Preprocessed
 
 VERSION = b"mmctl-mm-hash-v2\0"
 CHUNK = 1 << 20

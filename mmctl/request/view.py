@@ -16,12 +16,12 @@ from mmctl import modality
 from mmctl.choices import LayoutKind
 from mmctl.errors import InputError
 from mmctl.media.probe import MediaKind
-from mmctl.prompt.layout import Layout, Span
 from mmctl.request.tensors import from_bytes
+from mmctl.values.layout import Layout, Span
 
 if TYPE_CHECKING:
-    from mmctl.models.family import ItemFacts
     from mmctl.models.model import Model
+    from mmctl.values.items import ItemFacts
     from mmctl.wire._gen.vllm_engine_pb2 import GenerateRequest, MultimodalInputs, TensorData
 
 
@@ -158,7 +158,7 @@ def shaped_tensors(batch: MultimodalInputs, kind: MediaKind) -> dict[str, np.nda
 def layout_of(req: GenerateRequest, model: Model) -> tuple[Layout, list[ItemFacts]]:
     """The request's token layout (spans in prompt order) and each span's item,
     read back by the served family from the batch's tensors."""
-    from mmctl.models.family import ContractError
+    from mmctl.values.received import ContractError, Received
 
     spans: list[tuple[int, int, ItemFacts]] = []
     for n, batch in enumerate(batches(req)):
@@ -166,7 +166,8 @@ def layout_of(req: GenerateRequest, model: Model) -> tuple[Layout, list[ItemFact
         kind = batch_kind(batch, label)
         count = len(batch.mm_placeholders)
         try:
-            items = model.spec.received_items(kind, shaped_tensors(batch, kind), count, model)
+            received = Received(kind, shaped_tensors(batch, kind), count)
+            items = model.spec.contract.received_items(received, model)
         except ContractError as err:
             raise InputError(err.about(label, kind)) from None
         for p, item in zip(batch.mm_placeholders, items, strict=True):

@@ -19,9 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mmctl.choices import PixelFormat
 from mmctl.client.client import Client
-from mmctl.client.negotiate import pixel_dtype
+from mmctl.client.negotiate import choose_pixels
 from mmctl.dataset import Items
 from mmctl.errors import CheckFailed, UsageError, WorkerUnavailable
 from mmctl.request.build import Sampling
@@ -127,10 +126,10 @@ def _setup(
             )
         first, first_facts = answering[0]
         session = first.session()
-        fmts = {pixel_dtype(f, pixel).value for _, f in answering}
+        fmts = {choose_pixels(f, pixel, family=session.model.spec).format for _, f in answering}
         if len(fmts) > 1:
             raise UsageError(
-                f"the targets expect different pixel dtypes ({', '.join(sorted(fmts))})",
+                f"the targets expect different pixel dtypes ({', '.join(sorted(f.value for f in fmts))})",
                 hint="batch one kind of worker at a time",
             )
         limits: dict[str, int] = {}
@@ -140,7 +139,7 @@ def _setup(
                 limits[kind] = min(n, limits.get(kind, n))
             if f.server.mm_encoder_budget:
                 budgets.append(int(f.server.mm_encoder_budget))
-        from mmctl.client.transport import choose, inline
+        from mmctl.client.route import choose, inline
 
         members = []
         for client, f in zip(clients, facts, strict=True):
@@ -157,7 +156,7 @@ def _setup(
         settings = Settings(
             source=session.model.source,
             family=session.model.spec.name,
-            pixel_format=PixelFormat(fmts.pop()),
+            pixel_format=fmts.pop(),
             item_limits=limits,
             encoder_budget=min(budgets) if budgets else 0,
             prompt=prompt,

@@ -32,8 +32,8 @@ from mmctl.client.channel import (
     open_aio_channel,
 )
 from mmctl.client.placement import THREAD_MIN_BYTES
+from mmctl.client.route import Route
 from mmctl.client.stream import TokenStream
-from mmctl.client.transport import Route
 from mmctl.request.build import new_request_id
 from mmctl.run_batch import output
 from mmctl.run_batch.work import Prepared

@@ -64,7 +64,7 @@ def _warm() -> int:
     """A worker process's first task: the imports preprocessing needs, now."""
     import av  # noqa: F401
 
-    import mmctl.preprocessing.pipeline
+    import mmctl.models.qwen_vl.pipeline
     import mmctl.run_batch.work  # noqa: F401
 
     return os.getpid()

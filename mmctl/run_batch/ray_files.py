@@ -19,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from mmctl.models.source import ModelSource
+from mmctl.checkpoint.source import ModelSource
 from mmctl.run_batch.work import Settings
 
 

@@ -18,13 +18,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from mmctl.checkpoint.source import ModelSource
 from mmctl.choices import PixelFormat
 from mmctl.dataset import Item
 from mmctl.errors import MmctlError
-from mmctl.models.family import check_failed, refuse_kind
 from mmctl.models.model import Model
-from mmctl.models.source import ModelSource
 from mmctl.request.build import MediaItem, RequestPlan, Sampling
+from mmctl.values.items import DEFAULT_OPTIONS
 
 _T = TypeVar("_T")
 
@@ -117,8 +117,10 @@ class Preparer:
         kinds = [check_media(p) for p in item.media]
         media = []
         for path, kind in zip(item.media, kinds, strict=True):
-            refuse_kind(model.spec, kind)
-            pre = model.spec.preprocess(path, kind, model, s.pixel_format)
+            model.spec.refuse_kind(kind)
+            pre = model.spec.processor.preprocess(
+                path, kind, model.params, s.pixel_format, DEFAULT_OPTIONS
+            )
             media.append(MediaItem(str(path), pre, item_hash(pre, path)))
         return Preprocessed(item, number, media, time.perf_counter() - start)
 
@@ -142,7 +144,7 @@ class Preparer:
             sampling=sampling,
         )
         if not composed.check.ok:
-            raise _LayoutFailed(check_failed(self.model.spec, composed.check.reason))
+            raise _LayoutFailed(self.model.spec.check_failed(composed.check.reason))
         return Prepared(
             id=item.id,
             number=done.number,
@@ -202,7 +204,7 @@ def warm() -> int:
     """A pool process's first task: import what preprocessing needs, now."""
     import av  # noqa: F401
 
-    import mmctl.preprocessing.pipeline  # noqa: F401
+    import mmctl.models.qwen_vl.pipeline  # noqa: F401
 
     return 0
 

@@ -67,7 +67,7 @@ def item_colours(batch: ReceivedBatch, model: Model) -> list[list[str]]:
     temporal patch, a frame, the image), merged."""
     pixels = as_float(batch.tensors[batch.pixel_key], batch.dtypes[batch.pixel_key])
     dtype = batch.dtypes[batch.pixel_key]
-    units = model.spec.unit_means(batch.kind, pixels, batch.items(model), model)
+    units = model.spec.contract.unit_means(batch.kind, pixels, batch.items(model), model)
     out = []
     for item in units:
         colours: list[str] = []

@@ -32,13 +32,15 @@ from mmctl import modality
 from mmctl.choices import LayoutKind, PixelFormat
 from mmctl.errors import InputError, UsageError
 from mmctl.media.probe import MediaKind
-from mmctl.models.family import ContractError, Family, ItemFacts, check_failed
-from mmctl.models.fields import PIXELS, ROWS, FieldLayout, WireField
+from mmctl.models.family import Family
 from mmctl.models.model import Model
-from mmctl.prompt.layout import Layout, Span
 from mmctl.request.tensors import LEGACY_DTYPES, WIRE_DTYPES, from_bytes
 from mmctl.request.view import batches, tensor_fields
 from mmctl.transport.shm import ShmReadError, read_handle
+from mmctl.values.fields import PIXELS, ROWS, FieldLayout, WireField
+from mmctl.values.items import ItemFacts
+from mmctl.values.layout import Layout, Span
+from mmctl.values.received import ContractError, Received
 
 if TYPE_CHECKING:
     from mmctl.wire._gen.vllm_engine_pb2 import GenerateRequest, MultimodalInputs, TensorData
@@ -65,7 +67,7 @@ def normalizes_by_default(spec: Family) -> bool:
     """Whether ``vllm serve MODEL --grpc`` (0.33) normalizes the family's pixels
     on the device when not told otherwise: the stub's default, so that a file
     ``build`` wrote for a default worker replays on the default stub."""
-    return spec.worker_pixels is PixelFormat.UINT8
+    return spec.processor.worker_pixels is PixelFormat.UINT8
 
 
 def device_normalize_for(spec: Family, asked: bool | None) -> bool:
@@ -73,7 +75,7 @@ def device_normalize_for(spec: Family, asked: bool | None) -> bool:
     unless asked; asking for it where vLLM cannot is refused."""
     if asked is None:
         return normalizes_by_default(spec)
-    if asked and not spec.device_normalize:
+    if asked and not spec.processor.device_normalize:
         raise UsageError(
             f"--device-normalize: vLLM normalizes {spec.name} pixels in its processor; only "
             "the Qwen2.5-VL and Qwen3-VL families normalize on the device"
@@ -142,7 +144,8 @@ class ReceivedBatch:
     def items(self, model: Model) -> list[ItemFacts]:
         """The batch's items as the served family reads them from its tensors."""
         try:
-            return model.spec.received_items(self.kind, self.tensors, len(self.placeholders), model)
+            received = Received(self.kind, self.tensors, len(self.placeholders))
+            return model.spec.contract.received_items(received, model)
         except ContractError as err:
             raise Rejected(err.about(self.label, self.kind)) from None
 
@@ -233,7 +236,7 @@ def decode(
             batched_keys=list(mm.batched_keys),
             flat_keys=dict(mm.flat_keys),
             keep_on_cpu_keys=list(mm.keep_on_cpu_keys),
-            fields=spec.fields(kind),
+            fields=spec.wire.fields(kind),
             payloads=payloads,
             primary_key=primary,
         )
@@ -323,12 +326,12 @@ def validate(
         ids,
         tuple(Span(i, s.kind, s.offset, s.length) for i, (s, _) in enumerate(ordered)),
     )
-    result = model.spec.check(layout, [f for _, f in ordered], model)
+    result = model.spec.prompt.check(layout, [f for _, f in ordered], model)
     if not result.ok:
         fail = ""
         if "not in list" in result.reason:
             fail = f"; {ENGINE_FAIL} ValueError"
-        raise Rejected(f"{check_failed(model.spec, result.reason)}{fail}")
+        raise Rejected(f"{model.spec.check_failed(result.reason)}{fail}")
 
 
 def _check_batch(batch: ReceivedBatch, model: Model, policy: Policy) -> None:
@@ -372,7 +375,8 @@ def _check_batch(batch: ReceivedBatch, model: Model, policy: Policy) -> None:
     facts = batch.items(model)
     _check_batched_fields(batch, facts)
     try:
-        model.spec.check_received(batch.kind, batch.tensors, items, model, dtype == "uint8")
+        received = Received(batch.kind, batch.tensors, items, raw=dtype == "uint8")
+        model.spec.contract.check_received(received, model)
     except ContractError as err:
         raise Rejected(err.about(label, batch.kind)) from None
     if len(batch.hashes) < items:
@@ -412,7 +416,7 @@ def _check_batched_fields(batch: ReceivedBatch, facts: list[ItemFacts]) -> None:
     """The tensors the served model's field table names have one row per item
     (an optional one may be left out); a "t" dimension is each item's temporal
     patches, as vLLM asserts for Qwen3-VL's timestamps. The flat sizes tensor
-    (:data:`~mmctl.models.fields.ROWS`) is the client's to name, so it is
+    (:data:`~mmctl.values.fields.ROWS`) is the client's to name, so it is
     checked through ``flat_keys`` instead."""
     items = len(facts)
     grids = [list(f.grid_thw) for f in facts if f.grid_thw is not None]

@@ -21,16 +21,16 @@ from mmctl import modality
 from mmctl.choices import LayoutKind, PixelFormat
 from mmctl.errors import MmctlError
 from mmctl.media.probe import MediaKind, suffix_for
-from mmctl.models.family import refuse_kind
 from mmctl.models.model import Model
 from mmctl.request.build import MediaItem, make_batches
 from mmctl.request.hashing import item_hash
 from mmctl.request.limits import check_item_limits
+from mmctl.values.items import DEFAULT_OPTIONS
 from mmctl.worker.checks import Rejected
 
 if TYPE_CHECKING:
-    from mmctl.prompt.layout import Layout
     from mmctl.request.build import Batch
+    from mmctl.values.layout import Layout
     from mmctl.wire._gen.vllm_engine_pb2 import GenerateRequest
 
 MAX_DATA_URL_BYTES = 512 * 2**20
@@ -109,13 +109,15 @@ def process(
         for n, (ref, kind) in enumerate(zip(req.media_refs.items, kinds, strict=True)):
             path = resolve(ref.url, kind, Path(tmp), allowed_dir, n)
             try:
-                refuse_kind(model.spec, kind)
-                pre = model.spec.preprocess(path, kind, model, fmt)
+                model.spec.refuse_kind(kind)
+                pre = model.spec.processor.preprocess(
+                    path, kind, model.params, fmt, DEFAULT_OPTIONS
+                )
             except MmctlError as err:
                 raise Rejected(f"media_refs[{n}]: {err.message}") from None
             items.append(MediaItem(ref.url[:64], pre, item_hash(pre, path)))
     try:
-        layout = model.spec.expand(
+        layout = model.spec.prompt.expand(
             list(req.tokenized.input_ids), [it.pre.facts for it in items], model, LayoutKind.VLLM
         )
     except MmctlError as err:

@@ -395,7 +395,7 @@ def model_dir(cache: Path, family: Family, dtype: str, engine_python: Path) -> P
     ).hexdigest()[:16]
     out = cache / "models" / key / f"{family.name}-{dtype}"
     if not (out / "config.json").is_file():
-        from mmctl.models.source import tokenizer_package_dir
+        from mmctl.checkpoint.source import tokenizer_package_dir
 
         t0 = time.monotonic()
         subprocess.run(

@@ -150,7 +150,7 @@ QWEN3_VL = Family(
         },
     },
     processor_files={
-        # mmctl/models/data/qwen3-vl: the published checkpoints' values.
+        # mmctl/checkpoint/data/qwen3-vl: the published checkpoints' values.
         "preprocessor_config.json": {
             "image_processor_type": "Qwen2VLImageProcessorFast",
             "patch_size": 16,

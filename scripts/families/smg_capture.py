@@ -63,9 +63,9 @@ def capture_worker(out: Path, folder: Path):
     """The stub's servicer with a Generate that records and refuses, and a GetTokenizer
     that streams ``folder`` (smg 1.13.0 tokenizes with the worker's bundle, not
     ``--model-path``'s files) and a GetModelInfo with the folder's model_type."""
+    from mmctl.checkpoint.source import build_bundle, from_dir
     from mmctl.models.model import load_model
-    from mmctl.models.source import build_bundle, from_dir
-    from mmctl.worker import checks, server
+    from mmctl.worker import checks, handlers, server
 
     class Capture(server.StubServicer):
         def __init__(self, cfg):  # type: ignore[no-untyped-def]
@@ -103,7 +103,7 @@ def capture_worker(out: Path, folder: Path):
     original = server.StubServicer
     server.StubServicer = Capture  # start() builds the servicer by this name
     try:
-        return server.start(server.StubConfig(model=load_model(model_dir=None)), port=0)
+        return server.start(handlers.StubConfig(model=load_model(model_dir=None)), port=0)
     finally:
         server.StubServicer = original
 

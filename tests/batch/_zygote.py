@@ -24,7 +24,7 @@ def main() -> None:
     import grpc  # noqa: F401
     import numpy  # noqa: F401
 
-    import mmctl.preprocessing.pipeline
+    import mmctl.models.qwen_vl.pipeline
     import mmctl.run_batch.api
     import mmctl.run_batch.local  # noqa: F401
     from mmctl.cli.app import main as mmctl_main
@@ -54,7 +54,7 @@ def main() -> None:
 def _preload(folder: str) -> None:
     import mmctl.client.session
     import mmctl.models.model
-    from mmctl.models.source import from_dir
+    from mmctl.checkpoint.source import from_dir
 
     load = mmctl.models.model.load_model
     source = from_dir(__import__("pathlib").Path(folder))

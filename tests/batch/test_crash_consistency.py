@@ -64,7 +64,7 @@ class Zygote:
 
 def _builtin_model_dir(folder: Path) -> Path:
     """The stub's built-in model as one folder (links to its files)."""
-    from mmctl.models.source import builtin
+    from mmctl.checkpoint.source import builtin
 
     folder.mkdir()
     for source in builtin().folders:

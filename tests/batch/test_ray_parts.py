@@ -63,8 +63,8 @@ def test_a_token_refusal_is_one_sentence_with_the_fix():
 
 
 def test_the_model_files_are_written_once_per_node(builtin_model, tmp_path, monkeypatch):
+    from mmctl.checkpoint.source import ModelSource
     from mmctl.choices import PixelFormat
-    from mmctl.models.source import ModelSource
     from mmctl.run_batch.work import Settings
 
     monkeypatch.setenv("TMPDIR", str(tmp_path))

@@ -183,7 +183,7 @@ def test_arms_the_worker_cannot_take_are_refused(cli, make_stub, stub, monkeypat
     res = cli("bench", "-t", wants_uint8.running.address, "--sizes", "1MB", "--pixel-dtype",
               "float32")  # fmt: skip
     assert res.code == 6 and "normalizes on the device" in res.err
-    monkeypatch.setattr("mmctl.client.transport.namespace_id", lambda: "another-host:1")
+    monkeypatch.setattr("mmctl.client.route.namespace_id", lambda: "another-host:1")
     res = _bench(cli, stub, "--sizes", "1MB")
     assert res.code == 6 and "--transport shm" in res.err and "different /dev/shm" in res.err
 

@@ -138,7 +138,7 @@ def _stub_normalizes(_: dict[str, Any]) -> bool:
 def _no_recording(_: dict[str, Any]) -> bool:
     import dataclasses
 
-    from mmctl.worker.server import StubConfig
+    from mmctl.worker.handlers import StubConfig
 
     record = next(f for f in dataclasses.fields(StubConfig) if f.name == "record_dir")
     return record.default is None
@@ -175,12 +175,12 @@ def _ray_address(observed: dict[str, Any]) -> object:
 
 
 def _offline_pixels_of_the_other_families() -> set[str]:
-    from mmctl.client.negotiate import pixel_dtype
+    from mmctl.client.negotiate import choose_pixels
     from mmctl.models import registry
 
-    others = [f for f in registry.FAMILIES if not f.device_normalize]
+    others = [f for f in registry.FAMILIES if not f.processor.device_normalize]
     assert others
-    return {pixel_dtype(None, None, spec=f).value for f in others}
+    return {choose_pixels(None, None, family=f).format.value for f in others}
 
 
 #: (option, shown text) → a check of what the command does without the option.

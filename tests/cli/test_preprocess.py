@@ -184,3 +184,38 @@ def test_out_into_a_missing_folder_is_bad_input(capsys, clip, tmp_path):
     code, out, err = _run(capsys, "preprocess", clip, "--out", tmp_path / "no" / "x.npz")
     assert code == 3 and out == ""
     assert err.startswith(f"Error: cannot write {tmp_path / 'no' / 'x.npz'}")
+
+
+FAMILY_FOLDERS = sorted(
+    p
+    for p in (Path(__file__).resolve().parents[1] / "fixtures" / "families").iterdir()
+    if p.name != "goldens"
+)
+
+
+@pytest.mark.parametrize(
+    "folder", [None, *FAMILY_FOLDERS], ids=lambda f: f.name if f else "qwen3_vl"
+)
+def test_an_images_timing_rows_sum_to_its_total(cli, folder):
+    """Every family: load + resize/normalize are consecutive rows whose sum is the
+    total (the tile families once reported the whole time as the load too)."""
+    image = Path(__file__).resolve().parents[1] / "fixtures" / "media" / "large.png"
+    args = ["preprocess", image] + (["--model-dir", folder] if folder else [])
+    r = cli(*args, "--json")
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    t = doc["timings_s"]
+    assert t["decode_s"] > 0 and t["preprocess_s"] > 0
+    assert abs(t["decode_s"] + t["preprocess_s"] - t["total_s"]) < 2e-6
+    assert doc["overlapped_s"]["preprocess_s"] == 0  # an image: nothing runs beside the rows
+    human = cli(*args)
+    line = next(ln for ln in human.out.splitlines() if ln.startswith("time"))
+    assert "= decode" in line and "+ resize + normalize" in line and "overlapped" not in line
+
+
+def test_a_videos_overlapped_work_is_beside_the_rows(cli, clip):
+    r = cli("preprocess", clip, "--json")
+    doc = json.loads(r.out)
+    t = doc["timings_s"]
+    assert abs(t["decode_s"] + t["preprocess_s"] - t["total_s"]) < 2e-6
+    assert 0 < doc["overlapped_s"]["preprocess_s"] <= t["decode_s"]

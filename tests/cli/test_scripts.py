@@ -92,6 +92,9 @@ def test_a_closed_stdout_leaves_no_shm_files(stub, red_blue, env):
     before = {p.name for p in shm_dir().iterdir() if p.name.startswith("mmctl-")}
     r = into_closed_pipe(["send", str(red_blue), "-t", stub.running.address, "--shm"], env)
     assert r.returncode == 141, r.stderr
+    # The pixels did travel in a file (else there was nothing to leave behind) …
+    assert "via shm" in stub.log.getvalue()
+    # … and no file of that run is left (another process's may come and go).
     after = {p.name for p in shm_dir().iterdir() if p.name.startswith("mmctl-")}
     assert after <= before
 

@@ -108,7 +108,7 @@ def test_bundle_is_fetched_verified_and_cached(send_json, cli, stub, red_blue):
 
 def test_tampered_bundle_is_rejected(send_json, cli, make_stub, red_blue):
     bad = make_stub()
-    from mmctl.models.source import build_bundle
+    from mmctl.checkpoint.source import build_bundle
 
     data, _ = build_bundle(bad.running.servicer.cfg.model.source)
     bad.running.servicer._bundle = (data, "0" * 64)
@@ -328,7 +328,8 @@ def test_sigint_while_waiting_exits_130_and_removes_shm_files(red_blue, tmp_path
 def test_tls_with_ca_cert_and_headers(cli, builtin_model, red_blue, tmp_path):
     import shutil
 
-    from mmctl.worker.server import StubConfig, start
+    from mmctl.worker.handlers import StubConfig
+    from mmctl.worker.server import start
 
     if shutil.which("openssl") is None:
         pytest.skip("openssl is needed to make a test certificate")
@@ -459,7 +460,8 @@ def guarded_stub(builtin_model):
     import io
 
     from mmctl.worker import checks
-    from mmctl.worker.server import StubConfig, start
+    from mmctl.worker.handlers import StubConfig
+    from mmctl.worker.server import start
 
     made = []
 

@@ -17,13 +17,21 @@ import pytest
 
 from mmctl.errors import InputError
 from mmctl.models.model import load_model
-from mmctl.models.processor_config import SHARED
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 sys.path.insert(0, str(FIXTURES))
 
 import hf_config_cases as cases  # noqa: E402
 
+#: The settings both Qwen processors have; mmctl keeps one value for both.
+SHARED = (
+    "patch_size",
+    "temporal_patch_size",
+    "merge_size",
+    "image_mean",
+    "image_std",
+    "rescale_factor",
+)
 GOLDENS = sorted((FIXTURES / "hf_config").glob("transformers-*.json"))
 RECORDS = [
     (path.stem, case, json.loads(path.read_text())["cases"][case.name])
@@ -64,11 +72,11 @@ def test_mmctl_resolves_the_folder_as_transformers(record, tmp_path):
     assert model.spec.name == case.family
     p, origin = model.params, model.vision_from
     if "error" in video:  # no processor file: the published checkpoint's values
-        assert p == model.spec.params
+        assert p == model.spec.settings()
         assert all("published" in v for v in origin.values())
         return
-    assert video["class"] == model.spec.video_processor.name
-    assert (p.video_budget.min_pixels, p.video_budget.max_pixels) == (
+    assert video["class"] == type(p).VIDEO_CLASSES[0].name
+    assert (p.video_min_pixels, p.video_max_pixels) == (
         video["size"]["shortest_edge"],
         video["size"]["longest_edge"],
     )
@@ -79,24 +87,28 @@ def test_mmctl_resolves_the_folder_as_transformers(record, tmp_path):
     assert p.fps == (video["fps"] if video["fps"] is not None else 2.0)
     tp = p.temporal_patch_size
     for (t, h, w), grid in video["grids"]:
-        rh, rw = model.spec.video_size(t, h, w, p)
+        rh, rw = model.spec.processor.variant.video_size(t, h, w, p)
         assert [-(-t // tp), rh // p.patch_size, rw // p.patch_size] == grid, (t, h, w)
     for (total, fps), indices in video["samplings"]:
-        assert model.spec.sample_indices(total, fps, p).tolist() == indices, (total, fps)
+        assert model.spec.processor.variant.sample_indices(total, fps, p).tolist() == indices, (
+            total,
+            fps,
+        )
     if "error" in image:
         assert "published" in origin["image_min_pixels"]
-        assert (p.image_budget.min_pixels, p.image_budget.max_pixels) == (
-            model.spec.params.image_budget.min_pixels,
-            model.spec.params.image_budget.max_pixels,
+        published = model.spec.settings()
+        assert (p.image_min_pixels, p.image_max_pixels) == (
+            published.image_min_pixels,
+            published.image_max_pixels,
         )
     else:
-        assert image["class"] == model.spec.image_processor.name
-        assert (p.image_budget.min_pixels, p.image_budget.max_pixels) == (
+        assert image["class"] == type(p).IMAGE_CLASSES[0].name
+        assert (p.image_min_pixels, p.image_max_pixels) == (
             image["size"]["shortest_edge"],
             image["size"]["longest_edge"],
         )
         for (h, w), grid in image["grids"]:
-            rh, rw = model.spec.image_size(h, w, p)
+            rh, rw = model.spec.processor.variant.image_size(h, w, p)
             assert [1, rh // p.patch_size, rw // p.patch_size] == grid, (h, w)
 
 
@@ -104,7 +116,7 @@ def test_each_setting_names_the_file_it_came_from(tmp_path):
     by_name = {c.name: c for c in cases.CASES}
     qwen25 = load_model(model_dir=by_name["qwen2.5-vl-published"].write(tmp_path / "a"))
     assert qwen25.vision_from["video_max_pixels"] == "preprocessor_config.json"
-    assert qwen25.vision_from["fps"].startswith("mmctl default")
+    assert qwen25.vision_from["fps"] == "mmctl default (Qwen2VLVideoProcessor has none)"
     qwen3 = load_model(model_dir=by_name["qwen3-vl-nested-processor-config"].write(tmp_path / "b"))
     assert qwen3.vision_from["video_max_pixels"] == 'processor_config.json "video_processor"'
     assert qwen3.vision_from["image_max_pixels"] == 'processor_config.json "image_processor"'
@@ -120,8 +132,8 @@ def test_the_issues_qwen25_example_gets_hfs_grid(tmp_path):
     by_name = {c.name: c for c in cases.CASES}
     model = load_model(model_dir=by_name["qwen2.5-vl-published"].write(tmp_path / "m"))
     p = model.params
-    assert model.spec.video_size(2, 48, 64, p) == (56, 56)
-    assert model.spec.video_size(2, 720, 1280, p) == (728, 1288)
+    assert model.spec.processor.variant.video_size(2, 48, 64, p) == (56, 56)
+    assert model.spec.processor.variant.video_size(2, 720, 1280, p) == (728, 1288)
 
 
 def test_a_mistyped_setting_is_refused_by_name(tmp_path):
@@ -129,5 +141,7 @@ def test_a_mistyped_setting_is_refused_by_name(tmp_path):
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps(cases.QWEN3_CONFIG))
     (folder / "video_preprocessor_config.json").write_text(json.dumps({"fps": "two"}))
-    with pytest.raises(InputError, match=r"video_preprocessor_config.json: fps must be a number"):
+    with pytest.raises(
+        InputError, match=r"video_preprocessor_config.json: fps must be a finite number"
+    ):
         load_model(model_dir=folder)

@@ -13,6 +13,7 @@ every row's sum and 4,096 sampled entries, both exactly.
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -20,14 +21,14 @@ import pytest
 
 from mmctl.choices import PixelFormat
 from mmctl.errors import InputError
-from mmctl.models import qwen2_vl, qwen3_vl
-from mmctl.preprocessing.pipeline import preprocess
+from mmctl.models.qwen_vl import qwen2_vl, qwen3_vl
+from mmctl.models.qwen_vl.pipeline import preprocess
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 sys.path.insert(0, str(FIXTURES))
 import hf_cases  # noqa: E402
 
-SPECS = {"qwen3-vl": qwen3_vl.SPEC, "qwen2.5-vl": qwen2_vl.SPEC}
+MODULES = {"qwen3-vl": qwen3_vl, "qwen2.5-vl": qwen2_vl}
 
 
 def _load(name: str) -> dict:
@@ -66,13 +67,20 @@ def test_committed_media_match_sha256sums():
         assert hf_cases.sha256_of(hf_cases.MEDIA / name) == digest, name
 
 
+def _with_budget(settings, key, value):
+    """The published settings, with the budget a golden used instead (``None``: none)."""
+    return settings if value is None else replace(settings, **{key: value})
+
+
 @pytest.mark.parametrize("case", hf_cases.VIDEO_CASES, ids=lambda c: c.name)
 def test_video_matches_hf(case):
     fx = _load(f"video-qwen3-vl-{case.name}.npz")
     path = _committed(case, fx)
-    spec = qwen3_vl.SPEC
-    params = spec.params.with_overrides(
-        max_pixels=case.budget("qwen3-vl", {"longest_edge": None})["longest_edge"]
+    spec = qwen3_vl.VARIANT
+    params = _with_budget(
+        qwen3_vl.FAMILY.settings(),
+        "video_max_pixels",
+        case.budget("qwen3-vl", {"longest_edge": None})["longest_edge"],
     )
     if "error" in fx:
         with pytest.raises(InputError, match="at least 2 frames"):
@@ -103,13 +111,13 @@ def qwen25_model():
 def test_qwen25_video_matches_hf(case, qwen25_model):
     """``Qwen2_5_VLProcessor`` goldens: pixels, grid, indices, second_per_grid_ts
     and the whole prompt's input_ids."""
-    from mmctl.models.base import VisionOverrides
+    from mmctl.models.settings import VisionOverrides
     from mmctl.request.compose import compose
 
     fx = _load(f"video-qwen2.5-vl-{case.name}.npz")
     path = _committed(case, fx)
     model = qwen25_model.with_vision(VisionOverrides(max_pixels=int(fx["max_pixels"])))
-    spec, params = model.spec, model.params
+    spec, params = qwen2_vl.VARIANT, model.params
     if "error" in fx:  # one frame: HF divides by zero sampling it, mmctl says why
         with pytest.raises(InputError, match="cannot sample 0 frames"):
             preprocess(path, spec, params)
@@ -134,9 +142,12 @@ def test_qwen25_video_matches_hf(case, qwen25_model):
 def test_image_matches_hf(case, family):
     fx = _load(f"image-{family}-{case.name}.npz")
     path = _committed(case, fx)
-    spec = SPECS[family]
-    params = spec.params.with_overrides(
-        image_max_pixels=case.budget(family, {"longest_edge": None})["longest_edge"]
+    module = MODULES[family]
+    spec = module.VARIANT
+    params = _with_budget(
+        module.FAMILY.settings(),
+        "image_max_pixels",
+        case.budget(family, {"longest_edge": None})["longest_edge"],
     )
     norm = preprocess(path, spec, params, PixelFormat.FLOAT32)
     assert [norm.grid_thw] == [tuple(g) for g in fx["grid_thw"].tolist()]

@@ -36,8 +36,8 @@ import numpy as np
 import pytest
 
 import mmctl
+from mmctl.checkpoint.source import BUILTIN_CONFIG_DIR, tokenizer_package_dir
 from mmctl.media import synth
-from mmctl.models.source import BUILTIN_CONFIG_DIR, tokenizer_package_dir
 from mmctl.request.tensors import from_bytes
 from mmctl.request.view import batches, read_request, tensor_fields
 from mmctl.wire import proto
@@ -150,7 +150,8 @@ def _running(
     ``served_model_name``: what the stub reports (smg picks its processor by it)."""
     from mmctl.models.model import load_model
     from mmctl.worker import checks
-    from mmctl.worker.server import StubConfig, start
+    from mmctl.worker.handlers import StubConfig
+    from mmctl.worker.server import start
 
     log = io.StringIO()
     cfg = StubConfig(

@@ -42,7 +42,8 @@ class Scripted(grpc.aio.ServerInterceptor):
 
 @pytest.fixture(scope="module")
 def scripted_worker(builtin_model):
-    from mmctl.worker.server import StubConfig, start
+    from mmctl.worker.handlers import StubConfig
+    from mmctl.worker.server import start
 
     script = Scripted()
     running = start(StubConfig(model=builtin_model, log=io.StringIO()), interceptors=[script])

@@ -253,6 +253,12 @@ def test_mutated_field_values(worker, base, edits, which, shm_unchanged):
 
 
 def test_zz_report_counts(capsys):
-    """Prints how many examples each fuzz test ran and how they ended (CI log)."""
+    """Prints how many examples each fuzz test ran and how they ended (CI log),
+    and holds that each ran, and that the stub both refused and answered some:
+    a fuzz run that only ever saw one outcome explored nothing."""
     with capsys.disabled():
         print(f"\nfuzz outcomes: {dict(sorted(COUNTS.items()))}")
+    mine = {k: n for k, n in COUNTS.items() if k.split(":")[0] in ("random", "mutated", "fields")}
+    assert {key.split(":")[0] for key in mine} == {"random", "mutated", "fields"}, COUNTS
+    outcomes = {key.split(":", 1)[1] for key in mine}
+    assert "OK" in outcomes and outcomes - {"OK"}, mine

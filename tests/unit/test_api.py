@@ -28,7 +28,7 @@ def test_import_mmctl_loads_nothing_heavy():
 
 
 def test_preprocess_is_the_function_not_the_package():
-    import mmctl.preprocessing.pipeline
+    import mmctl.preprocessing.resize
 
     assert callable(mmctl.preprocess) and mmctl.preprocess.__module__ == "mmctl.offline"
 

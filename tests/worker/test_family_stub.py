@@ -19,6 +19,7 @@ import pytest
 
 import mmctl
 from mmctl.media import synth
+from mmctl.media.probe import MediaKind
 from mmctl.models.model import load_model
 from mmctl.request import tensors
 from mmctl.wire import proto
@@ -121,12 +122,18 @@ def test_an_unknown_modality_is_refused_by_mmctl_reading_a_request(served, image
 
 def test_video_is_refused_where_the_family_reads_images_only(served, red_blue):
     model_type, stub = served
-    if model_type == "llava_onevision":
-        with _client(stub, model_type) as client:
-            assert client.send([red_blue], "Colours?").answer == "red, blue"
-        return
+    if MediaKind.VIDEO in load_model(model_dir=FAMILIES / model_type).spec.modalities:
+        pytest.skip(f"{model_type} reads video (test_video_comes_back_as_its_colours)")
     with _client(stub, model_type) as client, pytest.raises(mmctl.MmctlError, match="read image"):
         client.send([red_blue], "Colours?")
+
+
+def test_video_comes_back_as_its_colours(served, red_blue):
+    model_type, stub = served
+    if MediaKind.VIDEO not in load_model(model_dir=FAMILIES / model_type).spec.modalities:
+        pytest.skip(f"{model_type} reads images only")
+    with _client(stub, model_type) as client:
+        assert client.send([red_blue], "Colours?").answer == "red, blue"
 
 
 def test_llama4_needs_im_token_id(images):

@@ -480,7 +480,8 @@ def test_a_busy_port_is_refused_not_shared(stub):
 def test_a_qwen25_worker_checks_its_own_field_table(red_blue, tmp_path, monkeypatch):
     import mmctl
     from mmctl.models.model import load_model
-    from mmctl.worker.server import StubConfig, start
+    from mmctl.worker.handlers import StubConfig
+    from mmctl.worker.server import start
 
     monkeypatch.setenv("MMCTL_CACHE_DIR", str(tmp_path))
     running = start(StubConfig(model=load_model(family="qwen2.5-vl"), log=io.StringIO()), port=0)

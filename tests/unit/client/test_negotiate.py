@@ -7,9 +7,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from mmctl.client.negotiate import pixel_dtype, processing_schemes, transport
+from mmctl.client.negotiate import choose_pixels, processing_schemes, transport
 from mmctl.client.placement import ShmPlacer
-from mmctl.client.worker import Capabilities, WorkerFacts
+from mmctl.client.probe import Capabilities, WorkerFacts
 from mmctl.errors import CheckFailed
 from mmctl.transport.shm import ShmUnavailable
 
@@ -71,8 +71,9 @@ MODERN = dict(model_dtype="bfloat16", mm_item_limits="image=8,video=2")
     ],
 )
 def test_pixel_dtype(worker, requested, skip, value, reason):
-    decision = pixel_dtype(worker, requested, skip)
-    assert decision.value == value and reason in decision.reason
+    choice = choose_pixels(worker, requested, skip_checks=skip)
+    decision = choice.decision
+    assert choice.format.value == decision.value == value and reason in decision.reason
 
 
 @pytest.mark.parametrize(
@@ -96,12 +97,12 @@ def test_pixel_dtype(worker, requested, skip, value, reason):
 )
 def test_pixel_dtype_refusals(worker, requested, message):
     with pytest.raises(CheckFailed, match=message):
-        pixel_dtype(worker, requested)
+        choose_pixels(worker, requested)
 
 
 @pytest.mark.parametrize("requested", ["bfloat16", "float16"])
 def test_half_pixels_for_a_float32_model_are_sent_with_a_warning(requested):
-    decision = pixel_dtype(facts(**{**MODERN, "model_dtype": "float32"}), requested)
+    decision = choose_pixels(facts(**{**MODERN, "model_dtype": "float32"}), requested).decision
     assert decision.value == requested
     assert decision.warning and "lose precision" in decision.warning
     assert decision.as_dict()["warning"] == decision.warning
@@ -109,7 +110,7 @@ def test_half_pixels_for_a_float32_model_are_sent_with_a_warning(requested):
 
 @pytest.mark.parametrize("requested", [None, "bfloat16", "float32"])
 def test_no_warning_where_nothing_is_lost(requested):
-    decision = pixel_dtype(facts(**MODERN), requested)
+    decision = choose_pixels(facts(**MODERN), requested).decision
     assert decision.warning is None and "warning" not in decision.as_dict()
 
 

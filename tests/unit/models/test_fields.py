@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from mmctl.media.probe import MediaKind
-from mmctl.models import llama4, llava, llava_next, llava_onevision, qwen2_vl, qwen3_vl
-from mmctl.models.fields import FieldLayout, WireField
+from mmctl.models import llama4, llava, llava_next, llava_onevision
+from mmctl.models.qwen_vl import qwen2_vl, qwen3_vl
+from mmctl.values.fields import FieldLayout, WireField
 
 #: After the Qwen rows, each other family's batches, tagged with its name.
-OTHERS = (llava.SPEC, llava_next.SPEC, llava_onevision.SPEC, llama4.SPEC)
+OTHERS = (llava.FAMILY, llava_next.FAMILY, llava_onevision.FAMILY, llama4.FAMILY)
 
 README = Path(__file__).resolve().parents[3] / "README.md"
 
@@ -19,7 +20,7 @@ def expected_rows() -> list[str]:
     what only Qwen3-VL sends, then what only Qwen2.5-VL sends."""
     rows = []
     for kind in (MediaKind.IMAGE, MediaKind.VIDEO):
-        q3, q25 = qwen3_vl.SPEC.fields(kind), qwen2_vl.SPEC.fields(kind)
+        q3, q25 = qwen3_vl.FAMILY.wire.fields(kind), qwen2_vl.FAMILY.wire.fields(kind)
         tagged = [
             *((f, "") for f in q3 if f in q25),
             *((f, " (Qwen3-VL)") for f in q3 if f not in q25),
@@ -28,7 +29,7 @@ def expected_rows() -> list[str]:
         rows.extend(_row(f, kind, note) for f, note in tagged)
     for family in OTHERS:
         for kind in family.modalities:
-            rows.extend(_row(f, kind, f" ({family.name})") for f in family.fields(kind))
+            rows.extend(_row(f, kind, f" ({family.name})") for f in family.wire.fields(kind))
     return rows
 
 
@@ -48,8 +49,10 @@ def test_readme_table_is_the_field_tables():
 
 def test_the_families_share_the_qwen_batch_and_video_adds_each_ones_timing():
     for kind in MediaKind:
-        keys3 = [f.key for f in qwen3_vl.SPEC.fields(kind)]
-        keys25 = [f.key for f in qwen2_vl.SPEC.fields(kind)]
+        keys3 = [f.key for f in qwen3_vl.FAMILY.wire.fields(kind)]
+        keys25 = [f.key for f in qwen2_vl.FAMILY.wire.fields(kind)]
         assert keys25[:3] == keys3[:3]
-    assert [f.key for f in qwen2_vl.SPEC.fields(MediaKind.VIDEO)][3:] == ["second_per_grid_ts"]
-    assert [f.key for f in qwen3_vl.SPEC.fields(MediaKind.VIDEO)][3:] == ["timestamps"]
+    assert [f.key for f in qwen2_vl.FAMILY.wire.fields(MediaKind.VIDEO)][3:] == [
+        "second_per_grid_ts"
+    ]
+    assert [f.key for f in qwen3_vl.FAMILY.wire.fields(MediaKind.VIDEO)][3:] == ["timestamps"]

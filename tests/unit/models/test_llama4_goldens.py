@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mmctl.checkpoint.files import ModelFiles, load_model_files
 from mmctl.errors import InputError
 from mmctl.media.image import load_image
 from mmctl.models import llama4
@@ -30,9 +31,10 @@ def _json(name: str) -> dict:
 
 @pytest.fixture(scope="module")
 def vision() -> llama4.Vision:
-    return llama4.Vision.from_files(
-        _json("preprocessor_config.json"), _json("processor_config.json"), _json("config.json")
-    )
+    resolved = llama4.Vision.resolve(load_model_files(FOLDER), "llama4")
+    assert resolved.warnings == (), resolved.warnings
+    vision: llama4.Vision = resolved.settings
+    return vision
 
 
 @pytest.fixture(scope="module")
@@ -193,23 +195,30 @@ def test_resized_size_rounds_where_hf_uses_float32(size, expected, vision):
     assert llama4.resized_size(*size, vision) == expected
 
 
+def from_files(pre: dict, proc: dict, config: dict) -> llama4.Vision:
+    vision: llama4.Vision = llama4.Vision.resolve(
+        ModelFiles(config, pre, {}, proc), "llama4"
+    ).settings
+    return vision
+
+
 def test_bad_settings_are_refused():
     with pytest.raises(InputError, match="square"):
-        llama4.Vision.from_files({"size": {"height": 336, "width": 448}}, {}, {})
+        from_files({"size": {"height": 336, "width": 448}}, {}, {})
     with pytest.raises(InputError, match="resample"):
-        llama4.Vision.from_files({"resample": 0}, {}, {})
+        from_files({"resample": 0}, {}, {})
     with pytest.raises(InputError, match="do_normalize"):
-        llama4.Vision.from_files({"do_normalize": False}, {}, {})
+        from_files({"do_normalize": False}, {}, {})
 
 
 def test_nested_image_processor_wins_and_class_defaults_fill_in():
-    vision = llama4.Vision.from_files(
+    vision = from_files(
         {"max_patches": 4, "image_mean": [0.1, 0.2, 0.3]},
         {"image_processor": {"max_patches": 9, "resample": 3}},
         {"vision_config": {"patch_size": 16}},
     )
     assert vision.max_patches == 9
-    assert vision.resample == "bicubic"
+    assert vision.filter == "bicubic"
     assert vision.image_mean == (0.5, 0.5, 0.5)  # the nested dict replaces the file
     assert vision.image_size == 448  # Llama4VisionConfig's class default
     assert vision.patch_size == 16

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from mmctl.checkpoint.files import load_model_files
 from mmctl.media.image import load_image
 from mmctl.media.video import decode_sampled
 from mmctl.models import llava, llava_next
@@ -46,17 +47,10 @@ def _json(path: Path) -> Any:
 
 
 def _vision(family: str) -> Any:
-    folder = FIXTURES / "families" / family
-    pre = _json(folder / "preprocessor_config.json")
-    proc = _json(folder / "processor_config.json")
-    config = _json(folder / "config.json")
-    if family == "llava":
-        return llava.Vision.from_files(pre, proc, config)
-    if family == "llava_next":
-        return llava_next.Vision.from_files(pre, proc, config)
-    return onevision.Vision.from_files(
-        pre, proc, config, _json(folder / "video_preprocessor_config.json")
-    )
+    module: Any = {"llava": llava, "llava_next": llava_next, "llava_onevision": onevision}[family]
+    resolved = module.Vision.resolve(load_model_files(FIXTURES / "families" / family), family)
+    assert resolved.warnings == (), resolved.warnings  # every key of the published files known
+    return resolved.settings
 
 
 def _sha(values: np.ndarray) -> str:

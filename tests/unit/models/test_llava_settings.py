@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
+from mmctl.checkpoint.files import ModelFiles
 from mmctl.errors import InputError
 from mmctl.models import llava, llava_next
 from mmctl.models import llava_onevision as onevision
+from mmctl.models.kinds import CLIP_MEAN
 from mmctl.preprocessing.tiles import Size
+
+
+def from_files(cls: Any, pre: dict, proc: dict, config: dict, video: dict | None = None) -> Any:
+    """``cls``'s settings for a folder holding these files (empty: absent)."""
+    files = ModelFiles(config, pre, video or {}, proc)
+    return cls.resolve(files, "test").settings
+
 
 CLIP_CONFIG = {
     "vision_config": {"image_size": 336, "patch_size": 14, "model_type": "clip_vision_model"}
@@ -19,22 +30,23 @@ SIGLIP_CONFIG = {
 
 
 def test_llava_absent_keys_take_the_clip_class_defaults() -> None:
-    vision = llava.Vision.from_files({}, {}, CLIP_CONFIG)
+    pre = {"image_processor_type": "CLIPImageProcessor"}
+    vision = from_files(llava.Vision, pre, {}, CLIP_CONFIG)
     assert vision.size == Size(shortest_edge=224) and vision.crop_size == (224, 224)
-    assert vision.image_mean == llava.CLIP_MEAN and not vision.do_pad
+    assert vision.image_mean == CLIP_MEAN and not vision.do_pad
     assert vision.image_token_index == 32000 and vision.vision_feature_select_strategy == "default"
 
 
 def test_nested_image_processor_wins_whole() -> None:
     nested = {"image_processor": {"image_processor_type": "LlavaImageProcessor", "do_pad": True}}
     legacy = {"size": {"shortest_edge": 336}, "crop_size": 336}
-    vision = llava.Vision.from_files(legacy, nested, CLIP_CONFIG)
+    vision = from_files(llava.Vision, legacy, nested, CLIP_CONFIG)
     assert vision.do_pad  # LlavaImageProcessor's pad-to-square
     assert vision.size == Size(shortest_edge=224)  # the legacy file is not merged in
 
 
 def test_clip_processor_has_no_pad_to_square() -> None:
-    assert not llava.Vision.from_files({"do_pad": True}, {}, CLIP_CONFIG).do_pad
+    assert not from_files(llava.Vision, {"do_pad": True}, {}, CLIP_CONFIG).do_pad
 
 
 @pytest.mark.parametrize(
@@ -47,12 +59,12 @@ def test_clip_processor_has_no_pad_to_square() -> None:
 )
 def test_llava_refuses_what_it_does_not_implement(bad: dict) -> None:
     with pytest.raises(InputError):
-        llava.Vision.from_files(bad, {}, CLIP_CONFIG)
+        from_files(llava.Vision, bad, {}, CLIP_CONFIG)
 
 
 def test_missing_vision_config_is_refused() -> None:
     with pytest.raises(InputError):
-        llava.Vision.from_files({}, {}, {})
+        from_files(llava.Vision, {}, {}, {"model_type": "llava"})
 
 
 def test_llava_pad_to_square_uses_the_mean_colour() -> None:
@@ -83,7 +95,7 @@ def test_llava_next_tokens(h: int, w: int, expected: int) -> None:
 def test_llava_next_pinpoints_must_agree_with_config() -> None:
     config = {**CLIP_CONFIG, "image_grid_pinpoints": [[336, 336]]}
     with pytest.raises(InputError, match="pinpoints"):
-        llava_next.Vision.from_files({}, {}, config)
+        from_files(llava_next.Vision, {}, {}, config)
 
 
 def test_llava_next_one_image_shape() -> None:
@@ -110,17 +122,17 @@ def test_onevision_video_tokens() -> None:
 
 def test_onevision_refuses_other_aspect_settings() -> None:
     with pytest.raises(InputError, match="anyres_max_9"):
-        onevision.Vision.from_files({}, {"vision_aspect_ratio": "anyres_max_4"}, SIGLIP_CONFIG)
+        from_files(onevision.Vision, {}, {"vision_aspect_ratio": "anyres_max_4"}, SIGLIP_CONFIG)
 
 
 def test_onevision_video_settings_fall_back_to_the_image_file() -> None:
     pre = {"image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]}
-    vision = onevision.Vision.from_files(pre, {}, SIGLIP_CONFIG, None)
+    vision = from_files(onevision.Vision, pre, {}, SIGLIP_CONFIG, None)
     assert vision.video_mean == (0.5, 0.5, 0.5)
     nested = {"video_processor": {"size": {"height": 192, "width": 192}}}
-    vision = onevision.Vision.from_files(pre, nested, SIGLIP_CONFIG, {"size": 384})
+    vision = from_files(onevision.Vision, pre, nested, SIGLIP_CONFIG, {"size": 384})
     assert vision.video_size == Size(height=192, width=192)
-    assert vision.video_mean == onevision.CLIP_MEAN  # the nested dict, not merged
+    assert vision.video_mean == CLIP_MEAN  # the nested dict, not merged
 
 
 @pytest.mark.parametrize(
@@ -175,7 +187,7 @@ def test_image_pixels_refuse_what_is_not_rgb(bad: np.ndarray) -> None:
 
 def test_token_id_aliases_in_config() -> None:
     config = {**SIGLIP_CONFIG, "image_token_id": 5, "video_token_id": 6}
-    vision = onevision.Vision.from_files({}, {}, config)
+    vision = from_files(onevision.Vision, {}, {}, config)
     assert (vision.image_token_index, vision.video_token_index) == (5, 6)
 
 
@@ -200,4 +212,4 @@ def test_the_family_modules_load_no_heavy_module() -> None:
 )
 def test_onevision_refuses_video_settings_it_does_not_implement(video: dict) -> None:
     with pytest.raises(InputError):
-        onevision.Vision.from_files({}, {}, SIGLIP_CONFIG, video)
+        from_files(onevision.Vision, {}, {}, SIGLIP_CONFIG, video)

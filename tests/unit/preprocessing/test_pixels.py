@@ -3,7 +3,7 @@ import pytest
 
 from mmctl.choices import PixelFormat
 from mmctl.errors import InputError
-from mmctl.models import qwen2_vl, qwen3_vl
+from mmctl.models.qwen_vl import qwen2_vl, qwen3_vl
 from mmctl.preprocessing.pixels import (
     bfloat16_bits_to_float32,
     float32_to_bfloat16_bits,
@@ -11,27 +11,27 @@ from mmctl.preprocessing.pixels import (
 )
 from mmctl.preprocessing.resize import smart_resize_image, smart_resize_video
 
-P3 = qwen3_vl.PARAMS
+P3 = qwen3_vl.FAMILY.settings()
 
 
 def test_linspace_ties_round_to_even_like_numpy():
     # ARCHITECTURE §5.1: 75 frames at 30 fps -> 5 frames, halves to even.
-    assert qwen3_vl.SPEC.sample_indices(75, 30.0, P3).tolist() == [0, 18, 37, 56, 74]
+    assert qwen3_vl.VARIANT.sample_indices(75, 30.0, P3).tolist() == [0, 18, 37, 56, 74]
 
 
 def test_sampling_clamps_to_min_max_and_total():
-    assert len(qwen3_vl.SPEC.sample_indices(6, 10.0, P3)) == 4  # min_frames
-    assert len(qwen3_vl.SPEC.sample_indices(1600, 4.0, P3)) == 768  # max_frames
-    assert len(qwen3_vl.SPEC.sample_indices(3, 1.0, P3)) == 3  # never more than decoded
+    assert len(qwen3_vl.VARIANT.sample_indices(6, 10.0, P3)) == 4  # min_frames
+    assert len(qwen3_vl.VARIANT.sample_indices(1600, 4.0, P3)) == 768  # max_frames
+    assert len(qwen3_vl.VARIANT.sample_indices(3, 1.0, P3)) == 3  # never more than decoded
 
 
 def test_timestamps_average_each_temporal_patch():
-    times = qwen3_vl.SPEC.video_frame_times(np.array([0, 18, 37, 56, 74]), 30.0, P3)
+    times = qwen3_vl.VARIANT.video_frame_times(np.array([0, 18, 37, 56, 74]), 30.0, P3)
     assert times == [(0 + 18 / 30) / 2, (37 / 30 + 56 / 30) / 2, 74 / 30]
 
 
 def test_qwen2_sampling_is_a_multiple_of_tp():
-    indices = qwen2_vl.SPEC.sample_indices(75, 25.0, qwen2_vl.PARAMS)
+    indices = qwen2_vl.VARIANT.sample_indices(75, 25.0, qwen2_vl.FAMILY.settings())
     assert len(indices) % 2 == 0
     assert indices.tolist() == [0, 12, 25, 37, 50, 62]
 

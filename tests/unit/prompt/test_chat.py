@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from mmctl.checkpoint import source
 from mmctl.media.probe import MediaKind
-from mmctl.models import source
 from mmctl.models.model import load_model
 from mmctl.prompt.chat import render
 
@@ -18,7 +18,14 @@ TEMPLATE = """{%- for m in messages -%}<|im_start|>{{ m.role }}
 
 
 def _render(model, parts, **kw):
-    return render(parts, model, system=kw.get("system"), chat=kw.get("chat", True))
+    return render(
+        parts,
+        model.tokenizer,
+        model.source,
+        model.chat,
+        system=kw.get("system"),
+        chat=kw.get("chat", True),
+    )
 
 
 def test_builtin_format_when_the_template_is_text_only(builtin_model):

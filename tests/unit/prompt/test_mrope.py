@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from mmctl.choices import LayoutKind
 from mmctl.media.probe import MediaKind
-from mmctl.models import qwen3_vl
-from mmctl.models.family import ItemFacts
-from mmctl.prompt.layout import Span, expand
+from mmctl.models.qwen_vl import qwen3_vl
+from mmctl.models.qwen_vl.layout import expand
+from mmctl.models.qwen_vl.settings import TokenIds
 from mmctl.prompt.mrope import walk
+from mmctl.values.items import ItemFacts
+from mmctl.values.layout import Span
 
 
 def qwen_item(
@@ -18,7 +20,7 @@ def qwen_item(
     return ItemFacts(kind, t * h * w // 4, grid, times, rows=t * h * w)
 
 
-IDS = qwen3_vl.TOKEN_IDS
+IDS = TokenIds()
 VS, VE, VPAD = IDS.vision_start_token_id, IDS.vision_end_token_id, IDS.video_token_id
 GRID = (3, 4, 4)
 
@@ -32,7 +34,7 @@ def _layout(kind=LayoutKind.VLLM):
     return expand(
         [5, VS, VPAD, VE, 6],
         [qwen_item(MediaKind.VIDEO, GRID, (0.0, 1.0, 2.0))],
-        spec=qwen3_vl.SPEC,
+        spec=qwen3_vl.VARIANT,
         token_ids=IDS,
         tokenizer=FakeTokenizer(),
         merge_size=2,

@@ -7,7 +7,7 @@ import pytest
 
 from mmctl.choices import PixelFormat
 from mmctl.errors import InputError, UsageError
-from mmctl.models.base import VisionOverrides
+from mmctl.models.settings import VisionOverrides
 from mmctl.request import tensors
 from mmctl.request.compose import compose
 from mmctl.request.hashing import content_hash, item_hash

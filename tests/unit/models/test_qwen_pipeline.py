@@ -7,12 +7,18 @@ import numpy as np
 import pytest
 
 from mmctl.choices import PixelFormat
-from mmctl.models import qwen3_vl
-from mmctl.preprocessing import pipeline
+from mmctl.models.qwen_vl import pipeline, qwen3_vl
+from mmctl.values.items import ItemOptions
 
 
 def _run(path, **kw):
-    return pipeline.preprocess(path, qwen3_vl.SPEC, qwen3_vl.PARAMS, PixelFormat.UINT8, **kw)
+    return pipeline.preprocess(
+        path,
+        qwen3_vl.VARIANT,
+        qwen3_vl.FAMILY.settings(),
+        PixelFormat.UINT8,
+        options=ItemOptions(**kw),
+    )
 
 
 def _threads_seen(path, monkeypatch, threshold):

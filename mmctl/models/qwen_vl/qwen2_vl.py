@@ -1,0 +1,138 @@
+"""Qwen2-VL and Qwen2.5-VL: patch 14, CLIP mean/std, per-frame budgets.
+
+Differences from Qwen3-VL that live only here: no timestamps in the prompt
+(the model gets ``second_per_grid_ts`` = Tp / sampled fps instead), frames
+sampled with ``torch.arange`` semantics and a multiple-of-Tp count, and a
+pixel budget per frame rather than per clip.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from mmctl.errors import InputError
+from mmctl.models import kinds
+from mmctl.models.qwen_vl.parts import qwen_family
+from mmctl.models.qwen_vl.settings import QWEN2VL_IMAGE, QWEN2VL_VIDEO, QwenVision
+from mmctl.models.settings import HFClass
+from mmctl.preprocessing.resize import smart_resize_image
+from mmctl.values.fields import FieldLayout, WireField
+
+
+@dataclass(frozen=True)
+class Qwen2VLVision(QwenVision):
+    IMAGE_CLASSES: ClassVar[tuple[HFClass, ...]] = (QWEN2VL_IMAGE,)
+    VIDEO_CLASSES: ClassVar[tuple[HFClass, ...]] = (QWEN2VL_VIDEO,)
+    #: The Qwen2.5-VL checkpoints' preprocessor_config.json (they ship no video
+    #: file, so transformers builds the video processor from it too: the video
+    #: budget is per frame).
+    PUBLISHED: ClassVar[Mapping[str, Any]] = {
+        "patch_size": 14,
+        "image_mean": kinds.CLIP_MEAN,
+        "image_std": kinds.CLIP_STD,
+        "video_min_pixels": 3136,
+        "video_max_pixels": 12845056,
+        "image_min_pixels": 3136,
+        "image_max_pixels": 12845056,
+    }
+
+
+#: vLLM's Qwen2.5-VL field config: video adds ``second_per_grid_ts``, batched.
+SECOND_PER_GRID_TS = WireField(
+    "second_per_grid_ts",
+    FieldLayout.BATCHED,
+    "second_per_grid_ts",
+    "float32",
+    (),
+    "[items] seconds per temporal patch, Tp / sampled fps",
+)
+
+
+@dataclass(frozen=True)
+class Qwen2VLVariant:
+    """What Qwen2-VL / Qwen2.5-VL do their own way."""
+
+    name: str = "qwen2.5-vl"
+    #: One flat run of pads per video: the time reaches the model as second_per_grid_ts.
+    per_frame_markers: bool = False
+
+    def sample_indices(
+        self, total_frames: int, source_fps: float, vision: QwenVision
+    ) -> np.ndarray:
+        """HF ``Qwen2VLVideoProcessor.sample_frames`` with fps sampling.
+
+        The count is floored to a multiple of Tp; indices follow
+        ``torch.arange(0, total, total / n).int()``: a float32 range computed
+        in double, truncated.
+        """
+        tp = vision.temporal_patch_size
+        if vision.num_frames is not None:
+            n = round(vision.num_frames / tp) * tp
+        else:
+            max_frames = math.floor(min(vision.max_frames, total_frames) / tp) * tp
+            wanted = total_frames / source_fps * vision.fps
+            n = math.floor(min(max(wanted, vision.min_frames), max_frames, total_frames) / tp) * tp
+        if n < tp or n > total_frames:
+            raise InputError(
+                f"cannot sample {n} frames out of {total_frames} (need a multiple of {tp}, "
+                f"at least {tp})"
+            )
+        step = total_frames / n
+        count = math.ceil(total_frames / step)
+        return (np.arange(count, dtype=np.float64) * step).astype(np.float32).astype(np.int64)
+
+    def video_frame_times(
+        self, indices: np.ndarray, source_fps: float, vision: QwenVision
+    ) -> list[float]:
+        """Start time of each temporal patch (not part of the prompt)."""
+        tp = vision.temporal_patch_size
+        return [int(indices[i]) / source_fps for i in range(0, len(indices), tp)]
+
+    def second_per_grid_ts(
+        self, indices: np.ndarray, total_frames: int, source_fps: float, vision: QwenVision
+    ) -> float:
+        """Tp / sampled fps, what Qwen2.5-VL's processor passes the model."""
+        sampled_fps = len(indices) / total_frames * source_fps
+        return vision.temporal_patch_size / sampled_fps
+
+    def video_size(
+        self, num_frames: int, height: int, width: int, vision: QwenVision
+    ) -> tuple[int, int]:
+        """Each frame on its own budget (per frame, unlike Qwen3-VL's per clip)."""
+        low, high = vision.video_min_pixels, vision.video_max_pixels
+        return smart_resize_image(
+            height, width, factor=vision.factor, min_pixels=low, max_pixels=high
+        )
+
+    def image_size(self, height: int, width: int, vision: QwenVision) -> tuple[int, int]:
+        low, high = vision.image_min_pixels, vision.image_max_pixels
+        return smart_resize_image(
+            height, width, factor=vision.factor, min_pixels=low, max_pixels=high
+        )
+
+    def frame_label(self, seconds: float) -> str:
+        return ""  # no per-frame blocks
+
+    def video_tensors(
+        self, indices: np.ndarray, total_frames: int, source_fps: float, vision: QwenVision
+    ) -> dict[str, np.ndarray]:
+        # vLLM's Qwen2.5-VL field config: second_per_grid_ts, batched per video.
+        value = self.second_per_grid_ts(indices, total_frames, source_fps, vision)
+        return {"second_per_grid_ts": np.asarray([value], dtype=np.float32)}
+
+
+VARIANT = Qwen2VLVariant()
+FAMILY = qwen_family(
+    VARIANT,
+    Qwen2VLVision,
+    SECOND_PER_GRID_TS,
+    aliases=("qwen2-vl",),
+    model_types=("qwen2_vl", "qwen2_5_vl"),
+    architectures=("Qwen2VL", "Qwen2_5_VL"),
+    default_system="You are a helpful assistant.",
+)
