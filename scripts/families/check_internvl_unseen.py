@@ -35,8 +35,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "scripts"), str(Path(__file__).resolve().p
 from check_llava_unseen import content  # noqa: E402
 from check_llava_unseen import sizes as llava_sizes  # noqa: E402
 
+from mmctl.checkpoint.source import from_dir  # noqa: E402
 from mmctl.models import internvl  # noqa: E402
-from mmctl.models.source import from_dir  # noqa: E402
 from mmctl.prompt.tokenizer import Tokenizer  # noqa: E402
 
 FOLDER = ROOT / "tests" / "fixtures" / "families" / "internvl"

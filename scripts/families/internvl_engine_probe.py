@@ -187,9 +187,9 @@ def client_request(media: tuple[str, ...], mirror: bool = False) -> Any:
     """The request from mmctl's pure functions, laid out as vLLM's InternS1 fields."""
     import numpy as np
 
+    from mmctl.checkpoint.source import from_dir
     from mmctl.media.image import load_image
     from mmctl.models import internvl
-    from mmctl.models.source import from_dir
     from mmctl.prompt.tokenizer import Tokenizer
     from mmctl.request.tensors import inline
     from mmctl.wire import proto
@@ -254,7 +254,7 @@ def client_request(media: tuple[str, ...], mirror: bool = False) -> Any:
 
 def media_refs_request(media: tuple[str, ...]) -> Any:
     """The same media as data: URLs; the worker loads and processes them with vLLM's own code."""
-    from mmctl.models.source import from_dir
+    from mmctl.checkpoint.source import from_dir
     from mmctl.prompt.tokenizer import Tokenizer
     from mmctl.wire import proto
 

@@ -19,11 +19,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mmctl.checkpoint.source import from_dir
 from mmctl.errors import InputError
 from mmctl.media.image import load_image
 from mmctl.media.video import decode_sampled
 from mmctl.models import internvl
-from mmctl.models.source import from_dir
 from mmctl.prompt.tokenizer import Tokenizer
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
