@@ -124,6 +124,8 @@ def test_golden(golden: Path, tokenizer: Tokenizer) -> None:
         assert spans[kind] == z[f"{kind}_placeholders"].tolist()
         expect = patches if kind == "image" else frames
         for (offset, length), count in zip(spans[kind], expect, strict=True):
+            if kind == "image":
+                assert length == internvl.image_tokens(count)
             mask = internvl.embed_mask(ids[offset : offset + length], token)
             assert int(mask.sum()) == count * internvl.Settings().image_seq_length
         # Every embedding position of the prompt lies in one of the spans.
