@@ -126,10 +126,14 @@ def test_a_hostile_value_is_one_sentence_naming_it(case, tmp_path: Path) -> None
     assert key.split(".")[-1] in message or key.split(".")[0] in message, message
 
 
+#: Folders of families mmctl does not serve yet (issue 32: facts and goldens first).
+NOT_SERVED = {"internvl"}
+
+
 def test_the_classes_cover_every_family() -> None:
     assert {c[0] for c in CASES} == {
         None,
-        *(p.name for p in FAMILIES.iterdir() if p.name != "goldens"),
+        *(p.name for p in FAMILIES.iterdir() if p.name not in {"goldens", *NOT_SERVED}),
     }
     kinds = {c[4] for c in CASES}
     assert kinds == {"zero", "negative", "huge", "wrong type", "non-finite", "out of vocabulary"}
@@ -137,7 +141,7 @@ def test_the_classes_cover_every_family() -> None:
 
 def test_the_published_folders_resolve_without_a_warning() -> None:
     for folder in [BUILTIN_CONFIG_DIR.parent / "qwen3-vl", *sorted(FAMILIES.iterdir())]:
-        if folder.name == "goldens":
+        if folder.name in {"goldens", *NOT_SERVED}:
             continue
         if folder == BUILTIN_CONFIG_DIR.parent / "qwen3-vl":
             model = load_model()
