@@ -95,12 +95,21 @@ def id_key(value: Any) -> str:
 class Items:
     """The items of a dataset file; ``data:`` and fetched media live in a
     folder removed on close. ``remote_cap``: the most bytes an ``http(s)://``
-    medium may have (``None``: remote media are refused)."""
+    medium may have (``None``: remote media are refused). ``fetch=False``
+    reads the lines for their ids and errors only: ``data:`` media are
+    checked but not written and ``http(s)://`` media not fetched (their
+    paths are the URLs)."""
 
     def __init__(
-        self, path: Path, *, data_urls: bool = True, remote_cap: int | None = None
+        self,
+        path: Path,
+        *,
+        data_urls: bool = True,
+        remote_cap: int | None = None,
+        fetch: bool = True,
     ) -> None:
         self.path, self.data_urls, self.remote_cap = path, data_urls, remote_cap
+        self.fetch = fetch
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
 
     def __enter__(self) -> Items:
@@ -257,7 +266,7 @@ class Items:
                 raise InputError(
                     f"{where}: {ref}: remote media is not fetched without --allow-remote-media"
                 )
-            return self._fetch(ref, where)
+            return self._fetch(ref, where) if self.fetch else Path(ref)
         if parsed.scheme == "data":
             if not self.data_urls:
                 raise InputError(f"{where}: data: URLs are not accepted here; use a file")
@@ -279,6 +288,8 @@ class Items:
             raw = base64.b64decode(payload, validate=True)
         except (binascii.Error, ValueError):
             raise InputError(f"{where}: the data: URL is not valid base64") from None
+        if not self.fetch:
+            return Path(head)
         return self._keep(raw, mimetypes.guess_extension(head[5:].split(";")[0]) or ".bin")
 
     def _fetch(self, ref: str, where: str) -> Path:

@@ -27,8 +27,9 @@ from mmctl.choices import LayoutKind, PixelFormat
 from mmctl.errors import UsageError
 from mmctl.media.probe import check_readable, media_kind
 from mmctl.models.model import Model, load_model
+from mmctl.models.registry import refuse_kind
 from mmctl.models.settings import VisionOverrides
-from mmctl.values.items import ItemOptions, Preprocessed
+from mmctl.values.items import Frames, ItemFacts, ItemOptions, Preprocessed
 from mmctl.values.layout import Layout, LayoutCheck
 
 
@@ -76,7 +77,7 @@ def preprocess(
         model=model, family=family, model_dir=model_dir, bundle=bundle, vision=overrides
     )
     kind = media_kind(path)
-    chosen.spec.refuse_kind(kind)
+    refuse_kind(chosen.spec, kind)
     from mmctl.client.negotiate import choose_pixels
 
     pre = chosen.spec.processor.preprocess(
@@ -105,11 +106,15 @@ class TokenReport:
     warnings: list[str] = field(default_factory=list)
     source: str | None = None  # the request file, when one was checked
     diff: dict[str, Any] | None = None
+    #: What the layout knows of each item (its frames, for the rows).
+    facts: list[ItemFacts] = field(default_factory=list)
 
     def rows(self) -> list[Any]:
         from mmctl.prompt import view
 
-        return view.rows(self.layout, self.model.token_ids, self.model.tokenizer)
+        return view.rows(
+            self.layout, self.model.token_ids, self.model.tokenizer, _frames(self.model, self.facts)
+        )
 
     def as_dict(self, ids: bool = False) -> dict[str, Any]:
         """The ``inspect-tokens --json`` document (``ids``: every token id too)."""
@@ -240,7 +245,9 @@ def _recorded(model: Model, request: Path) -> TokenReport:
     built, facts = layout_of(read_request(request), model)
     items = [{"item": s.item + 1, **f.as_dict()} for s, f in zip(built.spans, facts, strict=True)]
     check = model.spec.prompt.check(built, facts, model)
-    return TokenReport(model, built, check, "from the request file", items, source=str(request))
+    return TokenReport(
+        model, built, check, "from the request file", items, source=str(request), facts=facts
+    )
 
 
 def _composed(
@@ -285,6 +292,7 @@ def _composed(
         composed.rendered.how,
         items,
         warnings=composed.warnings,
+        facts=[it.pre.facts for it in composed.items],
     )
     if pair is not None:
         report.diff = _diff(model, composed, pair)
@@ -296,10 +304,11 @@ def _diff(model: Model, composed: Any, pair: tuple[LayoutKind, LayoutKind]) -> d
     from mmctl.request.compose import lay_out
 
     sides = {}
+    facts = [it.pre.facts for it in composed.items]
     for name in pair:
-        facts = [it.pre.facts for it in composed.items]
         other, check = lay_out(model, composed.prompt_ids, facts, name)
-        sides[name] = (other, check, view.rows(other, model.token_ids, model.tokenizer))
+        rows = view.rows(other, model.token_ids, model.tokenizer, _frames(model, facts))
+        sides[name] = (other, check, rows)
     (a, a_check, a_rows), (b, b_check, b_rows) = sides[pair[0]], sides[pair[1]]
     return {
         "a": pair[0].value,
@@ -315,3 +324,7 @@ def _diff(model: Model, composed: Any, pair: tuple[LayoutKind, LayoutKind]) -> d
             for d in view.diff(a_rows, b_rows)
         ],
     }
+
+
+def _frames(model: Model, facts: Sequence[ItemFacts]) -> list[Frames | None]:
+    return [model.spec.prompt.frames(item, model) for item in facts]

@@ -15,7 +15,10 @@ import numpy as np
 from mmctl.bench.runner import BenchResult
 from mmctl.errors import UsageError
 
-PERCENTILES = (50, 90, 99)
+#: How each percentile is drawn, in the order asked for (``--percentiles``): a line
+#: style and a marker, so that single points (one payload size, one
+#: concurrency) are told apart as well as lines; one legend says which is which.
+STYLES = (("-", "o"), ("--", "s"), (":", "^"), ("-.", "D"), ((0, (1, 3)), "v"), ((0, (5, 1)), "P"))
 
 
 def require() -> None:
@@ -29,21 +32,34 @@ def require() -> None:
 def write(result: BenchResult, path: Path) -> None:
     import matplotlib.pyplot as plt
 
-    fig = figure(result)
+    fig = figure(result, result.config.percentiles)
     fig.savefig(path, dpi=100)
     plt.close(fig)
 
 
-def figure(result: BenchResult) -> Any:
-    """The two panels. Ticks are the values asked for: the concurrency levels
-    as plain numbers (1, 4, 16 — not 2^0, 2^2, 2^4) and each payload by its
-    item's name (``1MB`` as given to ``--sizes``, not the 0.995 MB it holds)."""
+def style(n: int) -> tuple[Any, str]:
+    """The line style and marker of the ``n``-th percentile."""
+    return STYLES[n % len(STYLES)]
+
+
+def label(percentile: float) -> str:
+    return f"p{percentile:g}"
+
+
+def figure(result: BenchResult, percentiles: Sequence[float]) -> Any:
+    """The two panels: E2E latency against payload size (at the lowest
+    concurrency) and against concurrency (one colour per arm and payload),
+    each percentile of ``percentiles`` in both, in its own :func:`style`.
+    Ticks are the values asked for: the concurrency levels as plain numbers
+    (1, 4, 16 — not 2^0, 2^2, 2^4) and each payload by its item's name
+    (``1MB`` as given to ``--sizes``, not the 0.995 MB it holds)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
-    fig, (by_size, by_conc) = plt.subplots(1, 2, figsize=(12, 4.5))
+    fig, (by_size, by_conc) = plt.subplots(1, 2, figsize=(12, 4.8))
     names: dict[int, set[str]] = defaultdict(set)  # payload bytes → the items that have it
     # E2E latency (ms) by arm → payload bytes → concurrency.
     data: dict[str, dict[int, dict[int, list[float]]]] = defaultdict(
@@ -55,31 +71,38 @@ def figure(result: BenchResult) -> Any:
                 data[r.arm][r.payload_bytes][level.concurrency].append(r.latency_s * 1000)
                 names[r.payload_bytes].add(r.item)
     levels = [lvl.concurrency for lvl in result.levels]
-    styles = {50: "-", 90: "--", 99: ":"}
-    markers = "osD^v<>ph"
-    for n, (arm, sizes) in enumerate(sorted(data.items())):
-        colour = f"C{n}"
+    low = min(levels)
+    arms: list[tuple[str, str]] = []  # (colour, arm) of the left panel's series
+    lines: list[tuple[str, str]] = []  # (colour, arm and payload) of the right panel's
+    for arm, sizes in sorted(data.items()):
+        colour = f"C{len(arms)}"
+        arms.append((colour, arm))
         # Against payload size, at the lowest concurrency (no queueing).
-        low = min(levels)
         xs = sorted(s for s in sizes if low in sizes[s])
-        for p in PERCENTILES:
+        for n, p in enumerate(percentiles):
+            dash, marker = style(n)
             ys = [float(np.percentile(sizes[x][low], p)) for x in xs]
-            by_size.plot([x / 1e6 for x in xs], ys, styles[p], color=colour, marker="o",
-                         label=arm if p == 50 else None)  # fmt: skip
-        # Against concurrency, one line per payload size.
-        for k, size in enumerate(sorted(sizes)):
+            by_size.plot([x / 1e6 for x in xs], ys, linestyle=dash, marker=marker, color=colour,
+                         gid=f"{arm}|{label(p)}")  # fmt: skip
+        # Against concurrency, one series per payload size.
+        for size in sorted(sizes):
+            series = f"{arm} {_name(names, size)}"
+            colour = f"C{len(lines)}"
+            lines.append((colour, series))
             cs = sorted(sizes[size])
-            for p in (50, 99):
+            for n, p in enumerate(percentiles):
+                dash, marker = style(n)
                 ys = [float(np.percentile(sizes[size][c], p)) for c in cs]
-                label = f"{arm} {_name(names, size)}" if p == 50 else None
-                by_conc.plot(cs, ys, styles[p], color=colour, marker=markers[k % len(markers)],
-                             label=label)  # fmt: skip
-    by_size.set_xlabel(f"payload (MB), max concurrency {min(levels)}")
-    by_conc.set_xlabel("max concurrency (p50 solid, p99 dotted)")
-    for ax in (by_size, by_conc):
+                by_conc.plot(cs, ys, linestyle=dash, marker=marker, color=colour,
+                             gid=f"{series}|{label(p)}")  # fmt: skip
+    by_size.set_xlabel(f"payload (MB), max concurrency {low}")
+    by_conc.set_xlabel("max concurrency")
+    for ax, shown_series in ((by_size, arms), (by_conc, lines)):
         ax.set_ylabel("E2E latency (ms)")
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize="small")
+        if shown_series:
+            handles = [Line2D([], [], color=c, linewidth=3) for c, _ in shown_series]
+            ax.legend(handles, [name for _, name in shown_series], fontsize="small")
     if len({s for sizes in data.values() for s in sizes}) > 2:
         by_size.set_xscale("log")
     if len(set(levels)) > 2:
@@ -88,8 +111,14 @@ def figure(result: BenchResult) -> Any:
     _ticks(by_size, [s / 1e6 for s in sizes_shown], [_name(names, s) for s in sizes_shown])
     shown = sorted(set(levels))
     _ticks(by_conc, shown, [str(c) for c in shown])
-    fig.suptitle("mmctl bench: end-to-end latency per arm (p50 solid, p90 dashed, p99 dotted)")
-    fig.tight_layout()
+    fig.suptitle("mmctl bench: end-to-end latency per arm")
+    keys = [
+        Line2D([], [], color="0.25", linestyle=style(n)[0], marker=style(n)[1])
+        for n in range(len(percentiles))
+    ]
+    fig.legend(keys, [label(p) for p in percentiles], loc="upper center", ncol=len(keys),
+               bbox_to_anchor=(0.5, 0.94), frameon=False, handlelength=3)  # fmt: skip
+    fig.tight_layout(rect=(0, 0, 1, 0.88))
     return fig
 
 

@@ -223,7 +223,8 @@ FpsOpt = Annotated[
     typer.Option(
         "--fps",
         metavar="F",
-        help="Video frames to sample per second of the source." + default_text("the model's (2)"),
+        help="Qwen families: video frames to sample per second of the source."
+        + default_text("the model's (2)"),
         show_default=False,
     ),
 ]
@@ -232,7 +233,8 @@ NumFramesOpt = Annotated[
     typer.Option(
         "--num-frames",
         metavar="N",
-        help="Sample exactly N video frames (instead of --fps)." + default_text("from --fps"),
+        help="Sample exactly N video frames (instead of --fps)."
+        + default_text("from --fps; llava-onevision: the model's (32)"),
         show_default=False,
     ),
 ]
@@ -241,7 +243,8 @@ MinFramesOpt = Annotated[
     typer.Option(
         "--min-frames",
         metavar="N",
-        help="Sample at least N frames of a short video." + default_text("the model's (4)"),
+        help="Qwen families: sample at least N frames of a short video."
+        + default_text("the model's (4)"),
         show_default=False,
     ),
 ]
@@ -250,7 +253,8 @@ MaxFramesOpt = Annotated[
     typer.Option(
         "--max-frames",
         metavar="N",
-        help="Sample at most N frames of a long video." + default_text("the model's (768)"),
+        help="Qwen families: sample at most N frames of a long video."
+        + default_text("the model's (768)"),
         show_default=False,
     ),
 ]
@@ -259,7 +263,7 @@ MinPixelsOpt = Annotated[
     typer.Option(
         "--min-pixels",
         metavar="N",
-        help="Video: the whole clip's least pixels (frames x height x width)."
+        help="Qwen families, video: the whole clip's least pixels (frames x height x width)."
         + default_text("the model's"),
         show_default=False,
     ),
@@ -269,7 +273,7 @@ MaxPixelsOpt = Annotated[
     typer.Option(
         "--max-pixels",
         metavar="N",
-        help="Video: the whole clip's pixel budget (frames x height x width)."
+        help="Qwen families, video: the whole clip's pixel budget (frames x height x width)."
         + default_text("the model's"),
         show_default=False,
     ),
@@ -277,15 +281,24 @@ MaxPixelsOpt = Annotated[
 
 # ---- model files ----
 
-ModelDirOpt = Annotated[
-    Path | None,
-    typer.Option(
+
+def _model_dir(default: str) -> object:
+    return typer.Option(
         "--model-dir",
         metavar="DIR",
         help="Model folder: its tokenizer, config.json and preprocessor configs."
-        + default_text("the worker's files (send), else the built-in Qwen3-VL set"),
+        + default_text(default),
         show_default=False,
-    ),
+    )
+
+
+#: Commands that work without a worker (and the stub, which serves these files).
+ModelDirOpt = Annotated[Path | None, _model_dir("the built-in Qwen3-VL set")]
+#: Commands that talk to workers: the served model's own files.
+WorkerModelDirOpt = Annotated[Path | None, _model_dir("the worker's, from its GetTokenizer bundle")]
+#: ``build``: a worker's when it builds for one.
+BuildModelDirOpt = Annotated[
+    Path | None, _model_dir("the worker's with --target, else the built-in Qwen3-VL set")
 ]
 BundleOpt = Annotated[
     Path | None,
@@ -302,8 +315,8 @@ FamilyOpt = Annotated[
     typer.Option(
         "--family",
         metavar="NAME",
-        help="Model family: qwen3-vl, qwen2.5-vl (qwen2-vl), llava, llava-next, "
-        "llava-onevision, llama4." + default_text("from config.json, else qwen3-vl"),
+        help="Model family: qwen3-vl, qwen2.5-vl, llava, llava-next, llava-onevision or llama4."
+        + default_text("from config.json, else qwen3-vl"),
         show_default=False,
     ),
 ]

@@ -22,8 +22,9 @@ from mmctl._version import __version__
 from mmctl.errors import ExitCode, Interrupted, MmctlError, OutputClosed
 
 HELP = """Multimodal gRPC requests to vLLM workers: preprocess video and images
-exactly as Qwen-VL expects, build modality-tagged requests, and send them
-inline or through /dev/shm.
+exactly as vLLM does for the model's family (qwen3-vl, qwen2.5-vl, llava,
+llava-next, llava-onevision, llama4), build modality-tagged requests, and
+send them inline or through /dev/shm.
 
 stdout carries the product alone (send: the answer); decisions, timings,
 progress, notes and hints go to stderr. --json prints one JSON document.

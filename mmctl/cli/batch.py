@@ -13,12 +13,12 @@ from mmctl.cli._options import (
     HeaderOpt,
     JsonOpt,
     MaxTokensOpt,
-    ModelDirOpt,
     NegotiatedPixelDtypeOpt,
     PromptOpt,
     SendTimeoutOpt,
     TargetsOpt,
     TlsOpt,
+    WorkerModelDirOpt,
     default_text,
 )
 
@@ -155,7 +155,7 @@ def batch(
     header: HeaderOpt = None,
     tls: TlsOpt = False,
     ca_cert: CaCertOpt = None,
-    model_dir: ModelDirOpt = None,
+    model_dir: WorkerModelDirOpt = None,
     bundle: BundleOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -226,10 +226,35 @@ def batch(
     if failed and answered:
         raise SomeFailed(
             f"{failed} of {failed + answered} items failed (error lines in {output})",
-            hint="--resume tries them again",
+            hint=_retry_hint(counts),
         )
     if failed:
-        raise AllFailed(f"no item answered ({failed} error lines in {output})")
+        raise AllFailed(
+            f"no item answered ({failed} error lines in {output})", hint=_retry_hint(counts)
+        )
+
+
+def _retry_hint(counts: Any) -> str:
+    """Which of OUT's failures ``--resume`` can fix, and what the others need."""
+    retry, fixed_first = counts.split_errors()
+
+    def told(codes: dict[str, int]) -> tuple[int, str]:
+        return sum(codes.values()), ", ".join(f"{n} {code}" for code, n in codes.items())
+
+    parts = []
+    if retry:
+        n, codes = told(retry)
+        parts.append(f"--resume tries again the {n} the worker failed ({codes})")
+    if fixed_first:
+        n, codes = told(fixed_first)
+        its, fails, them = ("its", "fails", "it") if n == 1 else ("their", "fail", "them")
+        parts.append(
+            f"the {n} refused for {its} input line or media ({codes}) {fails} again until "
+            f"fixed; --resume then tries {them}"
+        )
+    if counts.kept_failed:
+        parts.append(f"--resume without --keep-failed tries the {counts.kept_failed} kept again")
+    return "; ".join(parts)
 
 
 def _render(console: Any, doc: dict[str, Any]) -> None:

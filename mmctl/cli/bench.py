@@ -14,11 +14,11 @@ from mmctl.cli._options import (
     HeaderOpt,
     JsonOpt,
     MaxTokensOpt,
-    ModelDirOpt,
     PixelDtypesOpt,
     PromptOpt,
     TargetsOpt,
     TlsOpt,
+    WorkerModelDirOpt,
     default_text,
 )
 
@@ -163,8 +163,8 @@ def bench(
         ),
     ] = False,
     save_to: Annotated[
-        list[str] | None,
-        typer.Argument(metavar="[FILE.json]", hidden=True, show_default=False),
+        str | None,
+        typer.Argument(metavar="FILE.json", hidden=True, show_default=False),
     ] = None,
     result_dir: Annotated[
         Path | None,
@@ -199,7 +199,8 @@ def bench(
         typer.Option(
             "--plot",
             metavar="FILE.png",
-            help="Latency percentiles vs payload size and concurrency (needs mmctl[plot]).",
+            help="Latency at each of --percentiles vs payload size and concurrency (needs "
+            "mmctl[plot]).",
             show_default=False,
         ),
     ] = None,
@@ -225,7 +226,7 @@ def bench(
     header: HeaderOpt = None,
     tls: TlsOpt = False,
     ca_cert: CaCertOpt = None,
-    model_dir: ModelDirOpt = None,
+    model_dir: WorkerModelDirOpt = None,
     bundle: BundleOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -305,22 +306,22 @@ def bench(
 
 
 def _save_target(
-    flag: bool, after: list[str] | None, folder: Path | None, filename: str | None
+    flag: bool, after: str | None, folder: Path | None, filename: str | None
 ) -> tuple[str | None, Path | None] | None:
     """``--save-result [FILE.json]``, ``--result-dir``, ``--result-filename`` →
     (file name, folder), or ``None`` when nothing is to be saved."""
     from mmctl.errors import UsageError
 
-    after = after or []
-    if after and not flag:
-        raise UsageError(f"unexpected argument {after[0]!r}")
-    if len(after) > 1:
-        raise UsageError("--save-result takes one FILE.json")
-    if after and filename is not None:
+    if after is not None and not flag:
+        raise UsageError(
+            f"unexpected argument {after!r}",
+            hint="a FILE.json names where --save-result writes: --save-result FILE.json",
+        )
+    if after is not None and filename is not None:
         raise UsageError("give the file once: --save-result FILE.json or --result-filename")
     if not (flag or folder is not None or filename is not None):
         return None
-    return (after[0] if after else filename), folder
+    return (after if after is not None else filename), folder
 
 
 def _write_files(

@@ -10,6 +10,7 @@ import typer
 from mmctl.choices import LayoutKind
 from mmctl.cli._options import (
     AllowSpecialOpt,
+    BuildModelDirOpt,
     BundleOpt,
     CaCertOpt,
     ChatOpt,
@@ -24,7 +25,6 @@ from mmctl.cli._options import (
     MinFramesOpt,
     MinPixelsOpt,
     MmItemLimitsOpt,
-    ModelDirOpt,
     NumFramesOpt,
     PixelDtypeOpt,
     PromptFileOpt,
@@ -70,8 +70,9 @@ Examples:
 
 Exit codes: 0 written; 2 usage; 3 bad input (or a truncated video with
 --strict); 4 refused by --target's worker; 5 --target unavailable; 6 the
-layout fails the mrope walk or a check against --target's worker (nothing
-is written).
+layout fails the family's layout check (Qwen: the mrope walk; the others:
+the placeholder spans) or a check against --target's worker (nothing is
+written).
 """
 
 
@@ -100,7 +101,7 @@ def build(
     system: SystemOpt = None,
     chat: ChatOpt = None,
     strict: StrictOpt = False,
-    model_dir: ModelDirOpt = None,
+    model_dir: BuildModelDirOpt = None,
     bundle: BundleOpt = None,
     family: FamilyOpt = None,
     fps: FpsOpt = None,
@@ -110,7 +111,12 @@ def build(
     min_pixels: MinPixelsOpt = None,
     max_pixels: MaxPixelsOpt = None,
     force: Annotated[
-        bool, typer.Option("--force", help="Write the request even when the mrope walk fails.")
+        bool,
+        typer.Option(
+            "--force",
+            help="Write the request even when the layout check (mrope walk, placeholder spans) "
+            "fails.",
+        ),
     ] = False,
     target: Annotated[
         str | None,
@@ -130,150 +136,61 @@ def build(
 ) -> None:
     from mmctl.cli import _inputs
     from mmctl.cli._output import Output
-    from mmctl.client.negotiate import choose_pixels
-    from mmctl.errors import CheckFailed, UsageError
+    from mmctl.client.options import SendOptions
     from mmctl.media.probe import check_readable
     from mmctl.models.settings import VisionOverrides
-    from mmctl.offline import model_for
-    from mmctl.request.compose import compose
-    from mmctl.request.view import summary, write_request
+    from mmctl.request_file import write_for_worker, write_offline
 
     output = Output(json_mode=json_out)
     output.status("loading the model files and the tokenizer…")
-    text = _inputs.prompt_text(prompt, prompt_file)
-    params = _inputs.sampling(
-        max_tokens=max_tokens,
-        temperature=temperature,
-        top_p=top_p,
-        top_k=top_k,
-        seed=seed,
-        stop=stop,
+    options = SendOptions(
+        prompt=_inputs.prompt_text(prompt, prompt_file),
+        pixel_dtype=pixel_dtype,
+        sampling=_inputs.sampling(
+            max_tokens=max_tokens,
+            temperature=temperature,
+            top_p=top_p,
+            top_k=top_k,
+            seed=seed,
+            stop=stop,
+        ),
+        stream=stream,
+        request_id=request_id,
+        system=system,
+        chat=chat,
+        allow_special_tokens=allow_special_tokens,
+        strict=strict,
+        vision=VisionOverrides(
+            fps=fps,
+            num_frames=num_frames,
+            min_frames=min_frames,
+            max_frames=max_frames,
+            min_pixels=min_pixels,
+            max_pixels=max_pixels,
+        ),
     )
     limits = _inputs.item_limits(mm_item_limits)
-    overrides = VisionOverrides(
-        fps=fps,
-        num_frames=num_frames,
-        min_frames=min_frames,
-        max_frames=max_frames,
-        min_pixels=min_pixels,
-        max_pixels=max_pixels,
-    )
     for path in media:
         check_readable(path)
-    if target is not None:
-        if force:
-            raise UsageError("--force writes a request the checks refuse; not with --target")
-        doc = _for_worker(
-            target,
-            media,
-            out,
-            model_dir=model_dir,
-            bundle=bundle,
-            family=family,
-            tls=ca_cert or tls,
-            headers=header,
-            options={
-                "prompt": text,
-                "pixel_dtype": pixel_dtype,
-                "sampling": params,
-                "stream": stream,
-                "request_id": request_id,
-                "system": system,
-                "chat": chat,
-                "allow_special_tokens": allow_special_tokens,
-                "strict": strict,
-                "vision": overrides,
-            },
-            layout=layout,
-            limits=limits,
-        )
-        output.written(doc, lambda console: _render_for_worker(console, doc))
+    if target is None:
+        doc = write_offline(
+            media, out, options, model_dir=model_dir, bundle=bundle, family=family,
+            layout=layout, item_limits=limits, force=force, on_warning=output.warn,
+        )  # fmt: skip
+        output.written(doc, lambda console: _render(console, doc))
         return
-    model = model_for(model_dir=model_dir, bundle=bundle, family=family, vision=overrides)
-    pixels = choose_pixels(None, pixel_dtype, family=model.spec)
-    composed = compose(
-        media,
-        text,
-        model,
-        pixel_format=pixels.format,
-        layout_kind=layout,
-        system=system,
-        chat=chat is not False,
-        allow_special_tokens=allow_special_tokens,
-        sampling=params,
-        stream=stream is not False,
-        request_id=request_id,
-        item_limits=limits,
-        strict=strict,
-    )
-    for warning in composed.warnings:
-        output.warn(warning)
-    if not composed.check.ok and not force:
-        raise CheckFailed(
-            model.spec.check_failed(composed.check.reason), hint="--force writes it anyway"
-        )
-    req = composed.plan.to_proto()
-    doc = {
-        "out": str(out),
-        "bytes": write_request(req, out),
-        "model": {"source": model.source.label, "family": model.spec.name},
-        "target": None,
-        "decisions": {"pixel_dtype": pixels.decision.as_dict()},
-        "prompt_format": composed.rendered.how,
-        "layout": composed.layout.kind.value,
-        "check": composed.check.as_dict(),
-        "items": [
-            {"path": it.path, **it.pre.facts.as_dict(), "content_hash": it.content_hash}
-            for it in composed.items
-        ],
-        "timings_s": {k: round(v, 6) for k, v in composed.timings.items()},
-        "warnings": composed.warnings,
-        "request": summary(req),
-    }
-    output.written(doc, lambda console: _render(console, doc))
+    connection = {
+        "model_dir": model_dir, "bundle": bundle, "family": family,
+        "tls": ca_cert or tls, "headers": header,
+    }  # fmt: skip
+    doc = write_for_worker(
+        target, media, out, options, connection=connection, layout=layout, item_limits=limits,
+        force=force,
+    )  # fmt: skip
+    output.written(doc, lambda console: _render_for_worker(console, doc))
 
 
 build.__doc__ = HELP
-
-
-def _for_worker(
-    target: str,
-    media: list[Path],
-    out: Path,
-    *,
-    model_dir: Path | None,
-    bundle: Path | None,
-    family: str | None,
-    tls: bool | Path,
-    headers: list[str] | None,
-    options: dict[str, Any],
-    layout: LayoutKind,
-    limits: dict[str, int] | None,
-) -> dict[str, Any]:
-    """The request ``send`` would send to ``target``, written to ``out``."""
-    from mmctl.client.client import Client
-    from mmctl.errors import UsageError
-    from mmctl.request.view import summary
-
-    if layout is not LayoutKind.VLLM or limits:
-        raise UsageError(
-            "--layout and --mm-item-limits describe an offline build; not with --target"
-        )
-    with Client(
-        target, headers=headers, tls=tls, model_dir=model_dir, bundle=bundle, family=family
-    ) as client:
-        built = client.build(media, **options)
-    run = built.run
-    return {
-        "out": str(out),
-        "bytes": built.write(out),
-        "target": target,
-        "decisions": {k: d.as_dict() for k, d in run.decisions.items()},
-        "checks": [c.as_dict() for c in run.checks],
-        "items": run.items,
-        "warnings": run.warnings,
-        "request": summary(built.request),
-    }
 
 
 def _render_for_worker(console: Console, doc: dict[str, Any]) -> None:
@@ -282,10 +199,7 @@ def _render_for_worker(console: Console, doc: dict[str, Any]) -> None:
         f"[bold]wrote[/] {doc['out']}  ({doc['bytes']:,} bytes)  request_id {req['request_id']}  "
         f"for {doc['target']}"
     )
-    for name, decision in doc["decisions"].items():
-        console.print(
-            f"[bold]{name}[/] {decision['value']}  ({decision['reason']})", highlight=False
-        )
+    _render_decisions(console, doc["decisions"])
     console.print(f"[bold]prompt[/] {req['num_input_ids']} tokens")
     _render_batches(console, req)
 
@@ -295,15 +209,23 @@ def _render(console: Console, doc: dict[str, Any]) -> None:
     console.print(
         f"[bold]wrote[/] {doc['out']}  ({doc['bytes']:,} bytes)  request_id {req['request_id']}"
     )
-    decided = doc["decisions"]["pixel_dtype"]
-    console.print(
-        f"[bold]pixel dtype[/] {decided['value']}  ({decided['reason']})", highlight=False
-    )
+    _render_decisions(console, doc["decisions"])
+    check = doc["check"]
     console.print(
         f"[bold]prompt[/] {req['num_input_ids']} tokens, {doc['prompt_format']}; layout {doc['layout']}, "
-        f"mrope walk {'pass' if doc['check']['ok'] else 'FAIL: ' + doc['check']['reason']}"
+        f"{check['name'].replace('_', ' ')} {'pass' if check['ok'] else 'FAIL: ' + check['reason']}",
+        highlight=False,
     )
     _render_batches(console, req)
+
+
+def _render_decisions(console: Console, decisions: dict[str, dict[str, str]]) -> None:
+    # As `send` shows its decisions: the value, a dash, the reason.
+    for name, decision in decisions.items():
+        console.print(
+            f"[bold]{name.replace('_', ' ')}[/] {decision['value']} — {decision['reason']}",
+            highlight=False,
+        )
 
 
 def _render_batches(console: Console, req: dict[str, Any]) -> None:

@@ -1,4 +1,4 @@
-"""`mmctl inspect-tokens`: the prompt's token layout, and the check vLLM's mrope pass relies on."""
+"""`mmctl inspect-tokens`: the prompt's token layout, and the family's check of it."""
 
 from __future__ import annotations
 
@@ -33,11 +33,13 @@ if TYPE_CHECKING:
 
     from mmctl.prompt.view import Row
 
-HELP = """Show the prompt's token layout and run vLLM's mrope frame walk on it.
+HELP = """Show the prompt's token layout and check it as vLLM's model reads it.
 
 MEDIA: video and image files, in the order the prompt shows them (the same
 prompt `mmctl send` would send: its default prompt too). Or --request FILE
-checks the layout of a request file.
+checks the layout of a request file. The check is the family's: the mrope
+walk (vLLM's frame by frame walk of each video span) for the Qwen families,
+the placeholder spans (each holds its item's embedding tokens) for the others.
 
 Examples:
 
@@ -47,8 +49,8 @@ Examples:
   mmctl inspect-tokens clip.mp4 --layout hf-legacy --json | jq .check
   mmctl inspect-tokens --request request.pb   # check a built request
 
-Exit codes: 0 the layout passes the mrope walk; 2 usage; 3 bad input; 6 it
-fails the walk (the reason is printed).
+Exit codes: 0 the layout passes the check; 2 usage; 3 bad input; 6 it fails
+the check (the reason is printed).
 """
 
 
@@ -183,7 +185,7 @@ def _render(console: Console, doc: dict[str, Any], rows: list[Row], show_all: bo
         f"{t['vision_markers']} markers, {t['other']} other; {t['in_spans']} inside spans"
     )
     if "diff" in doc:
-        _render_diff(console, doc["diff"])
+        _render_diff(console, doc["diff"], check.get("name", "mrope_walk").replace("_", " "))
 
 
 def _lines(rows: list[Row], doc: dict[str, Any], show_all: bool) -> list[str]:
@@ -191,6 +193,7 @@ def _lines(rows: list[Row], doc: dict[str, Any], show_all: bool) -> list[str]:
     items = {i["item"]: i for i in doc["items"]}
     out: list[str] = []
     frames: list[tuple[int, list]] = []  # (frame, rows) of the open video span
+    framed = False  # the open span has shown frames
 
     def flush_frames() -> None:
         keep = frames if show_all or len(frames) <= 6 else [*frames[:3], None, *frames[-3:]]
@@ -207,16 +210,21 @@ def _lines(rows: list[Row], doc: dict[str, Any], show_all: bool) -> list[str]:
         frames.clear()
 
     for row in rows:
+        if row.item is None or row.frame is None:
+            framed = framed or bool(frames)
+            flush_frames()  # rows in prompt order: the frames before what follows them
         if row.kind == "span_start":
+            framed = False
             item = items.get(row.item, {})
             span = item.get("span", {})
             out.append(
                 f"{row.at:>7}  ┌ {row.text} {row.item}  span [{span.get('offset')}, "
                 f"{span.get('offset', 0) + span.get('length', 0)}) {span.get('length')} tokens"
-                f"  {_shape(item)}" + (f"  {_esc(item['path'])}" if item.get("path") else "")
+                + "".join(
+                    f"  {part}" for part in (_shape(item), _esc(item.get("path", ""))) if part
+                )
             )
         elif row.kind == "span_end":
-            flush_frames()
             out.append(f"{row.at:>7}  └ {row.text} {row.item}")
         elif row.frame is not None and row.item is not None:
             if frames and frames[-1][0] == row.frame:
@@ -224,38 +232,35 @@ def _lines(rows: list[Row], doc: dict[str, Any], show_all: bool) -> list[str]:
             else:
                 frames.append((row.frame, [row]))
         elif row.item is not None:
-            out.append(f"{row.at:>7}  │ " + _cell(row))
+            after = "  after the last frame" if framed and row.kind == "pads" else ""
+            out.append(f"{row.at:>7}  │ " + _cell(row) + after)
         else:
             out.append(f"{row.at:>7}  " + _cell(row))
     flush_frames()
     return out
 
 
-#: What a span's heading shows of its item, by the families' item keys.
-SHAPE_KEYS = (
-    ("grid_thw", "grid"),
-    ("image_size", "size"),
-    ("aspect_ratio", "tiles"),
-    ("frames", "frames"),
-)
-
-
 def _shape(item: dict[str, Any]) -> str:
-    for key, label in SHAPE_KEYS:
-        value = item.get(key)
-        if isinstance(value, list):
-            return f"{label} {'x'.join(str(v) for v in value)}"
-        if value is not None:
-            return f"{label} {value}"
+    """What a span's heading shows of its item, by the families' item keys."""
+    from mmctl.media.probe import dimensions
+
+    if (grid := item.get("grid_thw")) is not None:  # the patch grid, in its own t, h, w order
+        return "grid " + "x".join(str(n) for n in grid)
+    if (size := item.get("image_size")) is not None:  # (height, width), as vLLM's image_sizes
+        return f"size {dimensions(size[1], size[0])}"
+    if (ratio := item.get("aspect_ratio")) is not None:  # (rows, columns) of tiles
+        return f"tiles {dimensions(ratio[1], ratio[0])}"
+    if (frames := item.get("frames")) is not None:
+        return f"frames {frames}"
     return ""
 
 
-def _render_diff(console: Console, d: dict[str, Any]) -> None:
+def _render_diff(console: Console, d: dict[str, Any], check: str) -> None:
     console.print()
     console.print(
         f"[bold]diff[/]     {d['a']} ({d['a_tokens']} tokens, spans {_spans(d['a_spans'])}, "
-        f"walk {'pass' if d['a_check']['ok'] else 'FAIL'}) vs {d['b']} ({d['b_tokens']} tokens, "
-        f"spans {_spans(d['b_spans'])}, walk {'pass' if d['b_check']['ok'] else 'FAIL'})"
+        f"{check} {'pass' if d['a_check']['ok'] else 'FAIL'}) vs {d['b']} ({d['b_tokens']} "
+        f"tokens, spans {_spans(d['b_spans'])}, {check} {'pass' if d['b_check']['ok'] else 'FAIL'})"
     )
     if not d["differences"]:
         console.print("         identical")

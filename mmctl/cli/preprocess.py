@@ -116,19 +116,20 @@ preprocess.__doc__ = HELP
 
 def _render(console: Console, doc: dict[str, Any]) -> None:
     from mmctl.cli._render import kv_table, vision_rows
+    from mmctl.media.probe import dimensions
 
     src = doc["source"]
     table = kv_table()
     if doc["kind"] == "video":
         table.add_row(
             "source",
-            f"{src['path']}  {src['container']}/{src['codec']}  {src['width']}x{src['height']}"
+            f"{src['path']}  {src['container']}/{src['codec']}  {dimensions(src['width'], src['height'])}"
             + (f"  rotated {src['rotation']}°" if src["rotation"] else ""),
         )
         table.add_row(
             "",
             f"{src['duration_s']:.2f} s at {src['source_fps']:.3f} fps ({src['fps_source']}), "
-            f"{src['total_frames']} frames (count from {src['frame_count_source']})",
+            f"{src['total_frames']} frames, counted from {src['frame_count_source']}",
         )
         frames = doc["frames"]
         shown = ", ".join(
@@ -143,7 +144,7 @@ def _render(console: Console, doc: dict[str, Any]) -> None:
     else:
         table.add_row(
             "source",
-            f"{src['path']}  {src['format']} {src['mode']}  {src['width']}x{src['height']}",
+            f"{src['path']}  {src['format']} {src['mode']}  {dimensions(src['width'], src['height'])}",
         )
     table.add_row("family", doc["family"])
     if doc["settings"]:
@@ -152,7 +153,7 @@ def _render(console: Console, doc: dict[str, Any]) -> None:
     if doc.get("video_tensors"):
         for key, values in doc["video_tensors"].items():
             table.add_row(key, ", ".join(f"{x:.6g}" for x in values))
-    table.add_row("resized", f"{doc['resized']['width']}x{doc['resized']['height']}")
+    table.add_row("resized", dimensions(doc["resized"]["width"], doc["resized"]["height"]))
     if doc["grid_thw"] is not None:
         table.add_row("grid_thw", str(doc["grid_thw"]))
         table.add_row("patches", f"{doc['num_patches']} x {doc['patch_dim']}")
@@ -165,9 +166,10 @@ def _render(console: Console, doc: dict[str, Any]) -> None:
         f"{doc['pixel_format']}: {_mib(doc['tensor_bytes'])}  "
         f"(float32 {_mib(sizes['float32'])}, bf16 {_mib(sizes['bfloat16'])}, uint8 {_mib(sizes['uint8'])})",
     )
-    t = {k: v * 1000 for k, v in doc["timings_s"].items()}
+    # Rounded once, the rows as shown: the total is their sum, as printed.
+    t = {k: round(v * 1000, 1) for k, v in doc["timings_s"].items()}
     timing = (
-        f"total {t['total_s']:.1f} ms = decode {t['decode_s']:.1f} ms "
+        f"total {t['decode_s'] + t['preprocess_s']:.1f} ms = decode {t['decode_s']:.1f} ms "
         f"+ resize + normalize {t['preprocess_s']:.1f} ms"
     )
     overlapped = doc["overlapped_s"]["preprocess_s"] * 1000

@@ -22,7 +22,6 @@ from mmctl.cli._options import (
     MaxTokensOpt,
     MinFramesOpt,
     MinPixelsOpt,
-    ModelDirOpt,
     NegotiatedPixelDtypeOpt,
     NumFramesOpt,
     PromptFileOpt,
@@ -39,6 +38,7 @@ from mmctl.cli._options import (
     TlsOpt,
     TopKOpt,
     TopPOpt,
+    WorkerModelDirOpt,
 )
 
 HELP = """Send media to a vLLM gRPC worker; print the answer and a timing breakdown.
@@ -159,7 +159,7 @@ def send(
     chat: ChatOpt = None,
     allow_special_tokens: AllowSpecialOpt = False,
     strict: StrictOpt = False,
-    model_dir: ModelDirOpt = None,
+    model_dir: WorkerModelDirOpt = None,
     bundle: BundleOpt = None,
     family: FamilyOpt = None,
     fps: FpsOpt = None,

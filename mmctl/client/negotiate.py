@@ -124,11 +124,11 @@ def _pixel_decision(
         why = (
             f"a default vLLM worker normalizes {spec.name} pixels on the device, so raw uint8"
             if spec.processor.worker_pixels is PixelFormat.UINT8
-            else f"{spec.name} pixels are normalized here; float32 (every worker casts it)"
+            else f"{spec.name} pixels are normalized here, as float32, which every worker casts"
         )
         return Decision(
             spec.processor.worker_pixels.value,
-            f"no worker asked: {why} (--target asks a worker; --pixel-dtype chooses)",
+            f"no worker asked: {why}; --target asks a worker, --pixel-dtype chooses",
         )
     if facts is None:
         return Decision(

@@ -41,6 +41,11 @@ MEDIA_TYPES: dict[str, tuple[MediaKind, str]] = {
 }
 
 
+def dimensions(width: int, height: int) -> str:
+    """A picture's size as PIL and ffprobe write it, width first: ``97x61``."""
+    return f"{width}x{height}"
+
+
 def media_type(path: Path) -> str:
     """The MIME type of a media file, from its suffix."""
     entry = MEDIA_TYPES.get(path.suffix.lower())

@@ -35,12 +35,11 @@ from typing import Any, Protocol
 import numpy as np
 
 from mmctl.choices import LayoutKind, PixelFormat
-from mmctl.errors import InputError
 from mmctl.media.probe import MediaKind
 from mmctl.models.settings import Settings
 from mmctl.prompt.tokenizer import Tokenizer
 from mmctl.values.fields import WireField
-from mmctl.values.items import ItemFacts, ItemOptions, Preprocessed
+from mmctl.values.items import Frames, ItemFacts, ItemOptions, Preprocessed
 from mmctl.values.layout import Layout, LayoutCheck
 from mmctl.values.received import Received
 from mmctl.values.tokens import Tokens
@@ -120,6 +119,11 @@ class Prompt(Protocol):
         """What vLLM's model relies on in the laid-out prompt."""
         ...
 
+    def frames(self, item: ItemFacts, model: ModelView) -> Frames | None:
+        """How a video item's embedding tokens divide into its frames (``inspect-tokens``
+        shows a row each); ``None`` for an image."""
+        ...
+
 
 class Wire(Protocol):
     """How a modality's items travel in one batch."""
@@ -190,12 +194,6 @@ class Family:
             str(a).startswith(self.architectures)
             for a in (architectures if isinstance(architectures, list) else ())
         )
-
-    def refuse_kind(self, kind: MediaKind) -> None:
-        """One sentence for media the family's model cannot read."""
-        if kind not in self.modalities:
-            kinds = " and ".join(k.value for k in self.modalities)
-            raise InputError(f"{self.name} models read {kinds}, not {kind.value}")
 
     def check_failed(self, reason: str) -> str:
         """The sentence for a failed :meth:`Prompt.check` ("mrope walk failed: …")."""

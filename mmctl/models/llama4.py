@@ -36,7 +36,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from mmctl.errors import InputError
-from mmctl.media.probe import MediaKind
+from mmctl.media.probe import MediaKind, dimensions
 from mmctl.models import kinds, tiled
 from mmctl.models.family import Family, ModelView
 from mmctl.models.settings import File, HFClass, Settings, setting
@@ -295,7 +295,7 @@ def image_tiles(rgb: np.ndarray, vision: Vision) -> tuple[np.ndarray, tuple[int,
         raise InputError(f"expected an [H, W, 3] uint8 image, got {rgb.dtype} {rgb.shape}")
     height, width = int(rgb.shape[0]), int(rgb.shape[1])
     if height == 0 or width == 0:
-        raise InputError(f"image has no pixels: {width}x{height}")
+        raise InputError(f"image has no pixels: {dimensions(width, height)}")
     tile = vision.tile_size
     (canvas_h, canvas_w), (new_h, new_w) = resized_size(height, width, vision)
     rows, cols = canvas_h // tile, canvas_w // tile

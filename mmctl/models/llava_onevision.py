@@ -51,7 +51,7 @@ from mmctl.models.settings import File, HFClass, setting
 from mmctl.preprocessing import tiles
 from mmctl.preprocessing.tiles import Size
 from mmctl.values.fields import PIXELS, FieldLayout, WireField
-from mmctl.values.items import ItemFacts
+from mmctl.values.items import Frames, ItemFacts
 from mmctl.values.received import ContractError, Received
 
 VIDEO, PROCESSOR, CONFIG = File.VIDEO, File.PROCESSOR, File.CONFIG
@@ -237,10 +237,25 @@ def video_pixels(frames: np.ndarray, vision: Vision) -> np.ndarray:
     )
 
 
-def video_tokens(num_frames: int, vision: Vision) -> int:
-    """Placeholder tokens for one video of ``num_frames`` sampled frames."""
+def frame_tokens(vision: Vision) -> int:
+    """Tokens of one video frame: its patch grid pooled by ``spatial_pool_stride``
+    (196 at 384 / 14 / 2)."""
     pooled = math.ceil((vision.image_size // vision.patch_size) / vision.spatial_pool_stride)
-    return pooled * pooled * num_frames + 1
+    return pooled * pooled
+
+
+def video_tokens(num_frames: int, vision: Vision) -> int:
+    """Placeholder tokens for one video of ``num_frames`` sampled frames: each
+    frame's, then one newline after the last."""
+    return frame_tokens(vision) * num_frames + 1
+
+
+def frames(item: ItemFacts, model: ModelView) -> Frames | None:
+    """A video's run: its frames' tokens, then the newline."""
+    if item.kind is not MediaKind.VIDEO:
+        return None
+    vision = tiled.settings_of(model, Vision)
+    return Frames(int(item.extra["frames"]), frame_tokens(vision), after=1)
 
 
 #: vLLM's ``LlavaOnevisionMultiModalProcessor._get_mm_fields_config``: images as
@@ -331,7 +346,9 @@ FAMILY = Family(
         video_item,
         lambda total, vision: sample_indices(total, vision.num_frames),
     ),
-    prompt=tiled.RunPrompt(NAME, media_words=("image", "video"), chat=chat_format),
+    prompt=tiled.RunPrompt(
+        NAME, media_words=("image", "video"), chat=chat_format, frame_runs=frames
+    ),
     wire=tiled.TileWire(
         FIELDS,
         {MediaKind.IMAGE: llava_next.batch_pixels, MediaKind.VIDEO: batch_videos},

@@ -10,8 +10,10 @@ from typing import Any
 from mmctl.checkpoint.files import ModelFiles, load_model_files, read_json
 from mmctl.checkpoint.source import ModelSource
 from mmctl.checkpoint.source import resolve as resolve_source
+from mmctl.errors import InputError
 from mmctl.media.probe import MediaKind
 from mmctl.models.family import Family
+from mmctl.models.registry import forced_hint
 from mmctl.models.registry import resolve as resolve_family
 from mmctl.models.settings import Settings, VisionOverrides
 from mmctl.prompt.chat import ChatFormat
@@ -111,10 +113,6 @@ def load_model(
     source = source or resolve_source(model_dir, bundle)
     files = load_model_files(source)
     spec = resolve_family(family, files.config)
-    params, vision_from, warnings = _settings(spec, files)
-    if overrides:
-        params = params.overridden(overrides)
-        vision_from.update(overridden(overrides, params))
     # The ids come from config.json, and where a family's config does not carry
     # them all (Llama 4's tile tokens) from the tokenizer, loaded only then.
     loaded: list[Tokenizer] = []
@@ -124,7 +122,16 @@ def load_model(
             loaded.append(Tokenizer.load(source))
         return loaded[0].token_to_id(token)
 
-    token_ids = spec.tokens(files.config, vocab)
+    try:
+        params, vision_from, warnings = _settings(spec, files)
+        token_ids = spec.tokens(files.config, vocab)
+    except InputError as err:
+        if not family or spec.matches(files.config):
+            raise  # the files are this family's: the error is about them
+        raise InputError(err.message, hint=forced_hint(spec, files.config, source.label)) from None
+    if overrides:
+        params = params.overridden(overrides)
+        vision_from.update(overridden(overrides, params))
     origin = "config.json" if files.config else "family defaults (no config.json)"
     return Model(
         source,

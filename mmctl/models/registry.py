@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mmctl.errors import InputError, UsageError
+from mmctl.media.probe import MediaKind
 from mmctl.models import llama4, llava, llava_next, llava_onevision
 from mmctl.models.family import Family
 from mmctl.models.qwen_vl import qwen2_vl, qwen3_vl
@@ -31,8 +32,48 @@ ALIASES: dict[str, Family] = {
 DEFAULT: Family = qwen3_vl.FAMILY
 
 
-def family_names() -> list[str]:
-    return sorted(ALIASES)
+def canonical_names() -> list[str]:
+    """Each family once, by mmctl's own name, in the registry's order."""
+    return [family.name for family in FAMILIES]
+
+
+def supported_hint() -> str:
+    """The one sentence that answers "which models can mmctl handle?": the
+    families mmctl prepares itself, each once (an alias list invites forcing a
+    wrong family on a model it does not fit), and the way to any other model."""
+    names = canonical_names()
+    return (
+        f"mmctl preprocesses {', '.join(names[:-1])} and {names[-1]} models itself; "
+        "any other model the worker preprocesses: --processing worker (send, bench, batch)"
+    )
+
+
+def reading(kind: MediaKind) -> list[str]:
+    """The families whose models read ``kind`` (canonical names)."""
+    return [family.name for family in FAMILIES if kind in family.modalities]
+
+
+def refuse_kind(family: Family, kind: MediaKind) -> None:
+    """One sentence for media ``family``'s model cannot read, and which families read it."""
+    if kind not in family.modalities:
+        kinds = " and ".join(k.value for k in family.modalities)
+        *others, last = reading(kind)
+        readers = f"{', '.join(others)} and {last}" if others else last
+        raise InputError(
+            f"{family.name} models read {kinds}, not {kind.value}",
+            hint=f"{readers} models read {kind.value}",
+        )
+
+
+def forced_hint(forced: Family, config: Mapping[str, Any], files: str) -> str:
+    """What to do when ``--family`` names a family that ``files`` (a source's
+    label) do not hold: its tokens and settings come from its own model files."""
+    own = next((spec.name for spec in FAMILIES if config and spec.matches(config)), None)
+    held = f"a {own or config.get('model_type')} model's" if config else "no config.json"
+    return (
+        f"--family {forced.name} reads a {forced.name} model's files and {files} holds {held}: "
+        "pass that model's folder with --model-dir DIR (or its worker's --bundle ZIP)"
+    )
 
 
 def by_name(name: str) -> Family:
@@ -40,7 +81,7 @@ def by_name(name: str) -> Family:
         return ALIASES[name.lower()]
     except KeyError:
         raise UsageError(
-            f"unknown model family {name!r}; known: {', '.join(family_names())}"
+            f"unknown model family {name!r}; known: {', '.join(canonical_names())}"
         ) from None
 
 
@@ -52,7 +93,7 @@ def for_config(config: Mapping[str, Any]) -> Family:
     raise InputError(
         f"config.json describes model_type={config.get('model_type')!r} "
         f"architectures={list(config.get('architectures') or [])}, which no mmctl model family handles",
-        hint=f"pass --family ({', '.join(family_names())}) to force one",
+        hint=supported_hint(),
     )
 
 

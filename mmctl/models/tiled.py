@@ -37,7 +37,14 @@ from mmctl.models.family import ModelView
 from mmctl.models.settings import REQUIRED, File, Settings, setting
 from mmctl.preprocessing.tiles import Size
 from mmctl.values.fields import WireField
-from mmctl.values.items import FrameCallback, ItemFacts, ItemOptions, Preprocessed, Timings
+from mmctl.values.items import (
+    FrameCallback,
+    Frames,
+    ItemFacts,
+    ItemOptions,
+    Preprocessed,
+    Timings,
+)
 from mmctl.values.layout import Layout, LayoutCheck
 from mmctl.values.received import ContractError, Received
 
@@ -312,6 +319,10 @@ def embed_run(item: ItemFacts, model: ModelView) -> list[int]:
     return [model.token_ids.embed(item.kind)] * item.tokens
 
 
+def no_frames(item: ItemFacts, model: ModelView) -> Frames | None:
+    return None  # images only
+
+
 def no_chat_format(name: str) -> Callable[[str, str | None], str]:
     def refuse(body: str, system: str | None) -> str:
         raise InputError(
@@ -336,9 +347,14 @@ class RunPrompt:
     chat: Callable[[str, str | None], str] | None = None
     default_system: str | None = None
     check_name: str = "placeholder_spans"
+    #: How a video item's run divides into frames (a family that reads video says).
+    frame_runs: Callable[[ItemFacts, ModelView], Frames | None] = no_frames
 
     def knows_media(self, template: str) -> bool:
         return all(word in template for word in self.media_words)
+
+    def frames(self, item: ItemFacts, model: ModelView) -> Frames | None:
+        return self.frame_runs(item, model)
 
     def placeholder_text(self, kind: MediaKind, model: ModelView) -> str:
         token = model.tokenizer.id_to_token(model.token_ids.placeholder(kind))

@@ -16,6 +16,7 @@ from typing import Literal
 import numpy as np
 
 from mmctl.errors import InputError
+from mmctl.media.probe import dimensions
 
 
 def _load_native() -> ModuleType | None:
@@ -33,11 +34,11 @@ MAX_ASPECT_RATIO = 200
 
 def _check_aspect(height: int, width: int) -> None:
     if min(height, width) <= 0:
-        raise InputError(f"frame has no pixels: {width}x{height}")
+        raise InputError(f"frame has no pixels: {dimensions(width, height)}")
     ratio = max(height, width) / min(height, width)
     if ratio > MAX_ASPECT_RATIO:
         raise InputError(
-            f"aspect ratio {ratio:.1f} of a {width}x{height} frame is over the model's limit of "
+            f"aspect ratio {ratio:.1f} of a {dimensions(width, height)} frame is over the model's limit of "
             f"{MAX_ASPECT_RATIO}"
         )
 

@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from mmctl.errors import InputError
+from mmctl.media.probe import dimensions
 from mmctl.preprocessing.resize import resize_rgb
 
 
@@ -71,7 +72,7 @@ def check_rgb(frame: np.ndarray) -> None:
     if frame.ndim != 3 or frame.shape[2] != 3 or frame.dtype != np.uint8:
         raise InputError(f"expected an [H, W, 3] uint8 image, got {frame.dtype} {frame.shape}")
     if frame.shape[0] == 0 or frame.shape[1] == 0:
-        raise InputError(f"image has no pixels: {frame.shape[1]}x{frame.shape[0]}")
+        raise InputError(f"image has no pixels: {dimensions(frame.shape[1], frame.shape[0])}")
 
 
 def config_id(config: Mapping[str, Any], key: str, alias: str, default: int) -> int:
@@ -179,7 +180,9 @@ def select_best_resolution(
             max_effective, min_wasted = effective, wasted
             best = (int(target_h), int(target_w))
     if best is None:
-        raise InputError(f"no grid pinpoint fits a {width}x{height} image: {list(possible)}")
+        raise InputError(
+            f"no grid pinpoint fits a {dimensions(width, height)} image: {list(possible)}"
+        )
     return best
 
 

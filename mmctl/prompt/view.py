@@ -18,6 +18,7 @@ import numpy as np
 from mmctl.errors import InputError
 from mmctl.media.probe import MediaKind
 from mmctl.prompt.tokenizer import Tokenizer
+from mmctl.values.items import Frames
 from mmctl.values.layout import Layout, Span
 from mmctl.values.tokens import Tokens
 
@@ -68,7 +69,15 @@ def marker_tokens(tokens: Tokens) -> dict[int, str]:
     return out
 
 
-def rows(layout: Layout, token_ids: Tokens, tokenizer: Tokenizer) -> list[Row]:
+def rows(
+    layout: Layout,
+    token_ids: Tokens,
+    tokenizer: Tokenizer,
+    frames: Sequence[Frames | None] = (),
+) -> list[Row]:
+    """``frames``: per item, how its embedding tokens divide into frames (the
+    family's ``prompt.frames``), for the video spans whose expansion has no
+    markers between frames."""
     ids = layout.ids
     n = len(ids)
     pads = media_tokens(token_ids)
@@ -94,6 +103,7 @@ def rows(layout: Layout, token_ids: Tokens, tokenizer: Tokenizer) -> list[Row]:
     out: list[Row] = []
     current: Span | None = None
     frame, has_pads = 0, False  # frames count within the current video span
+    embedded = 0  # embedding tokens seen so far in the current span
 
     def next_frame() -> int:
         nonlocal frame, has_pads
@@ -106,7 +116,7 @@ def rows(layout: Layout, token_ids: Tokens, tokenizer: Tokenizer) -> list[Row]:
             out.append(Row(start, "span_end", 0, span.kind.value, span.item + 1))
             current = None if current is span else current
         if start in starts:
-            current, frame, has_pads = starts[start], 0, False
+            current, frame, has_pads, embedded = starts[start], 0, False, 0
             out.append(Row(start, "span_start", 0, current.kind.value, current.item + 1))
         if start >= stop:
             continue
@@ -123,9 +133,16 @@ def rows(layout: Layout, token_ids: Tokens, tokenizer: Tokenizer) -> list[Row]:
         elif cat == 4:
             out.append(Row(start, "marker", 1, markers[int(ids[start])], item, None, token))
         elif cat == 3:
-            this = (frame or next_frame()) if in_video else None
+            runs = frames[current.item] if current and current.item < len(frames) else None
+            kind = pads[int(ids[start])]
+            if in_video and runs is not None:
+                out += _frame_rows(start, count, embedded, runs, kind, item, token)
+                frame = min(runs.count, (embedded + count - 1) // runs.tokens + 1)
+            else:
+                this = (frame or next_frame()) if in_video else None
+                out.append(Row(start, "pads", count, kind, item, this, token))
             has_pads = True
-            out.append(Row(start, "pads", count, pads[int(ids[start])], item, this, token))
+            embedded += count
         else:
             text = tokenizer.decode(ids[start:stop].tolist())
             if in_video:
@@ -134,6 +151,28 @@ def rows(layout: Layout, token_ids: Tokens, tokenizer: Tokenizer) -> list[Row]:
                 out.append(Row(start, "text", count, text, item))
     for span in ends.get(n, ()):
         out.append(Row(n, "span_end", 0, span.kind.value, span.item + 1))
+    return out
+
+
+def _frame_rows(
+    at: int, count: int, before: int, runs: Frames, kind: str, item: int | None, token: str
+) -> list[Row]:
+    """A run of ``count`` embedding tokens starting ``before`` tokens into its
+    span, cut where one frame's tokens end; tokens after the last frame are a
+    row of their own (no frame)."""
+    out = []
+    end = before + count
+    framed = runs.count * runs.tokens
+    while before < end:
+        if before < framed and runs.tokens > 0:
+            number = before // runs.tokens
+            stop = min(end, (number + 1) * runs.tokens)
+            out.append(Row(at, "pads", stop - before, kind, item, number + 1, token))
+        else:
+            stop = end
+            out.append(Row(at, "pads", stop - before, kind, item, None, token))
+        at += stop - before
+        before = stop
     return out
 
 

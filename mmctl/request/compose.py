@@ -16,6 +16,7 @@ from mmctl.choices import LayoutKind, PixelFormat, prompt_text
 from mmctl.errors import InputError
 from mmctl.media.probe import MediaKind, check_readable, media_kind
 from mmctl.models.model import Model
+from mmctl.models.registry import refuse_kind
 from mmctl.prompt.chat import Rendered, render
 from mmctl.request.build import MediaItem, RequestPlan, Sampling, make_batches
 from mmctl.request.hashing import item_hash
@@ -85,7 +86,7 @@ def compose(
             check_readable(path)
             kinds.append(media_kind(path))
     for kind in kinds:
-        model.spec.refuse_kind(kind)
+        refuse_kind(model.spec, kind)
     if item_limits:
         check_item_limits([k.value for k in kinds], item_limits, "the limit")
     items: list[MediaItem] = []

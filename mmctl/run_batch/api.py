@@ -69,6 +69,14 @@ class BatchCounts:
     def answered_in_output(self) -> int:
         return self.succeeded + self.skipped - self.kept_failed
 
+    def split_errors(self) -> tuple[dict[str, int], dict[str, int]]:
+        """This run's failures by code: those a retry can fix (the worker's), and
+        those it cannot (:data:`~mmctl.run_batch.output.INPUT_ERRORS`)."""
+        from mmctl.run_batch.output import INPUT_ERRORS
+
+        retry = {k: n for k, n in self.errors.items() if k not in INPUT_ERRORS}
+        return retry, {k: n for k, n in self.errors.items() if k in INPUT_ERRORS}
+
     def as_dict(self) -> dict[str, Any]:
         doc = dict(vars(self))
         doc["in_output"] = {"answered": self.answered_in_output, "failed": self.failed_in_output}
@@ -242,6 +250,14 @@ def batch(
         out_path, input=source_path, resume=resume, overwrite=overwrite, keep_failed=keep_failed
     )
     try:
+        remote_cap = max_remote_mb * 10**6 if allow_remote_media else None
+        if engine == "ray":
+            from mmctl.run_batch.ray_engine import require
+
+            require()
+        if out.done and not _left_to_send(source_path, out, remote_cap):
+            return _finish_unsent(source_path, out, engine, remote_cap, start,
+                                  on_start=on_start, on_done=on_done, on_skip=on_skip)  # fmt: skip
         return _run(
             source_path,
             out,
@@ -253,7 +269,7 @@ def batch(
             prompt=prompt,
             max_tokens=max_tokens,
             pixel_dtype=pixel_dtype,
-            remote_cap=max_remote_mb * 10**6 if allow_remote_media else None,
+            remote_cap=remote_cap,
             headers=headers,
             tls=tls,
             timeout=timeout,
@@ -269,6 +285,44 @@ def batch(
         )
     finally:
         out.close()
+
+
+def _left_to_send(source: Path, out: OutputFile, remote_cap: int | None) -> bool:
+    """Whether a line of ``source`` is still to be sent: one that can be sent
+    and OUT does not answer. Read up to the first such line, media untouched."""
+    with Items(source, remote_cap=remote_cap, fetch=False) as items:
+        return any(e.error is None and e.id not in out.done for e in items.entries())
+
+
+def _finish_unsent(
+    source: Path,
+    out: OutputFile,
+    engine: str,
+    remote_cap: int | None,
+    start: float,
+    *,
+    on_start: Callable[[int], None] | None,
+    on_done: Callable[[bool], None] | None,
+    on_skip: Callable[[bool], None] | None,
+) -> BatchCounts:
+    """A resumed run with nothing to send ends here, before any worker is
+    probed or any process (or Ray) started: the lines that cannot be sent get
+    their error lines again, as the engines write them."""
+    from mmctl.run_batch.local import Tally, skip_done, write_entry_error
+
+    tally, seen = Tally(), set[str]()
+    done = on_done or (lambda ok: None)
+    skip = on_skip or done
+    with Items(source, remote_cap=remote_cap, fetch=False) as items:
+        total = items.count()
+        if on_start is not None:
+            on_start(total)
+        for entry in items.entries():
+            if skip_done(out, entry, tally):
+                skip(entry.id not in out.kept_failed)
+            elif write_entry_error(out, entry, tally, seen):
+                done(False)
+    return _counts(tally, total, engine, out, start)
 
 
 def _run(
@@ -364,6 +418,13 @@ def _run(
             pool.shutdown(wait=True, cancel_futures=True)
         if ray_run is not None:
             ray_run.close()
+    return _counts(tally, total, engine, out, start, startup_s=startup, pools=pools)
+
+
+def _counts(
+    tally: Any, total: int, engine: str, out: OutputFile, start: float, **more: Any
+) -> BatchCounts:
+    """What a run did (``tally``: the engine's :class:`~mmctl.run_batch.local.Tally`)."""
     return BatchCounts(
         total=total,
         succeeded=tally.succeeded,
@@ -371,7 +432,6 @@ def _run(
         skipped=tally.skipped,
         engine=engine,
         wall_s=time.perf_counter() - start,
-        startup_s=startup,
         errors=tally.errors,
         interrupted_by=tally.interrupted_by,
         output=str(out.path),
@@ -379,5 +439,5 @@ def _run(
         retried=out.retried,
         kept_failed=tally.kept_failed,
         by_target=tally.by_target,
-        pools=pools,
+        **more,
     )

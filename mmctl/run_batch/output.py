@@ -43,6 +43,23 @@ from typing import Any
 from mmctl.dataset import id_key
 from mmctl.errors import InputError, OutputFailed, UsageError
 
+#: Error codes a retry cannot fix: the same line and media are refused again
+#: (the line, its id, its media, the prompt's layout check, the worker's
+#: INVALID_ARGUMENT) until INPUT or the files change. The others — the worker
+#: gone or overloaded (``unavailable``, ``deadline_exceeded``, …), a Ray node
+#: lost — are what ``--resume`` retries for.
+INPUT_ERRORS = frozenset(
+    {
+        "invalid_line",
+        "invalid_id",
+        "duplicate_id",
+        "invalid_input",
+        "no_media",
+        "check_failed",
+        "invalid_argument",
+    }
+)
+
 
 def success_line(
     custom_id: str,

@@ -23,6 +23,7 @@ from mmctl.choices import PixelFormat
 from mmctl.dataset import Item
 from mmctl.errors import MmctlError
 from mmctl.models.model import Model
+from mmctl.models.registry import refuse_kind
 from mmctl.request.build import MediaItem, RequestPlan, Sampling
 from mmctl.values.items import DEFAULT_OPTIONS
 
@@ -117,7 +118,7 @@ class Preparer:
         kinds = [check_media(p) for p in item.media]
         media = []
         for path, kind in zip(item.media, kinds, strict=True):
-            model.spec.refuse_kind(kind)
+            refuse_kind(model.spec, kind)
             pre = model.spec.processor.preprocess(
                 path, kind, model.params, s.pixel_format, DEFAULT_OPTIONS
             )

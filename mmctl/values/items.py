@@ -80,6 +80,17 @@ class ItemFacts:
 
 
 @dataclass(frozen=True)
+class Frames:
+    """How a video item's embedding tokens divide into frames, in prompt order:
+    ``count`` runs of ``tokens`` each, then ``after`` tokens that belong to no
+    frame (OneVision's newline after the last one)."""
+
+    count: int
+    tokens: int
+    after: int = 0
+
+
+@dataclass(frozen=True)
 class Timings:
     """One item's preprocessing as consecutive phases: ``total_s`` is their sum.
 

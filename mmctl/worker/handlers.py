@@ -158,7 +158,9 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
         loop = asyncio.get_running_loop()
         refusal: tuple[grpc.StatusCode, str] | None = None
         try:
-            done, text, prompt_len = await loop.run_in_executor(self.work, self._answer, incoming)
+            done, sent_text, prompt_len = await loop.run_in_executor(
+                self.work, self._answer, incoming
+            )
         except checks.Rejected as err:
             refusal = (grpc.StatusCode.INVALID_ARGUMENT, str(err))
         except asyncio.CancelledError:
@@ -201,7 +203,7 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
             self._log(
                 request_id,
                 incoming,
-                f"ok {text!r} ({len(done.tokens)} tokens, {done.finish_reason})",
+                f"ok {sent_text!r} ({len(done.tokens)} tokens, {done.finish_reason})",
                 started,
             )
         except asyncio.CancelledError:  # the client cancelled, or its deadline passed
@@ -237,7 +239,8 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
                 ignore_eos=sp.ignore_eos,
                 decode=lambda t: tok.decode(t, skip_special_tokens=True),
             )
-            return done, text, prompt_len
+            # The log line shows what is sent, which --max-tokens or a stop may cut.
+            return done, tok.decode(done.tokens, skip_special_tokens=True), prompt_len
         finally:
             if incoming.nbytes >= TRIM_BYTES:
                 _trim_malloc()

@@ -22,6 +22,7 @@ from mmctl.choices import LayoutKind, PixelFormat
 from mmctl.errors import MmctlError
 from mmctl.media.probe import MediaKind, suffix_for
 from mmctl.models.model import Model
+from mmctl.models.registry import refuse_kind
 from mmctl.request.build import MediaItem, make_batches
 from mmctl.request.hashing import item_hash
 from mmctl.request.limits import check_item_limits
@@ -109,7 +110,7 @@ def process(
         for n, (ref, kind) in enumerate(zip(req.media_refs.items, kinds, strict=True)):
             path = resolve(ref.url, kind, Path(tmp), allowed_dir, n)
             try:
-                model.spec.refuse_kind(kind)
+                refuse_kind(model.spec, kind)
                 pre = model.spec.processor.preprocess(
                     path, kind, model.params, fmt, DEFAULT_OPTIONS
                 )

@@ -34,6 +34,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from mmctl.media.probe import dimensions  # noqa: E402
+
 FOLDER = ROOT / "tests" / "fixtures" / "families" / "llama4"
 
 
@@ -122,7 +124,7 @@ def check_images(count: int, rng: np.random.Generator) -> tuple[int, int]:
             if tiles.shape == ref_f32.shape:
                 detail = f"max |diff| {np.abs(tiles - ref_f32).max()}"
             print(
-                f"  image {n}: {w}x{h} differs: shape {tiles.shape} vs {tuple(ref_f32.shape)}, "
+                f"  image {n}: {dimensions(w, h)} differs: shape {tiles.shape} vs {tuple(ref_f32.shape)}, "
                 f"ratio {ratio} vs {ref_ratio}, ids equal {ids == ref_ids} {detail}"
             )
     return equal, differ
@@ -163,7 +165,7 @@ def check_sizes(count: int, rng: np.random.Generator) -> tuple[int, int]:
             else:
                 differ += 1
                 print(
-                    f"  size {h}x{w} (max canvas {resize_to_max_canvas}): "
+                    f"  size {dimensions(w, h)} (max canvas {resize_to_max_canvas}): "
                     f"{llama4.resized_size(h, w, vision)} vs HF {ref}"
                 )
     return equal, differ
@@ -191,7 +193,9 @@ def check_resize(count: int, rng: np.random.Generator) -> tuple[int, int]:
                 tensor, [th, tw], interpolation=F.InterpolationMode.BILINEAR, antialias=True
             )
         except RuntimeError as exc:  # torch's own internal asserts (reported, not counted)
-            refused.append(f"{w}x{h} -> {tw}x{th}: {str(exc).splitlines()[0][:120]}")
+            refused.append(
+                f"{dimensions(w, h)} -> {dimensions(tw, th)}: {str(exc).splitlines()[0][:120]}"
+            )
             continue
         ref_hwc = ref.permute(1, 2, 0).numpy()
         ours = resize.resize_rgb(rgb, th, tw, filter="bilinear")
@@ -204,7 +208,7 @@ def check_resize(count: int, rng: np.random.Generator) -> tuple[int, int]:
             equal += 1
         else:
             differ += 1
-            print(f"  resize {w}x{h} -> {tw}x{th} differs")
+            print(f"  resize {dimensions(w, h)} -> {dimensions(tw, th)} differs")
     for line in refused:
         print(f"  torch refused {line}")
     return equal, differ

@@ -30,6 +30,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from mmctl.media.probe import dimensions  # noqa: E402
 from mmctl.models import llava, llava_next  # noqa: E402
 from mmctl.models import llava_onevision as onevision  # noqa: E402
 
@@ -147,7 +148,7 @@ def main() -> int:
             else:
                 differ += 1
                 notes.append(
-                    f"{h}x{w}: pixels {'ok' if ok else 'DIFFER'}, tokens "
+                    f"{dimensions(w, h)}: pixels {'ok' if ok else 'DIFFER'}, tokens "
                     f"{module.image_tokens(h, w, vision)} vs HF {hf_tokens}"
                 )
         batch_equal = batch_differ = 0
@@ -192,7 +193,7 @@ def main() -> int:
             equal += 1
         else:
             differ += 1
-            print(f"    clip {total} frames {h}x{w} DIFFER")
+            print(f"    clip {total} frames {dimensions(w, h)} DIFFER")
     print(f"llava_onevision video: clips {equal} equal, {differ} differ")
     failed |= bool(differ)
     return 1 if failed else 0

@@ -116,13 +116,86 @@ def test_plot_ticks_are_the_values_asked_for():
         SimpleNamespace(concurrency=c, records=[record(n, name) for n, name in sizes])
         for c in (1, 4, 16)
     ]
-    fig = figure(SimpleNamespace(levels=levels))
+    fig = figure(SimpleNamespace(levels=levels), (50, 90, 99))
     fig.canvas.draw()
     by_size, by_conc = fig.axes
     assert [t.get_text() for t in by_conc.get_xticklabels()] == ["1", "4", "16"]
     assert [t.get_text() for t in by_size.get_xticklabels()] == ["1MB", "4MB", "16MB"]
-    assert by_conc.get_legend_handles_labels()[1] == ["shm/bf16 1MB", "shm/bf16 4MB",
-                                                      "shm/bf16 16MB"]  # fmt: skip
+    assert [t.get_text() for t in by_conc.get_legend().get_texts()] == [
+        "shm/bf16 1MB", "shm/bf16 4MB", "shm/bf16 16MB"
+    ]  # fmt: skip
+
+
+def _latencies(arms, sizes, levels, seed=0):
+    """Records with known latencies: (arm, payload bytes, concurrency) → ms."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    drawn: dict = {}
+    out = []
+    for c in levels:
+        records = []
+        for arm in arms:
+            for size, name in sizes:
+                ms = list(rng.uniform(5, 50, 20))
+                drawn[(arm, size, c)] = ms
+                records += [SimpleNamespace(ok=True, latency_s=v / 1000, arm=arm,
+                                            payload_bytes=size, item=name) for v in ms]  # fmt: skip
+        out.append(SimpleNamespace(concurrency=c, records=records))
+    return SimpleNamespace(levels=out), drawn
+
+
+@pytest.mark.parametrize(
+    ("sizes", "levels"),
+    [([(995_328, "1MB"), (3_981_312, "4MB")], (1, 4, 16)), ([(995_328, "clip.mp4")], (1,))],
+    ids=["sweep", "one-item"],
+)
+def test_plot_draws_every_percentile_its_legend_names(sizes, levels):
+    """Read back from the figure: each panel draws each percentile asked for, in
+    the style the one legend gives it, at the values the data have; with a
+    single item each point still says which percentile it is."""
+    pytest.importorskip("matplotlib")
+    import numpy as np
+
+    from mmctl.bench.plot import figure
+
+    arms = ("inline/uint8", "shm/uint8")
+    percentiles = (50, 90, 99)
+    result, drawn = _latencies(arms, sizes, levels)
+    fig = figure(result, percentiles)
+    fig.canvas.draw()
+    (legend,) = fig.legends
+    keys = {t.get_text(): (h.get_linestyle(), h.get_marker())
+            for t, h in zip(legend.get_texts(), legend.legend_handles, strict=True)}  # fmt: skip
+    assert list(keys) == ["p50", "p90", "p99"]
+    assert len(set(keys.values())) == 3 and len({m for _, m in keys.values()}) == 3
+    title = fig.get_suptitle()
+    assert not any(w in title for w in ("solid", "dashed", "dotted", "p50", "p90"))
+    by_size, by_conc = fig.axes
+    assert not any(w in by_conc.get_xlabel() for w in ("solid", "dotted"))
+    for ax in (by_size, by_conc):
+        lines = [line for line in ax.get_lines() if line.get_gid()]
+        seen = {line.get_gid().rsplit("|", 1)[1] for line in lines}
+        assert seen == set(keys), ax.get_xlabel()
+        for line in lines:
+            series, pct = line.get_gid().rsplit("|", 1)
+            assert (line.get_linestyle(), line.get_marker()) == keys[pct]
+            p = float(pct[1:])
+            arm = next(a for a in arms if series.startswith(a))
+            for x, y in zip(line.get_xdata(), line.get_ydata(), strict=True):
+                if ax is by_size:
+                    size = next(s for s, _ in sizes if abs(s / 1e6 - x) < 1e-9)
+                    conc = min(levels)
+                else:
+                    size = next(s for s, name in sizes if series == f"{arm} {name}")
+                    conc = int(x)
+                assert y == pytest.approx(float(np.percentile(drawn[(arm, size, conc)], p)))
+        colours = {(line.get_gid().rsplit("|", 1)[0], line.get_color()) for line in lines}
+        assert len({c for _, c in colours}) == len(colours)  # a colour per series
+        legend_names = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert sorted(legend_names) == sorted({name for name, _ in colours})
 
 
 def test_video_and_dataset_workloads(cli, stub, red_blue, tmp_path):

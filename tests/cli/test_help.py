@@ -110,3 +110,71 @@ def test_a_bare_group_prints_its_help_page(cli, group):
     assert r.code == 2 and r.out == ""
     assert r.err.startswith(f"Usage: {' '.join(('mmctl', *group))} [OPTIONS] COMMAND")
     assert "Error:" not in r.err and "Commands:" in r.err
+
+
+# ---- help text that names what the code holds (kept from drifting apart) ----
+
+
+def _page(cli, *path: str) -> str:
+    r = cli(*path, "--help")
+    assert r.code == 0, r.err
+    return " ".join(r.out.split())
+
+
+def test_family_help_names_the_registry_families_once_each(cli):
+    from mmctl.models import registry
+
+    for path, command in COMMANDS:
+        for param in command.params:
+            if "--family" in param.opts:
+                listed = param.help.split("Model family: ")[1].split(".  [default")[0]
+                names = [n.strip() for n in listed.replace(" or ", ", ").split(",")]
+                assert names == registry.canonical_names(), (path, param.help)
+
+
+def test_every_layout_check_is_named_where_the_checks_are_described(cli):
+    from mmctl.models import registry
+
+    checks = {family.prompt.check_name.replace("_", " ") for family in registry.FAMILIES}
+    for command in ("build", "inspect-tokens"):
+        page = _page(cli, command)
+        missing = [c for c in sorted(checks) if c not in page]
+        assert not missing, f"mmctl {command} --help never names {missing}"
+
+
+def test_usage_lines_show_each_argument_once_and_plainly(cli):
+    for path, command in COMMANDS:
+        if hasattr(command, "commands"):
+            continue
+        usage = cli(*path[1:], "--help").out.splitlines()[0]
+        assert usage.startswith(f"Usage: {' '.join(path)} [OPTIONS]"), usage
+        rest = usage.split("[OPTIONS]", 1)[1].split()
+        arguments = [p for p in command.params if p.param_type_name == "argument"]
+        assert len(rest) == len(arguments), usage
+        for shown, param in zip(rest, arguments, strict=True):
+            bare = shown.removesuffix("...").strip("[]{}")
+            assert bare == param.metavar and "[" not in bare and "{" not in bare, usage
+        page = cli(*path[1:], "--help").out.split("\n", 1)[1]
+        for param in arguments:
+            assert param.metavar in page, f"{usage}: {param.metavar} is not explained"
+
+
+#: Where a command's model files come from when --model-dir is left out.
+MODEL_FILES = {
+    "send": "the worker's, from its GetTokenizer bundle",
+    "batch": "the worker's, from its GetTokenizer bundle",
+    "bench": "the worker's, from its GetTokenizer bundle",
+    "build": "the worker's with --target, else the built-in Qwen3-VL set",
+    "preprocess": "the built-in Qwen3-VL set",
+    "inspect-tokens": "the built-in Qwen3-VL set",
+    "stub-worker": "the built-in Qwen3-VL set",
+}
+
+
+def test_model_dir_default_is_each_commands_own(cli):
+    shown = {}
+    for path, command in COMMANDS:
+        for param in command.params:
+            if "--model-dir" in param.opts:
+                shown[path[-1]] = param.help.split("[default: ")[1].rstrip("]")
+    assert shown == MODEL_FILES

@@ -115,6 +115,26 @@ def _family(o: dict[str, Any]) -> bool:
     return o["preprocess"]["family"] == "qwen3-vl" and load_model().spec.name == "qwen3-vl"
 
 
+def _builtin_files(o: dict[str, Any]) -> bool:
+    """The offline commands and the stub (which serves ``model_for()``'s files)."""
+    from mmctl.offline import model_for
+
+    return (
+        o["tokens"]["model"]["source"].startswith("built-in")
+        and o["preprocess"]["settings"]["model"].startswith("built-in")
+        and model_for().source.label.startswith("built-in")
+    )
+
+
+def _onevision_frames() -> int:
+    from pathlib import Path
+
+    from mmctl.models.model import load_model
+
+    folder = Path(__file__).resolve().parents[1] / "fixtures" / "families" / "llava_onevision"
+    return int(load_model(model_dir=folder).params.num_frames)
+
+
 def _target(_: dict[str, Any]) -> bool:
     import os
 
@@ -204,11 +224,14 @@ TRUTH: dict[tuple[str, str], Callable[[dict[str, Any]], object]] = {
     ("--fps", "the model's (2)"): lambda o: _settings(o, "fps") == 2,
     ("--min-frames", "the model's (4)"): lambda o: _settings(o, "min_frames") == 4,
     ("--max-frames", "the model's (768)"): lambda o: _settings(o, "max_frames") == 768,
-    ("--num-frames", "from --fps"): lambda o: o["preprocess"]["frames"]["sampled_fps"] == 2,
+    ("--num-frames", "from --fps; llava-onevision: the model's (32)"): lambda o: (
+        o["preprocess"]["frames"]["sampled_fps"] == 2 and _onevision_frames() == 32
+    ),
     ("--min-pixels", "the model's"): lambda o: _settings(o, "video_min_pixels") == 4096,
     ("--max-pixels", "the model's"): lambda o: _settings(o, "video_max_pixels") == 25165824,
     ("--family", "from config.json, else qwen3-vl"): _family,
-    ("--model-dir", "the worker's files (send), else the built-in Qwen3-VL set"): (
+    ("--model-dir", "the built-in Qwen3-VL set"): _builtin_files,
+    ("--model-dir", "the worker's with --target, else the built-in Qwen3-VL set"): (
         lambda o: o["build"]["model"]["source"].startswith("built-in")
     ),
     ("--system", "the family's, if any"): lambda o: (

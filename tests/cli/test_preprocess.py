@@ -28,7 +28,7 @@ def test_human_summary(capsys, clip):
     code, out, err = _run(capsys, "preprocess", clip)
     assert code == 0, err
     assert "grid_thw" in out and "[4, 6, 8]" in out
-    assert "32 frames (count from" in out
+    assert "32 frames, counted from" in out
 
 
 def test_json_npz_and_preview(capsys, clip, tmp_path):

@@ -21,13 +21,6 @@ import pytest
 MMCTL = f"{sys.executable} -m mmctl"
 
 
-@pytest.fixture
-def env(tmp_path) -> dict[str, str]:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(("MMCTL_", "GRPC_"))}
-    environ["MMCTL_CACHE_DIR"] = str(tmp_path / "cache")
-    return environ
-
-
 def sh(script: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run(
         ["bash", "-o", "pipefail", "-c", script],
@@ -40,18 +33,22 @@ def sh(script: str, env: dict[str, str], timeout: float = 120) -> subprocess.Com
 
 def into_closed_pipe(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
     """Run mmctl with stdout on a pipe whose reader is already gone: every
-    write meets EPIPE, as after `| head -1` has read its line."""
+    write meets EPIPE, as after `| head -1` has read its line. ``.pid``: the
+    process's, whose name its shm files carry."""
     read, write = os.pipe()
     os.close(read)
     try:
-        return subprocess.run(
+        with subprocess.Popen(
             [sys.executable, "-m", "mmctl", *args],
             stdout=write,
             stderr=subprocess.PIPE,
             text=True,
             env=env,
-            timeout=120,
-        )
+        ) as proc:
+            _, stderr = proc.communicate(timeout=120)
+        done = subprocess.CompletedProcess(proc.args, proc.returncode, None, stderr)
+        done.pid = proc.pid
+        return done
     finally:
         os.close(write)
 
@@ -89,14 +86,12 @@ def test_a_closed_stdout_is_exit_141_with_nothing_on_stderr(stub, red_blue, env,
 def test_a_closed_stdout_leaves_no_shm_files(stub, red_blue, env):
     from mmctl.transport.shm import shm_dir
 
-    before = {p.name for p in shm_dir().iterdir() if p.name.startswith("mmctl-")}
     r = into_closed_pipe(["send", str(red_blue), "-t", stub.running.address, "--shm"], env)
     assert r.returncode == 141, r.stderr
     # The pixels did travel in a file (else there was nothing to leave behind) …
     assert "via shm" in stub.log.getvalue()
-    # … and no file of that run is left (another process's may come and go).
-    after = {p.name for p in shm_dir().iterdir() if p.name.startswith("mmctl-")}
-    assert after <= before
+    # … and no file of this run is left (other jobs on the machine share /dev/shm).
+    assert [p.name for p in shm_dir().iterdir() if p.name.startswith(f"mmctl-{r.pid}-")] == []
 
 
 def _one_error_line(stderr: str) -> str:

@@ -109,7 +109,7 @@ def test_the_gateway_lays_out_as_vllm_and_equals_mmctl_but_for_its_resize(
 
 
 def test_the_stub_refuses_the_gateways_llava_next_count_as_vllm_would_fail(smg_exe, tmp_path):
-    """smg 1.13.0's ``LlavaNextProcessor::calculate_num_tokens`` gives a 61x97 image
+    """smg 1.13.0's ``LlavaNextProcessor::calculate_num_tokens`` gives a 97x61 image
     976 tokens; vLLM's processor (and mmctl) count 1512."""
     with _gateway(smg_exe, "llava_next", tmp_path) as pair:
         status, _body = _chat(

@@ -32,6 +32,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("mmctl.transport",),
     ("mmctl.client", "mmctl.signals"),
     ("mmctl.offline", "mmctl.worker", "mmctl.bench", "mmctl.run_batch", "mmctl.demo"),
+    ("mmctl.request_file",),
     ("mmctl.cli",),
     ("mmctl", "mmctl._entry", "mmctl.__main__"),
 )

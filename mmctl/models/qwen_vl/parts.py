@@ -24,7 +24,7 @@ from mmctl.models.family import Family, ModelView
 from mmctl.models.qwen_vl.settings import QwenVision, TokenIds
 from mmctl.models.qwen_vl.variant import QwenVariant
 from mmctl.values.fields import GRID, PIXELS, ROWS, FieldLayout, WireField, by_value
-from mmctl.values.items import ItemFacts, ItemOptions, Preprocessed
+from mmctl.values.items import Frames, ItemFacts, ItemOptions, Preprocessed
 from mmctl.values.layout import Layout, LayoutCheck
 from mmctl.values.received import ContractError, Received
 
@@ -138,6 +138,13 @@ class QwenPrompt:
             merge_size=vision(model).merge_size,
             kind=layout,
         )
+
+    def frames(self, item: ItemFacts, model: ModelView) -> Frames | None:
+        if item.kind is not MediaKind.VIDEO:
+            return None
+        t, h, w = item.grid
+        merge = vision(model).merge_size
+        return Frames(t, h * w // (merge * merge))  # one run per temporal patch
 
     def check(self, layout: Layout, items: Sequence[ItemFacts], model: ModelView) -> LayoutCheck:
         from mmctl.prompt.mrope import walk

@@ -184,9 +184,10 @@ def test_pad_patch_axis_zeros_after() -> None:
 
 def test_anyres_grid_and_unpadding() -> None:
     assert tiles.anyres_grid_shape(61, 97, NEXT_PINPOINTS, 336) == (1, 2)
-    # 61x97 in a 24x48 grid: aspect 1.59 < 2, new_w = int(round(97*24/61, 7)) = 38, pad 5 a side
+    # a 97x61 image (height 61, width 97) in a 48x24 grid: aspect 1.59 < 2,
+    # new_w = int(round(97*24/61, 7)) = 38, pad 5 a side
     assert tiles.unpadded_grid(61, 97, 24, 1, 2) == (24, 38)
-    # wide: 100x1000 in 24x48: new_h = int(round(100*48/1000, 7)) = 4, pad 10 a side
+    # wide: 1000x100 in 48x24: new_h = int(round(100*48/1000, 7)) = 4, pad 10 a side
     assert tiles.unpadded_grid(100, 1000, 24, 1, 2) == (4, 48)
     # exactly the grid's aspect: nothing removed
     assert tiles.unpadded_grid(336, 672, 24, 1, 2) == (24, 48)

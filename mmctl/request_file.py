@@ -1,0 +1,121 @@
+"""A request written to a file for replay (``mmctl build``; ``send --request``).
+
+Two ways to decide what the request carries: **offline**, as a default
+``vllm serve MODEL --grpc`` for the model's family wants it (no worker asked:
+the family's pixel type, ``--layout`` and ``--mm-item-limits`` of the user's
+choosing), or **for a worker** (``target``), negotiated with it exactly as
+``send`` would, its tensors inline. Either way the file is written atomically
+and the document says what was decided, checked and written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from mmctl.choices import LayoutKind
+from mmctl.client.options import SendOptions
+from mmctl.errors import CheckFailed, UsageError
+
+
+def write_offline(
+    media: Sequence[Path],
+    out: Path,
+    options: SendOptions,
+    *,
+    model_dir: Path | None = None,
+    bundle: Path | None = None,
+    family: str | None = None,
+    layout: LayoutKind = LayoutKind.VLLM,
+    item_limits: dict[str, int] | None = None,
+    force: bool = False,
+    on_warning: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """The request for a default worker of the model's family, written to ``out``.
+    A failed layout check refuses (``CheckFailed``) unless ``force``; what a
+    person should know is said to ``on_warning`` first."""
+    from mmctl.client.negotiate import choose_pixels
+    from mmctl.offline import model_for
+    from mmctl.request.compose import compose
+    from mmctl.request.view import summary, write_request
+
+    model = model_for(model_dir=model_dir, bundle=bundle, family=family, vision=options.vision)
+    pixels = choose_pixels(None, options.pixel_dtype, family=model.spec)
+    composed = compose(
+        list(media),
+        options.prompt,
+        model,
+        pixel_format=pixels.format,
+        layout_kind=layout,
+        system=options.system,
+        chat=options.chat is not False,
+        allow_special_tokens=options.allow_special_tokens,
+        sampling=options.sampling,
+        stream=options.stream is not False,
+        request_id=options.request_id,
+        item_limits=item_limits,
+        strict=options.strict,
+    )
+    for warning in composed.warnings:
+        if on_warning is not None:
+            on_warning(warning)
+    if not composed.check.ok and not force:
+        raise CheckFailed(
+            model.spec.check_failed(composed.check.reason), hint="--force writes it anyway"
+        )
+    req = composed.plan.to_proto()
+    return {
+        "out": str(out),
+        "bytes": write_request(req, out),
+        "model": {"source": model.source.label, "family": model.spec.name},
+        "target": None,
+        "decisions": {"pixel_dtype": pixels.decision.as_dict()},
+        "prompt_format": composed.rendered.how,
+        "layout": composed.layout.kind.value,
+        "check": {"name": model.spec.prompt.check_name, **composed.check.as_dict()},
+        "items": [
+            {"path": it.path, **it.pre.facts.as_dict(), "content_hash": it.content_hash}
+            for it in composed.items
+        ],
+        "timings_s": {k: round(v, 6) for k, v in composed.timings.items()},
+        "warnings": composed.warnings,
+        "request": summary(req),
+    }
+
+
+def write_for_worker(
+    target: str,
+    media: Sequence[Path],
+    out: Path,
+    options: SendOptions,
+    *,
+    connection: dict[str, Any],
+    layout: LayoutKind = LayoutKind.VLLM,
+    item_limits: dict[str, int] | None = None,
+    force: bool = False,
+) -> dict[str, Any]:
+    """The request ``send`` would send to ``target``, written to ``out``
+    (``connection``: :class:`~mmctl.client.client.Client`'s keywords)."""
+    from mmctl.client.client import Client
+    from mmctl.request.view import summary
+
+    if force:
+        raise UsageError("--force writes a request the checks refuse; not with --target")
+    if layout is not LayoutKind.VLLM or item_limits:
+        raise UsageError(
+            "--layout and --mm-item-limits describe an offline build; not with --target"
+        )
+    with Client(target, **connection) as client:
+        built = client.build(list(media), **vars(options))
+    run = built.run
+    return {
+        "out": str(out),
+        "bytes": built.write(out),
+        "target": target,
+        "decisions": {k: d.as_dict() for k, d in run.decisions.items()},
+        "checks": [c.as_dict() for c in run.checks],
+        "items": run.items,
+        "warnings": run.warnings,
+        "request": summary(built.request),
+    }
