@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mmctl.errors import InputError
+from mmctl.media.probe import dimensions
 from mmctl.models import llava_onevision
 from mmctl.preprocessing import tiles
 from mmctl.preprocessing.resize import resize_rgb
@@ -150,7 +151,7 @@ def tile_grid(height: int, width: int, settings: Settings = Settings()) -> tuple
     to width/height; on an exact tie the later (more tiles) one, while the image's
     area is over half the tiles' area."""
     if height <= 0 or width <= 0:
-        raise InputError(f"image has no pixels: {width}x{height}")
+        raise InputError(f"image has no pixels: {dimensions(width, height)}")
     tile_h, tile_w = settings.tile
     aspect, area = width / height, width * height
     best_diff, best = float("inf"), (1, 1)

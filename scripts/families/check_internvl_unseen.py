@@ -36,6 +36,7 @@ from check_llava_unseen import content  # noqa: E402
 from check_llava_unseen import sizes as llava_sizes  # noqa: E402
 
 from mmctl.checkpoint.source import from_dir  # noqa: E402
+from mmctl.media.probe import dimensions  # noqa: E402
 from mmctl.models import internvl  # noqa: E402
 from mmctl.prompt.tokenizer import Tokenizer  # noqa: E402
 
@@ -88,7 +89,7 @@ def check_images(processor, frames: list[np.ndarray]) -> tuple[int, int, list[st
         else:
             differ += 1
             notes.append(
-                f"{h}x{w}: pixels {'ok' if pixels_ok else 'DIFFER'}, patches "
+                f"{dimensions(w, h)}: pixels {'ok' if pixels_ok else 'DIFFER'}, patches "
                 f"{internvl.num_patches(h, w)} vs HF {hf_patches}, ids {'ok' if repl_ok else 'DIFFER'}"
             )
     return equal, differ, notes
@@ -122,7 +123,7 @@ def check_clips(processor, rng: np.random.Generator, count: int) -> tuple[int, i
         else:
             differ += 1
             notes.append(
-                f"clip {total} frames {h}x{w}: pixels {'ok' if pixels_ok else 'DIFFER'}, "
+                f"clip {total} frames {dimensions(w, h)}: pixels {'ok' if pixels_ok else 'DIFFER'}, "
                 f"ids {'ok' if ids_ok else 'DIFFER'}, frames {len(indices)}"
             )
     return equal, differ, notes
