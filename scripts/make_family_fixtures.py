@@ -39,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "fixtures"), str(ROOT / "scripts")]
 
 import hf_cases  # noqa: E402
+from families import glm_golden  # noqa: E402
 
 FAMILIES = ROOT / "tests" / "fixtures" / "families"
 OUT = FAMILIES / "goldens"
@@ -73,6 +74,32 @@ CASES = {
         ("image_then_video", ("rgba", "v:film")),
     ],
 }
+# GLM (scripts/families/glm_golden.py): vLLM takes at most one video per prompt, and
+# refuses clips under 1 s (min_frames.mp4: its loaders keep one frame; vllm_check.py shows it).
+GLM_CASES = (
+    [(f"image-{n}", (n,)) for n in IMAGES]
+    + [("two_images", ("rgb_odd", "large"))]
+    + [
+        (f"video-{n}", (f"v:{n}",))
+        for n in (
+            "tiny",
+            "ties",
+            "portrait",
+            "odd_count",
+            "max_frames",
+            "rotated",
+            "vfr",
+            "webm",
+            "gif",
+            "mov",
+            "ntsc",
+            "film",
+        )
+    ]
+    + [("image_then_video", ("rgba", "v:film"))]
+)
+CASES["glm4v"] = GLM_CASES
+CASES["glm46v"] = GLM_CASES
 # InternVL reads the same media as OneVision: every image, two images, the clips, both kinds.
 CASES["internvl"] = list(CASES["llava_onevision"])
 
@@ -292,6 +319,14 @@ def load_media(media: tuple[str, ...]) -> Loaded:
 def family_golden(family: str, processor, media: tuple[str, ...]) -> dict:
     folder = FAMILIES / family
     config = json.loads((folder / "config.json").read_text())
+    if family in glm_golden.VARIANTS:
+        glm_items = []
+        for name in media:
+            case = VIDEOS[name[2:]] if name.startswith("v:") else IMAGES[name]
+            path = hf_cases.media_path(case)
+            item = ("video", path) if name.startswith("v:") else ("image", load_image(path))
+            glm_items.append((*item, path.name, hf_cases.sha256_of(path)))
+        return glm_golden.golden(family, processor, config, glm_items, PROMPT, tensor_record)
     loaded = load_media(media)
     images, videos, content, items, out = (
         loaded.images,

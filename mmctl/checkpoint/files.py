@@ -15,6 +15,7 @@ CONFIG = "config.json"
 PREPROCESSOR = "preprocessor_config.json"
 VIDEO_PREPROCESSOR = "video_preprocessor_config.json"
 PROCESSOR = "processor_config.json"
+TOKENIZER_CONFIG = "tokenizer_config.json"
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,9 @@ class ModelFiles:
     #: transformers v5's combined file; its nested "image_processor" /
     #: "video_processor" win over the two files above.
     processor_config: Mapping[str, Any] = field(default_factory=dict)
+    #: Read for its ``processor_class`` only (where transformers' AutoProcessor
+    #: looks after the processor files).
+    tokenizer_config: Mapping[str, Any] = field(default_factory=dict)
 
 
 def read_json(path: Path | None) -> dict[str, Any]:
@@ -51,6 +55,7 @@ def load_model_files(source: ModelSource | Path) -> ModelFiles:
         preprocessor_config=read_json(source.find(PREPROCESSOR)),
         video_preprocessor_config=read_json(source.find(VIDEO_PREPROCESSOR)),
         processor_config=read_json(source.find(PROCESSOR)),
+        tokenizer_config=read_json(source.find(TOKENIZER_CONFIG)),
     )
     if not (files.config or files.preprocessor_config or files.video_preprocessor_config):
         raise InputError(

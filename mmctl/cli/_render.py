@@ -184,7 +184,7 @@ def vision_rows(table: Table, settings: dict[str, dict[str, object]]) -> None:
     def v(key: str) -> object:
         return settings[key]["value"]
 
-    if "video_min_pixels" in settings:  # the Qwen families' budget and sampling
+    if {"video_min_pixels", "min_frames"} <= settings.keys():  # Qwen's budget and sampling
         table.add_row(
             "vision",
             f"video {v('video_min_pixels')}..{v('video_max_pixels')} px, "

@@ -4,7 +4,9 @@ Ordered lookup, first match wins. Qwen3-VL comes first because it is the
 primary family and its matcher is the narrower one (``Qwen3VL*``); the
 Qwen2 matcher must not see a Qwen3 config first. The LLaVA families match
 their ``model_type`` exactly (``llava`` must not take ``llava_next``'s or
-OneVision's folders, as smg's name-based matcher does).
+OneVision's folders, as smg's name-based matcher does). GLM matches its
+two model types exactly; which GLM processing (4.1V or 4.6V) a folder gets is
+its processor class's, read with its settings (vLLM decides it so too).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 
 from mmctl.errors import InputError, UsageError
 from mmctl.media.probe import MediaKind
-from mmctl.models import llama4, llava, llava_next, llava_onevision
+from mmctl.models import glm4v, llama4, llava, llava_next, llava_onevision
 from mmctl.models.family import Family
 from mmctl.models.qwen_vl import qwen2_vl, qwen3_vl
 
@@ -25,6 +27,7 @@ FAMILIES: tuple[Family, ...] = (
     llava_next.FAMILY,
     llava_onevision.FAMILY,
     llama4.FAMILY,
+    glm4v.FAMILY,
 )
 ALIASES: dict[str, Family] = {
     name: family for family in FAMILIES for name in (family.name, *family.aliases)

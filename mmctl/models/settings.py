@@ -41,7 +41,14 @@ from dataclasses import dataclass, field, fields, is_dataclass, replace
 from enum import StrEnum
 from typing import Any, ClassVar, Self
 
-from mmctl.checkpoint.files import CONFIG, PREPROCESSOR, PROCESSOR, VIDEO_PREPROCESSOR, ModelFiles
+from mmctl.checkpoint.files import (
+    CONFIG,
+    PREPROCESSOR,
+    PROCESSOR,
+    TOKENIZER_CONFIG,
+    VIDEO_PREPROCESSOR,
+    ModelFiles,
+)
 from mmctl.errors import InputError, UsageError
 from mmctl.models.kinds import Kind, TokenId, fail, is_int
 from mmctl.preprocessing.tiles import Size
@@ -309,6 +316,29 @@ def processor_dict(files: ModelFiles, kind: str) -> tuple[Mapping[str, Any] | No
         return files.video_preprocessor_config, VIDEO_PREPROCESSOR
     if files.preprocessor_config:
         return files.preprocessor_config, PREPROCESSOR
+    return None, ""
+
+
+def processor_class(files: ModelFiles) -> tuple[Any, str]:
+    """The ``processor_class`` transformers' ``AutoProcessor`` builds for ``files``
+    and the file naming it: processor_config.json, then preprocessor_config.json
+    (video_preprocessor_config.json where there is none), then
+    tokenizer_config.json, then config.json; ``(None, "")`` when none does (the
+    model type's class). The raw value: the family checks it."""
+    image = (
+        (files.preprocessor_config, PREPROCESSOR)
+        if files.preprocessor_config
+        else (files.video_preprocessor_config, VIDEO_PREPROCESSOR)
+    )
+    for values, where in (
+        (files.processor_config, PROCESSOR),
+        image,
+        (files.tokenizer_config, TOKENIZER_CONFIG),
+        (files.config, CONFIG),
+    ):
+        found = values.get("processor_class")
+        if found is not None:
+            return found, where
     return None, ""
 
 

@@ -45,7 +45,7 @@ from mmctl.values.items import (
     Preprocessed,
     Timings,
 )
-from mmctl.values.layout import Layout, LayoutCheck
+from mmctl.values.layout import Layout, LayoutCheck, span_outside
 from mmctl.values.received import ContractError, Received
 
 IMAGE, VIDEO, CONFIG = File.IMAGE, File.VIDEO, File.CONFIG
@@ -385,13 +385,9 @@ class RunPrompt:
         ids = layout.ids
         for span, item in zip(layout.spans, items, strict=True):
             n = span.item + 1
-            if span.offset < 0 or span.end > len(ids):
-                return LayoutCheck(
-                    False,
-                    f"item {n}: placeholder span [{span.offset}, {span.end}) lies outside the "
-                    f"prompt of {len(ids)} tokens",
-                    n,
-                )
+            outside = span_outside(span, len(ids))
+            if outside is not None:
+                return outside
             want = np.asarray(self.replacement(item, model), dtype=np.int64)
             got = ids[span.offset : span.end]
             embed = model.token_ids.embed(item.kind)

@@ -12,7 +12,7 @@ Qwen-VL families' own layouts (and the variants of older routers) are in
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -54,38 +54,60 @@ def replace_placeholders(
     items: Sequence[ItemFacts],
     tokens: Tokens,
     replacement: Callable[[ItemFacts], Sequence[int]],
+    targets: Mapping[MediaKind, Sequence[int]] | None = None,
 ) -> Layout:
     """vLLM's ``PromptReplacement``: the k-th placeholder of a modality becomes
     ``replacement`` of the k-th item of that modality (a template may write all
     images before the videos, as OneVision's does); each span is its replacement.
-    Spans are in item order."""
+    ``targets``: where vLLM's target for a modality is more than its placeholder
+    token (GLM's ``<|begin_of_video|><|video|><|end_of_video|>``), the token
+    sequence matched and replaced whole. Spans are in item order."""
     ids = list(prompt_ids)
-    where: dict[int, int] = {}  # prompt position -> item
+    where: dict[int, tuple[int, int]] = {}  # prompt position -> (item, target length)
     for kind in MediaKind:
         members = [n for n, it in enumerate(items) if it.kind is kind]
         if not members:
             continue
-        token = tokens.placeholder(kind)
-        found = [i for i, t in enumerate(ids) if t == token]
+        target = list((targets or {}).get(kind) or [tokens.placeholder(kind)])
+        found = _matches(ids, target)
         if len(found) != len(members):
             raise InputError(
                 f"the prompt holds {len(found)} {kind.value} placeholder(s) for "
                 f"{len(members)} {kind.value} item(s)"
+                + (
+                    f" (vLLM's target is the {len(target)} tokens {target})"
+                    if len(target) > 1
+                    else ""
+                )
             )
-        where.update(zip(found, members, strict=True))
+        where.update((pos, (n, len(target))) for pos, n in zip(found, members, strict=True))
     out: list[int] = []
     spans: dict[int, Span] = {}
     cursor = 0
     for pos in sorted(where):
-        n = where[pos]
+        n, length = where[pos]
         out.extend(ids[cursor:pos])
         block = list(replacement(items[n]))
         spans[n] = Span(n, items[n].kind, len(out), len(block))
         out.extend(block)
-        cursor = pos + 1
+        cursor = pos + length
     out.extend(ids[cursor:])
     return Layout(
         kind=LayoutKind.VLLM,
         ids=np.asarray(out, dtype=np.int64),
         spans=tuple(spans[n] for n in range(len(items))),
     )
+
+
+def _matches(ids: list[int], target: list[int]) -> list[int]:
+    """Where ``target`` occurs in ``ids``, left to right, not overlapping."""
+    if len(target) == 1:
+        return [i for i, t in enumerate(ids) if t == target[0]]
+    found, i = [], 0
+    while i <= len(ids) - len(target):
+        if ids[i : i + len(target)] == target:
+            found.append(i)
+            i += len(target)
+        else:
+            i += 1
+    return found

@@ -20,7 +20,7 @@ from typing import Protocol
 import numpy as np
 
 from mmctl.media.probe import MediaKind
-from mmctl.values.layout import LayoutCheck, Span
+from mmctl.values.layout import LayoutCheck, Span, span_outside
 
 
 class FrameMarkers(Protocol):
@@ -51,13 +51,9 @@ def walk(
     checked = 0
     for span, (t, h, w) in zip(spans, grids, strict=True):
         item = span.item + 1
-        if span.offset < 0 or span.end > n:
-            return LayoutCheck(
-                False,
-                f"item {item}: placeholder span [{span.offset}, {span.end}) lies outside the "
-                f"prompt of {n} tokens",
-                item,
-            )
+        outside = span_outside(span, n)
+        if outside is not None:
+            return outside
         per_frame = h * w // (merge_size * merge_size)
         pad = token_ids.placeholder(span.kind)
         inside = int(np.count_nonzero(arr[span.offset : span.end] == pad))

@@ -48,11 +48,12 @@ class Row:
 
 
 def media_tokens(tokens: Tokens) -> dict[int, str]:
-    """The family's embedding tokens (the positions that receive features), by id → kind."""
+    """The family's embedding tokens (the positions that receive features), by id →
+    kind; one id for both kinds (GLM's ``<|image|>``) is named by the first."""
     out: dict[int, str] = {}
     for kind in MediaKind:
         with contextlib.suppress(InputError):  # a kind the family does not read
-            out[tokens.embed(kind)] = kind.value
+            out.setdefault(tokens.embed(kind), kind.value)
     return out
 
 
@@ -104,6 +105,10 @@ def rows(
     current: Span | None = None
     frame, has_pads = 0, False  # frames count within the current video span
     embedded = 0  # embedding tokens seen so far in the current span
+    # A video's timestamps lead its frames (Qwen3-VL: "<t seconds>" then the
+    # block) or trail them (GLM: the block, then "t seconds"): the span says
+    # which by what comes first, text or a frame's start.
+    leading = True
 
     def next_frame() -> int:
         nonlocal frame, has_pads
@@ -117,6 +122,12 @@ def rows(
             current = None if current is span else current
         if start in starts:
             current, frame, has_pads, embedded = starts[start], 0, False, 0
+            inside = category[current.offset : current.end]
+            first_text = np.flatnonzero(inside == 0)
+            first_start = np.flatnonzero(inside == 1)
+            leading = not (
+                len(first_start) and (not len(first_text) or first_start[0] < first_text[0])
+            )
             out.append(Row(start, "span_start", 0, current.kind.value, current.item + 1))
         if start >= stop:
             continue
@@ -146,7 +157,8 @@ def rows(
         else:
             text = tokenizer.decode(ids[start:stop].tolist())
             if in_video:
-                out.append(Row(start, "timestamp", count, text, item, next_frame()))
+                this = next_frame() if leading or not frame else frame
+                out.append(Row(start, "timestamp", count, text, item, this))
             else:
                 out.append(Row(start, "text", count, text, item))
     for span in ends.get(n, ()):
@@ -177,10 +189,18 @@ def _frame_rows(
 
 
 def totals(layout: Layout, token_ids: Tokens) -> dict[str, int]:
+    """Token counts by category. Embedding tokens count by the span they lie in
+    (GLM's video embeds at <|image|>), outside spans by their id."""
     ids = layout.ids
     pads = media_tokens(token_ids)
-    image = int(np.count_nonzero(np.isin(ids, [i for i, k in pads.items() if k == "image"])))
-    video = int(np.count_nonzero(np.isin(ids, [i for i, k in pads.items() if k == "video"])))
+    is_pad = np.isin(ids, list(pads))
+    kind_of = np.full(len(ids), "", dtype=object)
+    for token, kind in pads.items():
+        kind_of[ids == token] = kind
+    for span in layout.spans:
+        kind_of[span.offset : span.end] = span.kind.value
+    image = int(np.count_nonzero(is_pad & (kind_of == "image")))
+    video = int(np.count_nonzero(is_pad & (kind_of == "video")))
     markers = int(np.count_nonzero(np.isin(ids, list(marker_tokens(token_ids)))))
     in_spans = sum(s.length for s in layout.spans)
     return {

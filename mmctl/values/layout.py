@@ -55,3 +55,17 @@ class LayoutCheck:
             "frame": self.frame,
             "frames_checked": self.frames_checked,
         }
+
+
+def span_outside(span: Span, length: int) -> LayoutCheck | None:
+    """The failed check of a span that does not lie inside a prompt of ``length``
+    tokens (a request read back may say anything), else ``None``."""
+    if span.offset >= 0 and span.end <= length:
+        return None
+    n = span.item + 1
+    return LayoutCheck(
+        False,
+        f"item {n}: placeholder span [{span.offset}, {span.end}) lies outside the prompt of "
+        f"{length} tokens",
+        n,
+    )

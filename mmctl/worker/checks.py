@@ -76,9 +76,12 @@ def device_normalize_for(spec: Family, asked: bool | None) -> bool:
     if asked is None:
         return normalizes_by_default(spec)
     if asked and not spec.processor.device_normalize:
+        from mmctl.models.registry import FAMILIES
+
+        able = ", ".join(f.name for f in FAMILIES if f.processor.device_normalize)
         raise UsageError(
             f"--device-normalize: vLLM normalizes {spec.name} pixels in its processor; only "
-            "the Qwen2.5-VL and Qwen3-VL families normalize on the device"
+            f"the {able} families normalize on the device"
         )
     return asked
 

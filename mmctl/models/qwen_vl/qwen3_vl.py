@@ -12,7 +12,7 @@ import numpy as np
 
 from mmctl.models.qwen_vl.parts import qwen_family
 from mmctl.models.qwen_vl.settings import QwenVision, video_budget
-from mmctl.preprocessing.resize import smart_resize_image, smart_resize_video
+from mmctl.preprocessing.resize import smart_resize_image
 from mmctl.values.fields import FieldLayout, WireField
 
 #: vLLM's Qwen3-VL field config (``Qwen3VLMultiModalProcessor._get_mm_fields_config``):
@@ -74,16 +74,7 @@ class Qwen3VLVariant:
     def video_size(
         self, num_frames: int, height: int, width: int, vision: QwenVision
     ) -> tuple[int, int]:
-        low, high = video_budget(vision, num_frames)
-        return smart_resize_video(
-            num_frames,
-            height,
-            width,
-            factor=vision.factor,
-            temporal_factor=vision.temporal_patch_size,
-            min_pixels=low,
-            max_pixels=high,
-        )
+        return vision.frames_size(num_frames, height, width, *video_budget(vision, num_frames))
 
     def image_size(self, height: int, width: int, vision: QwenVision) -> tuple[int, int]:
         return smart_resize_image(

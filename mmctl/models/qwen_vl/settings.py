@@ -31,8 +31,9 @@ from mmctl.models.settings import File, HFClass, Settings, setting
 
 VIDEO, IMAGE, CONFIG = File.VIDEO, File.IMAGE, File.CONFIG
 
-#: The settings every Qwen processor class has, as transformers' class attributes.
-_COMMON = {
+#: The pixel steps and patch geometry every Qwen-style processor class has
+#: (Qwen-VL's, GLM's), as transformers' class attributes.
+PATCH_STEPS = {
     "do_resize": True,
     "resample": kinds.BICUBIC,
     "do_rescale": True,
@@ -40,12 +41,18 @@ _COMMON = {
     "do_normalize": True,
     "temporal_patch_size": 2,
     "merge_size": 2,
-    "min_frames": 4,
-    "max_frames": 768,
 }
-#: The Qwen2-VL classes: patch 14, CLIP mean/std, and min/max_pixels that replace
-#: the size edges (Qwen3-VL's video class has no such keys).
-_QWEN2 = {**_COMMON, "patch_size": 14, "image_mean": kinds.CLIP_MEAN, "image_std": kinds.CLIP_STD}
+#: Patch 14 and CLIP mean/std: the Qwen2-VL classes' (and GLM's).
+PATCH14_CLIP = {
+    **PATCH_STEPS,
+    "patch_size": 14,
+    "image_mean": kinds.CLIP_MEAN,
+    "image_std": kinds.CLIP_STD,
+}
+_COMMON = {**PATCH_STEPS, "min_frames": 4, "max_frames": 768}
+#: The Qwen2-VL classes, with min/max_pixels that replace the size edges
+#: (Qwen3-VL's video class has no such keys).
+_QWEN2 = {**PATCH14_CLIP, "min_frames": 4, "max_frames": 768}
 _MIN_MAX = {"size.shortest_edge": "min_pixels", "size.longest_edge": "max_pixels"}
 
 
@@ -80,32 +87,20 @@ _CAP = kinds.Int(1, 2**40)
 
 
 @dataclass(frozen=True)
-class QwenVision(Settings):
-    """Every setting that shapes a Qwen-VL item's pixels, grid and tokens."""
+class PatchVision(Settings):
+    """What every Qwen-style processor (Qwen-VL's, GLM's) reads to make patch rows
+    with a ``(t, h, w)`` grid: the two budgets (``size``: ``shortest_edge`` /
+    ``longest_edge``, in pixels), the patch geometry and the pixel steps. The
+    image and the video processor must agree on the geometry and the steps
+    (mmctl keeps one value for both). Defaults: Qwen3-VL's published values; a
+    family's ``PUBLISHED`` differs."""
 
-    IMAGE_CLASSES: ClassVar[tuple[HFClass, ...]] = (QWEN2VL_IMAGE,)
-    VIDEO_CLASSES: ClassVar[tuple[HFClass, ...]] = (QWEN3VL_VIDEO,)
-    OVERRIDABLE: ClassVar[tuple[str, ...]] = (
-        "fps",
-        "num_frames",
-        "min_frames",
-        "max_frames",
-        "video_min_pixels",
-        "video_max_pixels",
-    )
+    #: ``--min-pixels`` / ``--max-pixels`` name the video budget.
     FLAG_NAMES: ClassVar[Mapping[str, str]] = {
         "min_pixels": "video_min_pixels",
         "max_pixels": "video_max_pixels",
     }
-    #: Keys that cannot change vLLM's tensors: vLLM samples frames itself and
-    #: hands the processor the sampled ones (``do_sample_frames`` off, its own
-    #: metadata); ``max_image_size`` / ``max_duration`` / ``num_frames`` are
-    #: the class's sampling inputs that vLLM's loader replaces.
-    INERT: ClassVar[frozenset[str]] = frozenset(
-        {"do_sample_frames", "return_metadata", "video_metadata", "max_image_size", "max_duration"}
-    )
 
-    #: Video: the whole clip's budget (frames × height × width); Qwen2-VL: per frame.
     video_min_pixels: int = setting(
         VIDEO, "size.shortest_edge", 4096, kinds.Int(1, kinds.MAX_MIN_PIXELS)
     )
@@ -130,12 +125,6 @@ class QwenVision(Settings):
     rescale_factor: float = setting(
         VIDEO, "rescale_factor", kinds.RESCALE, kinds.Number(0, 1), also_image=True
     )
-    #: None in a class (Qwen2-VL's video processor samples no frames by itself): 2.
-    fps: float = setting(VIDEO, "fps", 2.0, kinds.Number(0, 1000))
-    min_frames: int = setting(VIDEO, "min_frames", 4, _FRAMES)
-    max_frames: int = setting(VIDEO, "max_frames", 768, _FRAMES)
-    #: A user's ``--num-frames`` (sample exactly so many); no processor file sets it.
-    num_frames: int | None = None
     do_resize: bool = setting(VIDEO, "do_resize", True, kinds.Flag(only=True), also_image=True)
     resample: int = setting(
         VIDEO,
@@ -147,12 +136,6 @@ class QwenVision(Settings):
     do_rescale: bool = setting(VIDEO, "do_rescale", True, kinds.Flag(only=True), also_image=True)
     do_normalize: bool = setting(
         VIDEO, "do_normalize", True, kinds.Flag(only=True), also_image=True
-    )
-    cap_pixels_per_frame: bool = setting(
-        VIDEO, "cap_pixels_per_frame", False, kinds.Flag(), only_for=(QWEN3VL_VIDEO.name,)
-    )
-    max_video_tokens: int = setting(
-        VIDEO, "max_video_tokens", 768, kinds.Int(1, 1_000_000), only_for=(QWEN3VL_VIDEO.name,)
     )
 
     @property
@@ -170,6 +153,23 @@ class QwenVision(Settings):
         t, h, w = grid_thw
         return t * h * w // (self.merge_size * self.merge_size)
 
+    def frames_size(
+        self, num_frames: int, height: int, width: int, low: int, high: int
+    ) -> tuple[int, int]:
+        """(h, w) for ``num_frames`` frames of ``height`` x ``width`` in a budget
+        that counts the frames too (Qwen3-VL's video ``smart_resize``, GLM's)."""
+        from mmctl.preprocessing.resize import smart_resize_video
+
+        return smart_resize_video(
+            num_frames,
+            height,
+            width,
+            factor=self.factor,
+            temporal_factor=self.temporal_patch_size,
+            min_pixels=low,
+            max_pixels=high,
+        )
+
     def check(self) -> None:
         for problem in self._problems():
             raise InputError(f"model processor config: {problem}")
@@ -179,20 +179,58 @@ class QwenVision(Settings):
             raise UsageError(problem)
 
     def _problems(self) -> list[str]:
+        return [
+            f"{what} pixel budget needs min-pixels <= max-pixels, got {low} and {high}"
+            for what, low, high in (
+                ("video", self.video_min_pixels, self.video_max_pixels),
+                ("image", self.image_min_pixels, self.image_max_pixels),
+            )
+            if low > high
+        ]
+
+
+@dataclass(frozen=True)
+class QwenVision(PatchVision):
+    """Every setting that shapes a Qwen-VL item's pixels, grid and tokens."""
+
+    IMAGE_CLASSES: ClassVar[tuple[HFClass, ...]] = (QWEN2VL_IMAGE,)
+    VIDEO_CLASSES: ClassVar[tuple[HFClass, ...]] = (QWEN3VL_VIDEO,)
+    OVERRIDABLE: ClassVar[tuple[str, ...]] = (
+        "fps",
+        "num_frames",
+        "min_frames",
+        "max_frames",
+        "video_min_pixels",
+        "video_max_pixels",
+    )
+    #: Keys that cannot change vLLM's tensors: vLLM samples frames itself and
+    #: hands the processor the sampled ones (``do_sample_frames`` off, its own
+    #: metadata); ``max_image_size`` / ``max_duration`` / ``num_frames`` are
+    #: the class's sampling inputs that vLLM's loader replaces.
+    INERT: ClassVar[frozenset[str]] = frozenset(
+        {"do_sample_frames", "return_metadata", "video_metadata", "max_image_size", "max_duration"}
+    )
+
+    #: None in a class (Qwen2-VL's video processor samples no frames by itself): 2.
+    fps: float = setting(VIDEO, "fps", 2.0, kinds.Number(0, 1000))
+    min_frames: int = setting(VIDEO, "min_frames", 4, _FRAMES)
+    max_frames: int = setting(VIDEO, "max_frames", 768, _FRAMES)
+    #: A user's ``--num-frames`` (sample exactly so many); no processor file sets it.
+    num_frames: int | None = None
+    cap_pixels_per_frame: bool = setting(
+        VIDEO, "cap_pixels_per_frame", False, kinds.Flag(), only_for=(QWEN3VL_VIDEO.name,)
+    )
+    max_video_tokens: int = setting(
+        VIDEO, "max_video_tokens", 768, kinds.Int(1, 1_000_000), only_for=(QWEN3VL_VIDEO.name,)
+    )
+
+    def _problems(self) -> list[str]:
         out = []
         if self.min_frames > self.max_frames:
             out.append(
                 f"min-frames ({self.min_frames}) is larger than max-frames ({self.max_frames})"
             )
-        for what, low, high in (
-            ("video", self.video_min_pixels, self.video_max_pixels),
-            ("image", self.image_min_pixels, self.image_max_pixels),
-        ):
-            if low > high:
-                out.append(
-                    f"{what} pixel budget needs min-pixels <= max-pixels, got {low} and {high}"
-                )
-        return out
+        return [*out, *super()._problems()]
 
 
 def video_budget(vision: QwenVision, num_frames: int) -> tuple[int, int]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mmctl.media.probe import MediaKind
-from mmctl.models import llama4, llava, llava_next, llava_onevision
+from mmctl.models import glm4v, llama4, llava, llava_next, llava_onevision
 from mmctl.models.qwen_vl import qwen2_vl, qwen3_vl
 from mmctl.values.fields import FieldLayout, WireField
 
@@ -45,6 +45,12 @@ def test_readme_table_is_the_field_tables():
     table = [line for line in text.splitlines() if line.startswith("| `")]
     wire = [row for row in table if row.split("|")[2].strip().startswith(("image", "video"))]
     assert wire == expected_rows()
+
+
+def test_glm_sends_the_rows_of_both_qwen_families():
+    for kind in MediaKind:
+        q3, q25 = qwen3_vl.FAMILY.wire.fields(kind), qwen2_vl.FAMILY.wire.fields(kind)
+        assert glm4v.FAMILY.wire.fields(kind) == tuple(f for f in q3 if f in q25)
 
 
 def test_the_families_share_the_qwen_batch_and_video_adds_each_ones_timing():

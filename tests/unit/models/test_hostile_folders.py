@@ -85,6 +85,20 @@ CASES: list[tuple[str | None, str, str, Any, str]] = [
     ("llama4", "preprocessor_config.json", "size", {"height": 10**9, "width": 10**9}, "huge"),
     ("llama4", "preprocessor_config.json", "image_std", 0, "non-finite"),
     ("llama4", "config.json", "image_token_index", 2**40, "out of vocabulary"),
+    # GLM-4.1V
+    ("glm4v", "preprocessor_config.json", "patch_size", 0, "zero"),
+    ("glm4v", "video_preprocessor_config.json", "size.shortest_edge", -1, "negative"),
+    ("glm4v", "video_preprocessor_config.json", "size.shortest_edge", 10**12, "huge"),
+    ("glm4v", "video_preprocessor_config.json", "fps", "two", "wrong type"),
+    ("glm4v", "preprocessor_config.json", "image_std", [0, 0, 0], "non-finite"),
+    ("glm4v", "config.json", "video_start_token_id", 10**9, "out of vocabulary"),
+    # GLM-4.6V
+    ("glm46v", "video_preprocessor_config.json", "max_duration", 0, "zero"),
+    ("glm46v", "video_preprocessor_config.json", "temporal_patch_size", -2, "negative"),
+    ("glm46v", "preprocessor_config.json", "size.longest_edge", 10**15, "huge"),
+    ("glm46v", "preprocessor_config.json", "processor_class", 3, "wrong type"),
+    ("glm46v", "video_preprocessor_config.json", "rescale_factor", math.inf, "non-finite"),
+    ("glm46v", "config.json", "image_token_id", 151552, "out of vocabulary"),
 ]
 
 
