@@ -33,69 +33,182 @@ scripts/families/internvl.md has the sources, line by line.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 
 from mmctl.errors import InputError
-from mmctl.media.probe import dimensions
-from mmctl.models import llava_onevision
+from mmctl.media.probe import MediaKind, dimensions
+from mmctl.models import kinds, llava_onevision, tiled
+from mmctl.models.family import Family, ModelView
+from mmctl.models.settings import REQUIRED, File, HFClass, Settings, setting
 from mmctl.preprocessing import tiles
 from mmctl.preprocessing.resize import resize_rgb
+from mmctl.preprocessing.tiles import Size
+from mmctl.values.fields import EMBED, PIXELS, ROWS, FieldLayout, WireField
+from mmctl.values.items import Frames, ItemFacts
+from mmctl.values.received import ContractError, Received
 
-#: ``image_utils.IMAGENET_STANDARD_MEAN``-like values the published configs carry
-#: (``convert_internvl_weights_to_hf.write_image_processor``).
+IMAGE, VIDEO, PROCESSOR, CONFIG = File.IMAGE, File.VIDEO, File.PROCESSOR, File.CONFIG
+
+#: The values the published configs carry (``convert_internvl_weights_to_hf``).
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
-#: ``OPENAI_CLIP_MEAN`` / ``OPENAI_CLIP_STD``: ``InternVLVideoProcessor``'s class
-#: defaults, which a video file without ``image_mean``/``image_std`` falls back to.
-CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
-CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
+TILE = Size(height=448, width=448)
 
 START_IMAGE = "<img>"
 END_IMAGE = "</img>"
 CONTEXT = "<IMG_CONTEXT>"
-VIDEO = "<video>"
+VIDEO_TOKEN = "<video>"
+
+_STEPS = {
+    "do_resize": True,
+    "size": {"height": 384, "width": 384},
+    "resample": kinds.BICUBIC,
+    "do_rescale": True,
+    "rescale_factor": kinds.RESCALE,
+    "do_normalize": True,
+    "image_mean": kinds.CLIP_MEAN,
+    "image_std": kinds.CLIP_STD,
+}
+#: transformers 5.20.2's class attributes.
+IMAGE_CLASS = HFClass(
+    "GotOcr2ImageProcessor",
+    {**_STEPS, "crop_to_patches": False, "min_patches": 1, "max_patches": 12},
+)
+VIDEO_CLASS = HFClass("InternVLVideoProcessor", {**_STEPS, "do_sample_frames": False})
+_BICUBIC_ONLY = kinds.OneOf((kinds.BICUBIC,), "bicubic (3) only")
+#: Tiles of one image: published 12; each is 256 tokens and a 448x448 encoder pass.
+MAX_TILES = 144
 
 
 @dataclass(frozen=True)
-class Settings:
+class _Side(kinds.Kind):
+    """``vision_config.image_size``/``patch_size``: one side, or a square ``[h, w]``."""
+
+    hi: int = kinds.MAX_SIDE
+
+    def parse(self, raw: Any, where: str) -> int:
+        side = kinds.Int(1, self.hi)
+        if isinstance(raw, list | tuple) and len(raw) == 2:
+            h, w = side.parse(raw[0], f"{where}[0]"), side.parse(raw[1], f"{where}[1]")
+            if h != w:
+                raise InputError(f"{where} must be square, got {list(raw)}")
+            return h
+        return side.parse(raw, where)
+
+
+@dataclass(frozen=True)
+class Vision(Settings):
     """Every setting that shapes InternVL's pixels and tokens under vLLM.
 
     Defaults are ``OpenGVLab/InternVL3-1B-hf``'s published values (or the class
-    defaults those files leave in force).
+    defaults those files leave in force). The video processor reads
+    video_preprocessor_config.json, else (InternVL3-*-hf ship none)
+    preprocessor_config.json; its ``size`` never counts: vLLM rebuilds it
+    with the image processor's size.
     """
 
-    tile: tuple[int, int] = (448, 448)  # preprocessor size {height, width}; also the video size
-    resample: int = tiles.BICUBIC  # preprocessor resample (bicubic only)
-    do_resize: bool = True  # preprocessor do_resize
-    do_rescale: bool = True  # preprocessor do_rescale
-    rescale_factor: float = 1 / 255  # preprocessor rescale_factor
-    do_normalize: bool = True  # preprocessor do_normalize
-    image_mean: tuple[float, float, float] = IMAGENET_MEAN  # preprocessor image_mean
-    image_std: tuple[float, float, float] = IMAGENET_STD  # preprocessor image_std
-    #: ``InternVLProcessorKwargs._defaults["images_kwargs"]``: the processor passes it on
-    #: every call, over the file's ``crop_to_patches`` (false as published).
-    crop_to_patches: bool = True
-    min_patches: int = 1  # preprocessor min_patches
-    max_patches: int = 12  # preprocessor max_patches (tiles; the thumbnail is extra)
-    # The video processor's own settings: video_preprocessor_config.json, else (as for
-    # InternVL3-1B-hf, which has none) preprocessor_config.json. Its ``size`` never
-    # counts: vLLM rebuilds it with the image processor's size.
-    video_resample: int = tiles.BICUBIC  # video resample
-    video_do_resize: bool = True  # video do_resize
-    video_do_rescale: bool = True  # video do_rescale
-    video_rescale_factor: float = 1 / 255  # video rescale_factor
-    video_do_normalize: bool = True  # video do_normalize
-    video_mean: tuple[float, float, float] = IMAGENET_MEAN  # video image_mean
-    video_std: tuple[float, float, float] = IMAGENET_STD  # video image_std
-    #: processor_config.json ``image_seq_length``: tokens per 448x448 patch,
-    #: ``(448 // 14) ** 2 * downsample_ratio ** 2`` = 256.
-    image_seq_length: int = 256
+    IMAGE_CLASSES: ClassVar[tuple[HFClass, ...]] = (IMAGE_CLASS,)
+    VIDEO_CLASSES: ClassVar[tuple[HFClass, ...]] = (VIDEO_CLASS,)
+    OVERRIDABLE: ClassVar[tuple[str, ...]] = ("num_frames",)
+    #: ``crop_to_patches``: the processor passes true on every call
+    #: (``InternVLProcessorKwargs._defaults``), over the file's false; no
+    #: GotOcr2 step reads a crop; the video ``size`` is replaced by vLLM; the
+    #: sampling keys run only with ``do_sample_frames`` (refused).
+    INERT: ClassVar[frozenset[str]] = frozenset(
+        {
+            "crop_to_patches",
+            "crop_size",
+            "do_center_crop",
+            "default_to_square",
+            "num_frames",
+            "fps",
+            "initial_shift",
+            "video_metadata",
+            "return_metadata",
+        }
+    )
+
+    image_processor_type: str = setting(
+        IMAGE, "image_processor_type", IMAGE_CLASS.name, kinds.OneOf((IMAGE_CLASS.name,))
+    )
+    #: The tile side; also every video frame's (vLLM's ``size=`` override).
+    size: Size = setting(IMAGE, "size", TILE, kinds.SizeKind(square=True))
+    resample: int = setting(IMAGE, "resample", kinds.BICUBIC, _BICUBIC_ONLY)
+    do_rescale: bool = setting(IMAGE, "do_rescale", True, kinds.Flag())
+    rescale_factor: float = setting(IMAGE, "rescale_factor", kinds.RESCALE, kinds.Number(0, 1))
+    do_normalize: bool = setting(IMAGE, "do_normalize", True, kinds.Flag())
+    image_mean: tuple[float, float, float] = setting(
+        IMAGE, "image_mean", IMAGENET_MEAN, kinds.Triple()
+    )
+    image_std: tuple[float, float, float] = setting(
+        IMAGE, "image_std", IMAGENET_STD, kinds.Triple(std=True)
+    )
+    #: Tiles are cut to ``size`` whatever this says (the last resize is a no-op).
+    do_resize: bool = setting(IMAGE, "do_resize", True, kinds.Flag())
+    min_patches: int = setting(IMAGE, "min_patches", 1, kinds.Int(1, MAX_TILES))
+    #: Tiles; the thumbnail is extra.
+    max_patches: int = setting(IMAGE, "max_patches", 12, kinds.Int(1, MAX_TILES))
+    video_processor_type: str = setting(
+        VIDEO, "video_processor_type", VIDEO_CLASS.name, kinds.OneOf((VIDEO_CLASS.name,))
+    )
+    #: A frame of another size is refused by vLLM's model (``h = w = image_size``).
+    video_do_resize: bool = setting(VIDEO, "do_resize", True, kinds.Flag(only=True))
+    video_resample: int = setting(VIDEO, "resample", kinds.BICUBIC, _BICUBIC_ONLY)
+    video_do_rescale: bool = setting(VIDEO, "do_rescale", True, kinds.Flag())
+    video_rescale_factor: float = setting(
+        VIDEO, "rescale_factor", kinds.RESCALE, kinds.Number(0, 1)
+    )
+    video_do_normalize: bool = setting(VIDEO, "do_normalize", True, kinds.Flag())
+    video_mean: tuple[float, float, float] = setting(
+        VIDEO, "image_mean", IMAGENET_MEAN, kinds.Triple()
+    )
+    video_std: tuple[float, float, float] = setting(
+        VIDEO, "image_std", IMAGENET_STD, kinds.Triple(std=True)
+    )
+    #: vLLM drops the video metadata HF's own sampling needs; mmctl reproduces
+    #: vLLM's loader's frames only.
+    do_sample_frames: bool = setting(VIDEO, "do_sample_frames", False, kinds.Flag(only=False))
+    #: Tokens per patch: ``(image_size // patch_size) ** 2 * downsample_ratio ** 2``.
+    image_seq_length: int = setting(
+        PROCESSOR, "image_seq_length", 256, kinds.Int(1, 65_536), default=256
+    )
+    image_size: int = setting(CONFIG, "vision_config.image_size", 448, _Side(), default=REQUIRED)
+    patch_size: int = setting(CONFIG, "vision_config.patch_size", 14, _Side(256), default=REQUIRED)
+    downsample_ratio: float = setting(
+        CONFIG, "downsample_ratio", 0.5, kinds.Number(0, 1), default=0.5
+    )
     #: Frames vLLM's default loader keeps (``VideoMediaIO(num_frames=32)``; a server's
-    #: ``--media-io-kwargs '{"video": {"num_frames": N}}'``).
-    num_frames: int = 32
+    #: ``--media-io-kwargs '{"video": {"num_frames": N}}'``; mmctl's ``--num-frames``).
+    num_frames: int = llava_onevision.NUM_FRAMES
+
+    @property
+    def tile(self) -> tuple[int, int]:
+        """(height, width) of a tile and of a video frame."""
+        return self.size.target(0, 0)
+
+    def check(self) -> None:
+        if self.min_patches > self.max_patches:
+            raise InputError(
+                f"the image processor's min_patches ({self.min_patches}) is above its "
+                f"max_patches ({self.max_patches})"
+            )
+        if self.tile != (self.image_size, self.image_size):
+            raise InputError(
+                f"the image processor makes {self.tile[0]}x{self.tile[1]} tiles but "
+                f"config.json's vision_config.image_size is {self.image_size}: vLLM's "
+                "model refuses pixels of any other size"
+            )
+        side = self.image_size // self.patch_size
+        if side * side * self.downsample_ratio**2 != self.image_seq_length:
+            raise InputError(
+                f"processor_config.json's image_seq_length ({self.image_seq_length}) is not "
+                f"the tokens the model makes of a tile: ({self.image_size} // "
+                f"{self.patch_size})^2 x {self.downsample_ratio}^2"
+            )
 
 
 @dataclass(frozen=True)
@@ -126,8 +239,30 @@ class Tokens:
             start_image=look_up(START_IMAGE),
             end_image=look_up(END_IMAGE),
             context=look_up(CONTEXT),
-            video=look_up(VIDEO),
+            video=look_up(VIDEO_TOKEN),
         )
+
+    def placeholder(self, kind: MediaKind) -> int:
+        return self.video if kind is MediaKind.VIDEO else self.context
+
+    def embed(self, kind: MediaKind) -> int:
+        return self.placeholder(kind)
+
+    def markers(self) -> dict[int, str]:
+        return {self.start_image: "vision_start", self.end_image: "vision_end"}
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            START_IMAGE: self.start_image,
+            END_IMAGE: self.end_image,
+            CONTEXT: self.context,
+            VIDEO_TOKEN: self.video,
+        }
+
+
+def internvl_tokens(config: Mapping[str, Any], vocab: Callable[[str], int | None]) -> Tokens:
+    """The family's :class:`~mmctl.models.family.TokenReader`: the tokenizer's ids."""
+    return Tokens.from_vocab(vocab)
 
 
 # ---- images ----
@@ -145,7 +280,7 @@ def _arrangements(min_tiles: int, max_tiles: int) -> tuple[tuple[int, int], ...]
     return tuple(sorted(found, key=lambda grid: grid[0] * grid[1]))
 
 
-def tile_grid(height: int, width: int, settings: Settings = Settings()) -> tuple[int, int]:
+def tile_grid(height: int, width: int, settings: Vision = Vision()) -> tuple[int, int]:
     """(columns, rows) of tiles for an image (HF ``get_optimal_tiled_canvas``): the
     arrangement of ``min_patches..max_patches`` tiles whose columns/rows ratio is closest
     to width/height; on an exact tie the later (more tiles) one, while the image's
@@ -164,22 +299,18 @@ def tile_grid(height: int, width: int, settings: Settings = Settings()) -> tuple
     return best
 
 
-def num_patches(height: int, width: int, settings: Settings = Settings()) -> int:
+def num_patches(height: int, width: int, settings: Vision = Vision()) -> int:
     """Patches of one image: the tiles, plus the thumbnail when there is more than one."""
-    if not settings.crop_to_patches:
-        return 1
     cols, rows = tile_grid(height, width, settings)
     return cols * rows + (1 if cols * rows > 1 else 0)
 
 
-def image_patches(rgb: np.ndarray, settings: Settings = Settings()) -> list[np.ndarray]:
+def image_patches(rgb: np.ndarray, settings: Vision = Vision()) -> list[np.ndarray]:
     """The uint8 ``[448, 448, 3]`` patches of one image, in HF's order: tiles row by
     row, then the thumbnail (``crop_image_to_patches``, then ``_preprocess``'s resize,
     which leaves 448x448 patches as they are)."""
     tiles.check_rgb(rgb)
     tile_h, tile_w = settings.tile
-    if not settings.crop_to_patches:
-        return [_resize(rgb, settings.tile, settings.resample) if settings.do_resize else rgb]
     cols, rows = tile_grid(rgb.shape[0], rgb.shape[1], settings)
     canvas = _resize(rgb, (tile_h * rows, tile_w * cols), settings.resample)
     out = [
@@ -192,7 +323,7 @@ def image_patches(rgb: np.ndarray, settings: Settings = Settings()) -> list[np.n
     return out
 
 
-def image_pixels(rgb: np.ndarray, settings: Settings = Settings()) -> np.ndarray:
+def image_pixels(rgb: np.ndarray, settings: Vision = Vision()) -> np.ndarray:
     """``[H, W, 3]`` uint8 RGB (as vLLM loads it) → ``float32 [P, 3, 448, 448]``."""
     return tiles.rescale_normalize(
         np.stack(image_patches(rgb, settings)),
@@ -212,21 +343,19 @@ def _resize(rgb: np.ndarray, size: tuple[int, int], resample: int) -> np.ndarray
 # ---- videos ----
 
 
-def sample_indices(total_frames: int, settings: Settings = Settings()) -> np.ndarray:
+def sample_indices(total_frames: int, settings: Vision = Vision()) -> np.ndarray:
     """The frames vLLM's default (OpenCV) loader keeps — the same rule as OneVision's."""
     return llava_onevision.sample_indices(total_frames, settings.num_frames)
 
 
-def video_pixels(frames: np.ndarray, settings: Settings = Settings()) -> np.ndarray:
+def video_pixels(frames: np.ndarray, settings: Vision = Vision()) -> np.ndarray:
     """``[F, H, W, 3]`` uint8 sampled frames → ``float32 [F, 3, 448, 448]``: one patch a
     frame, at the image tile's size (vLLM's ``size=`` override)."""
     if frames.ndim != 4 or frames.shape[0] == 0:
         raise InputError(f"expected [F, H, W, 3] frames, got shape {frames.shape}")
     tiles.check_rgb(frames[0])
-    if settings.video_do_resize:
-        frames = np.stack([_resize(f, settings.tile, settings.video_resample) for f in frames])
     return tiles.rescale_normalize(
-        frames,
+        np.stack([_resize(f, settings.tile, settings.video_resample) for f in frames]),
         do_rescale=settings.video_do_rescale,
         rescale_factor=settings.video_rescale_factor,
         do_normalize=settings.video_do_normalize,
@@ -239,7 +368,7 @@ def video_pixels(frames: np.ndarray, settings: Settings = Settings()) -> np.ndar
 
 
 def image_token_ids(
-    patches: int, tokens: Tokens = Tokens(), settings: Settings = Settings()
+    patches: int, tokens: Tokens = Tokens(), settings: Vision = Vision()
 ) -> list[int]:
     """What replaces one ``<IMG_CONTEXT>`` of the prompt (``get_replacement_interns1_image``)."""
     return [
@@ -253,7 +382,7 @@ def video_token_ids(
     frames: int,
     encode: Callable[[str], Sequence[int]],
     tokens: Tokens = Tokens(),
-    settings: Settings = Settings(),
+    settings: Vision = Vision(),
 ) -> list[int]:
     """What replaces one ``<video>`` of the prompt (``get_replacement_interns1_video``):
     ``"\\n".join(f"Frame{i}: <img>" + "<video>" * 256 + "</img>")`` tokenized.
@@ -273,7 +402,7 @@ def video_token_ids(
     return ids
 
 
-def image_tokens(patches: int, settings: Settings = Settings()) -> int:
+def image_tokens(patches: int, settings: Vision = Vision()) -> int:
     """Length of one image's replacement: its patches' tokens and ``<img>``/``</img>``."""
     return patches * settings.image_seq_length + 2
 
@@ -283,3 +412,149 @@ def embed_mask(replacement: Sequence[int], embed_token: int) -> np.ndarray:
     (``PromptUpdateDetails.select_token_id``): those holding ``embed_token`` —
     ``tokens.context`` for an image, ``tokens.video`` for a video."""
     return np.asarray(replacement, dtype=np.int64) == embed_token
+
+
+# ---- the family's parts ----
+
+
+def image_item(rgb: np.ndarray, vision: Vision) -> tiled.Item:
+    pixels = image_pixels(rgb, vision)
+    count = int(pixels.shape[0])
+    return tiled.Item(pixels, count * vision.image_seq_length, extra={"patches": count}, rows=count)
+
+
+def video_item(frames: np.ndarray, vision: Vision) -> tiled.Item:
+    count = int(frames.shape[0])
+    return tiled.Item(
+        video_pixels(frames, vision),
+        count * vision.image_seq_length,
+        extra={"frames": count},
+        rows=count,
+    )
+
+
+def _tokens(model: ModelView) -> Tokens:
+    found = model.token_ids
+    assert isinstance(found, Tokens), "the InternVL family resolves its Tokens"
+    return found
+
+
+def replacement(item: ItemFacts, model: ModelView) -> list[int]:
+    """vLLM's ``get_replacement_interns1_image`` / ``_video`` for one item."""
+    vision, tokens = tiled.settings_of(model, Vision), _tokens(model)
+    rows = int(item.rows or 0)
+    if item.kind is MediaKind.IMAGE:
+        return image_token_ids(rows, tokens, vision)
+    return video_token_ids(rows, model.tokenizer.encode_cached, tokens, vision)
+
+
+def frames(item: ItemFacts, model: ModelView) -> Frames | None:
+    """A video's ``<video>`` runs: one of ``image_seq_length`` per frame."""
+    if item.kind is not MediaKind.VIDEO:
+        return None
+    return Frames(int(item.rows or 0), tiled.settings_of(model, Vision).image_seq_length)
+
+
+def chat_format(body: str, system: str | None) -> str:
+    """The Qwen2 chat format InternVL's template writes for one user turn."""
+    turns = [f"<|im_start|>system\n{system}<|im_end|>\n"] if system else []
+    turns.append(f"<|im_start|>user\n{body}<|im_end|>\n<|im_start|>assistant\n")
+    return "".join(turns)
+
+
+def _fields(kind: MediaKind) -> tuple[WireField, ...]:
+    """vLLM's ``InternS1MultiModalProcessor._get_mm_fields_config`` for one modality:
+    the patches flat by ``<kind>_num_patches`` (batched, on the CPU), and the
+    embedding token id shared by the batch (the model reads ``kwargs[…]``).
+    vLLM's token id is 0-d, which the wire cannot carry; the model flattens it."""
+    what = "patches: tiles, then the thumbnail" if kind is MediaKind.IMAGE else "frames"
+    sizes = f"{kind.value}_num_patches"
+    renamed = " (pixel_values_videos at the worker)" if kind is MediaKind.VIDEO else ""
+    return (
+        WireField(
+            "pixel_values",
+            FieldLayout.FLAT,
+            PIXELS,
+            PIXELS,
+            (3, "S", "S"),
+            f"[Σ {what.split(':')[0]}, 3, S, S] normalized {what}{renamed}",
+            sizes=sizes,
+        ),
+        WireField(
+            sizes,
+            FieldLayout.BATCHED,
+            ROWS,
+            "int64",
+            (),
+            f"[{kind.value}s] {what.split(':')[0]} per {kind.value} (the flat sizes)",
+            keep_on_cpu=True,
+        ),
+        WireField(
+            f"{kind.value}_token_id",
+            FieldLayout.SHARED,
+            EMBED,
+            "int64",
+            (),
+            f"[1] the {kind.value} embedding token id",
+            keep_on_cpu=True,
+        ),
+    )
+
+
+FIELDS = {kind: _fields(kind) for kind in (MediaKind.IMAGE, MediaKind.VIDEO)}
+
+
+def received_items(batch: Received, model: ModelView) -> list[ItemFacts]:
+    kind, count = batch.kind, batch.count
+    vision = tiled.settings_of(model, Vision)
+    key = f"{kind.value}_num_patches"
+    if key not in batch.tensors:
+        raise ContractError(f"carries no {key} tensor")
+    sizes = np.asarray(batch.tensors[key])
+    if list(sizes.shape) != [count]:
+        raise ContractError(
+            f"has shape {list(sizes.shape)}; {count} placeholder(s) need [{count}]", key
+        )
+    most = vision.max_patches + 1 if kind is MediaKind.IMAGE else None
+    out = []
+    for n in sizes.tolist():
+        if n < 1 or (most is not None and n > most):
+            bound = f"1 to {most}" if most is not None else "at least 1"
+            raise ContractError(f"holds {n} patches for one {kind.value}; {bound} fit", key)
+        unit = "patches" if kind is MediaKind.IMAGE else "frames"
+        out.append(ItemFacts(kind, n * vision.image_seq_length, extra={unit: n}, rows=n))
+    return out
+
+
+def expected_pixels(
+    kind: MediaKind, items: Sequence[ItemFacts], model: ModelView
+) -> tuple[int | str, ...]:
+    side = tiled.settings_of(model, Vision).image_size
+    return (sum(int(it.rows or 0) for it in items), 3, side, side)
+
+
+NAME = "internvl"
+FAMILY = Family(
+    name=NAME,
+    aliases=("internvl3", "interns1"),
+    model_types=("internvl",),
+    modalities=(MediaKind.IMAGE, MediaKind.VIDEO),
+    settings=Vision,
+    tokens=internvl_tokens,
+    processor=tiled.TileProcessor(
+        NAME, image_item, video_item, lambda total, vision: sample_indices(total, vision)
+    ),
+    prompt=tiled.RunPrompt(
+        NAME,
+        replacement,
+        media_words=(CONTEXT, VIDEO_TOKEN),
+        chat=chat_format,
+        frame_runs=frames,
+    ),
+    wire=tiled.TileWire(
+        FIELDS, {MediaKind.IMAGE: tiled.concatenate, MediaKind.VIDEO: tiled.concatenate}
+    ),
+    contract=tiled.TileContract(
+        NAME, received_items, expected_pixels, tiled.flat_tiles, tiled.last_tile
+    ),
+)

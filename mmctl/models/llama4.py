@@ -27,7 +27,6 @@ embeddings go to its ``<|patch|>`` tokens (``image_token_index``).
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -498,19 +497,6 @@ def expected_pixels(
     return (sum(int(it.rows or 0) for it in items), 3, side, side)
 
 
-def item_tiles(pixels: np.ndarray, items: Sequence[ItemFacts]) -> list[np.ndarray]:
-    bounds = np.cumsum([0, *[int(it.rows or 0) for it in items]])
-    return [pixels[a:b] for a, b in itertools.pairwise(bounds.tolist())]
-
-
-def global_tile(tiles: np.ndarray, item: ItemFacts) -> np.ndarray:
-    return tiles[-1]  # the global tile (the only one for a one-tile image)
-
-
-def concatenate(items: Sequence[np.ndarray]) -> np.ndarray:
-    return items[0] if len(items) == 1 else np.concatenate(items)
-
-
 #: vLLM's ``Mllama4MultiModalProcessor._get_mm_fields_config``: every image's
 #: tiles in one flat ``pixel_values``, split by ``patches_per_image``; that and
 #: ``aspect_ratios`` batched and kept on the CPU.
@@ -555,6 +541,8 @@ FAMILY = Family(
     tokens=llama4_tokens,
     processor=tiled.TileProcessor(NAME, image_item),
     prompt=tiled.RunPrompt(NAME, replacement, media_words=("image",)),
-    wire=tiled.TileWire({MediaKind.IMAGE: FIELDS}, {MediaKind.IMAGE: concatenate}),
-    contract=tiled.TileContract(NAME, received_items, expected_pixels, item_tiles, global_tile),
+    wire=tiled.TileWire({MediaKind.IMAGE: FIELDS}, {MediaKind.IMAGE: tiled.concatenate}),
+    contract=tiled.TileContract(
+        NAME, received_items, expected_pixels, tiled.flat_tiles, tiled.last_tile
+    ),
 )

@@ -21,6 +21,7 @@ vision tower's config keys the LLaVA families share.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -418,6 +419,11 @@ def stack(items: Sequence[np.ndarray]) -> np.ndarray:
     return np.stack(items)
 
 
+def concatenate(items: Sequence[np.ndarray]) -> np.ndarray:
+    """Items' rows joined into one flat tensor (split again by its sizes tensor)."""
+    return items[0] if len(items) == 1 else np.concatenate(items)
+
+
 @dataclass(frozen=True)
 class TileWire:
     #: The field table per modality (vLLM's ``_get_mm_fields_config``).
@@ -439,6 +445,17 @@ class TileWire:
 
 def first_tile(tiles: np.ndarray, item: ItemFacts) -> np.ndarray:
     return tiles[0]
+
+
+def last_tile(tiles: np.ndarray, item: ItemFacts) -> np.ndarray:
+    """Llama 4's global tile, InternVL's thumbnail (each the only one of a one-tile image)."""
+    return tiles[-1]
+
+
+def flat_tiles(pixels: np.ndarray, items: Sequence[ItemFacts]) -> list[np.ndarray]:
+    """Each item's share of a flat pixel tensor: its ``rows``, in order."""
+    bounds = np.cumsum([0, *[int(it.rows or 0) for it in items]])
+    return [pixels[a:b] for a, b in itertools.pairwise(bounds.tolist())]
 
 
 @dataclass(frozen=True)

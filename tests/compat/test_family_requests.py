@@ -28,7 +28,7 @@ from mmctl.request.view import read_request
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 FAMILIES = FIXTURES / "families"
-MODEL_TYPES = ("llava", "llava_next", "llama4", "llava_onevision", "glm4v", "glm46v")
+MODEL_TYPES = ("llava", "llava_next", "llama4", "llava_onevision", "glm4v", "glm46v", "internvl")
 # The families mmctl serves; goldens of families still being wired (issue 32) wait.
 GOLDENS = sorted(
     p for p in (FAMILIES / "goldens").glob("*.npz") if p.stem.split("-", 1)[0] in MODEL_TYPES
@@ -40,6 +40,13 @@ WIRE = {
     "pixel_values_videos": ("VIDEO", "pixel_values"),
     "image_grid_thw": ("IMAGE", "image_grid_thw"),
     "video_grid_thw": ("VIDEO", "video_grid_thw"),
+}
+#: Per golden tensor held whole (InternVL's): the batch and key it travels under.
+WHOLE = {
+    "image_num_patches": ("IMAGE", "image_num_patches"),
+    "video_num_patches": ("VIDEO", "video_num_patches"),
+    "image_token_id": ("IMAGE", "image_token_id"),
+    "video_token_id": ("VIDEO", "video_token_id"),
 }
 
 
@@ -59,7 +66,7 @@ def models() -> dict:
 
 def test_every_family_has_goldens():
     assert {_family(g) for g in GOLDENS} == set(MODEL_TYPES)
-    assert len(GOLDENS) == 98
+    assert len(GOLDENS) == 120
 
 
 def test_the_family_comes_from_config_json(models):
@@ -72,6 +79,7 @@ def test_the_family_comes_from_config_json(models):
         # vLLM's processor class, not the model type, picks GLM's processing.
         "glm4v": "glm4v",
         "glm46v": "glm4v",
+        "internvl": "internvl",
     }
     variants = {t: models[t].params.variant for t in ("glm4v", "glm46v")}
     assert variants == {"glm4v": "glm4v", "glm46v": "glm46v"}
@@ -99,6 +107,18 @@ def test_request_equals_the_golden(golden, models):
         assert list(td.shape) == record[f"{key}_shape"].tolist(), key
         assert td.dtype == str(record[f"{key}_dtype"]), key
         assert hashlib.sha256(td.inline).hexdigest() == str(record[f"{key}_sha256"]), key
+    for key, (kind, wire_key) in WHOLE.items():
+        if key not in record:
+            continue
+        td = by_kind[kind].model_specific_tensors[wire_key]
+        got = tensors.from_bytes(td.inline, td.shape, td.dtype)
+        # vLLM's token ids are 0-d, which the wire cannot carry: [1] on the wire.
+        assert got.reshape(record[key].shape).tolist() == record[key].tolist(), key
+        assert td.dtype == "int64", key
+    for kind in ("IMAGE", "VIDEO"):  # the spans vLLM's processor reports (InternVL's)
+        if f"{kind.lower()}_placeholders" in record:
+            spans = [[p.offset, p.length] for p in by_kind[kind].mm_placeholders]
+            assert spans == record[f"{kind.lower()}_placeholders"].tolist(), kind
     if "aspect_ratios" in record:
         image = by_kind["IMAGE"]
         for key in ("aspect_ratios", "patches_per_image"):
