@@ -117,7 +117,7 @@ def check_clips(processor, rng: np.random.Generator, count: int) -> tuple[int, i
         text = "\n".join(f"Frame{i + 1}: {frame}" for i in range(len(indices)))
         vllm_ids = processor.tokenizer(text, add_special_tokens=False)["input_ids"]
         ids_ok = internvl.video_token_ids(len(indices), tok.encode_cached) == vllm_ids
-        count_ok = len(indices) == min(total, internvl.Settings().num_frames) == len(want)
+        count_ok = len(indices) == min(total, internvl.Vision().num_frames) == len(want)
         if pixels_ok and ids_ok and count_ok:
             equal += 1
         else:

@@ -186,12 +186,10 @@ def test_out_into_a_missing_folder_is_bad_input(capsys, clip, tmp_path):
     assert err.startswith(f"Error: cannot write {tmp_path / 'no' / 'x.npz'}")
 
 
-#: Folders of families mmctl does not serve yet (issue 32: facts and goldens first).
-NOT_SERVED = {"internvl"}
 FAMILY_FOLDERS = sorted(
     p
     for p in (Path(__file__).resolve().parents[1] / "fixtures" / "families").iterdir()
-    if p.name != "goldens" and p.name not in NOT_SERVED
+    if p.name != "goldens"
 )
 
 

@@ -26,7 +26,7 @@ from mmctl.wire import proto
 from tests.conftest import Stub, _stub
 
 FAMILIES = Path(__file__).resolve().parents[1] / "fixtures" / "families"
-MODEL_TYPES = ("llava", "llava_next", "llama4", "llava_onevision")
+MODEL_TYPES = ("llava", "llava_next", "llama4", "llava_onevision", "internvl")
 
 
 @pytest.fixture(scope="module")
@@ -269,3 +269,57 @@ def test_glm_two_videos_are_refused_before_sending(glm, red_blue):
     model_type, stub = glm
     with _client(stub, model_type) as client, pytest.raises(mmctl.MmctlError, match="2 videos"):
         client.send([red_blue, red_blue], "Colours?")
+
+
+# ---- InternVL: flat patches, token ids shared by each batch -------------------------
+
+
+@pytest.fixture(scope="module")
+def internvl() -> Iterator[Stub]:
+    running = _stub(load_model(model_dir=FAMILIES / "internvl"))
+    try:
+        yield running
+    finally:
+        running.close()
+
+
+@pytest.mark.parametrize("transport", ["inline", "shm"])
+def test_internvl_image_and_video_in_one_request(internvl, images, red_blue, transport):
+    with _client(internvl, "internvl") as client:
+        result = client.send([images[1], red_blue], "Colours?", transport=transport)
+    assert result.answer == "blue; red, blue"
+    req = _built(internvl, "internvl", [images[1], red_blue])
+    batches = [req.mm_inputs, *req.extra_mm_inputs]
+    assert [b.im_token_id for b in batches] == [151667, 151674]  # <IMG_CONTEXT>, <video>
+    for batch, kind in zip(batches, ("image", "video"), strict=True):
+        td = batch.model_specific_tensors[f"{kind}_token_id"]
+        assert list(td.shape) == [1]
+        assert tensors.from_bytes(td.inline, td.shape, td.dtype).tolist() == [batch.im_token_id]
+        assert dict(batch.flat_keys) == {"pixel_values": f"{kind}_num_patches"}
+        assert list(batch.batched_keys) == [f"{kind}_num_patches"]
+        assert f"{kind}_token_id" not in batch.batched_keys  # shared, as vLLM's is
+
+
+def test_internvl_without_its_token_id_is_refused(internvl, images):
+    req = _built(internvl, "internvl", [images[0]])
+    del req.mm_inputs.model_specific_tensors["image_token_id"]
+    assert "carries no image_token_id tensor" in _refused(internvl, req)
+
+
+def test_internvl_a_token_id_of_two_values_is_refused(internvl, images):
+    req = _built(internvl, "internvl", [images[0], images[1]])
+    req.mm_inputs.model_specific_tensors["image_token_id"].CopyFrom(
+        tensors.inline(np.asarray([151667, 151674], dtype=np.int64), "int64")
+    )
+    assert "not one value for the batch" in _refused(internvl, req)
+
+
+def test_internvl_patch_counts_that_are_not_the_spans_are_refused(internvl, images):
+    """Counts that still split the pixels, but give each image embeddings its span
+    does not hold (vLLM: a placeholder/embedding count mismatch)."""
+    req = _built(internvl, "internvl", [images[0], images[1]])
+    td = req.mm_inputs.model_specific_tensors["image_num_patches"]
+    counts = tensors.from_bytes(td.inline, td.shape, td.dtype)
+    shifted = counts + np.asarray([1, -1], dtype=np.int64)
+    td.CopyFrom(tensors.inline(shifted, "int64"))
+    assert "placeholder spans failed: item 1" in _refused(internvl, req)

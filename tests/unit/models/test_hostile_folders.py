@@ -99,6 +99,16 @@ CASES: list[tuple[str | None, str, str, Any, str]] = [
     ("glm46v", "preprocessor_config.json", "processor_class", 3, "wrong type"),
     ("glm46v", "video_preprocessor_config.json", "rescale_factor", math.inf, "non-finite"),
     ("glm46v", "config.json", "image_token_id", 151552, "out of vocabulary"),
+    # InternVL (its token ids are the tokenizer's, as vLLM reads them)
+    ("internvl", "processor_config.json", "image_seq_length", 0, "zero"),
+    ("internvl", "config.json", "vision_config.patch_size", [0, 0], "zero"),
+    ("internvl", "preprocessor_config.json", "max_patches", -1, "negative"),
+    ("internvl", "preprocessor_config.json", "max_patches", 10**9, "huge"),
+    ("internvl", "preprocessor_config.json", "size", {"height": 10**9, "width": 10**9}, "huge"),
+    ("internvl", "preprocessor_config.json", "image_std", [0, 0, 0], "non-finite"),
+    ("internvl", "config.json", "downsample_ratio", math.nan, "non-finite"),
+    ("internvl", "preprocessor_config.json", "min_patches", "1", "wrong type"),
+    ("internvl", "config.json", "vision_config.image_size", "448", "wrong type"),
 ]
 
 
@@ -140,14 +150,10 @@ def test_a_hostile_value_is_one_sentence_naming_it(case, tmp_path: Path) -> None
     assert key.split(".")[-1] in message or key.split(".")[0] in message, message
 
 
-#: Folders of families mmctl does not serve yet (issue 32: facts and goldens first).
-NOT_SERVED = {"internvl"}
-
-
 def test_the_classes_cover_every_family() -> None:
     assert {c[0] for c in CASES} == {
         None,
-        *(p.name for p in FAMILIES.iterdir() if p.name not in {"goldens", *NOT_SERVED}),
+        *(p.name for p in FAMILIES.iterdir() if p.name != "goldens"),
     }
     kinds = {c[4] for c in CASES}
     assert kinds == {"zero", "negative", "huge", "wrong type", "non-finite", "out of vocabulary"}
@@ -155,7 +161,7 @@ def test_the_classes_cover_every_family() -> None:
 
 def test_the_published_folders_resolve_without_a_warning() -> None:
     for folder in [BUILTIN_CONFIG_DIR.parent / "qwen3-vl", *sorted(FAMILIES.iterdir())]:
-        if folder.name in {"goldens", *NOT_SERVED}:
+        if folder.name == "goldens":
             continue
         if folder == BUILTIN_CONFIG_DIR.parent / "qwen3-vl":
             model = load_model()

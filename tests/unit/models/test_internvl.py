@@ -12,13 +12,17 @@ with its span and embedding positions — must be the golden's. Torch-free.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
+from mmctl.checkpoint.files import load_model_files
 from mmctl.checkpoint.source import from_dir
 from mmctl.errors import InputError
 from mmctl.media.image import load_image
@@ -127,7 +131,7 @@ def test_golden(golden: Path, tokenizer: Tokenizer) -> None:
             if kind == "image":
                 assert length == internvl.image_tokens(count)
             mask = internvl.embed_mask(ids[offset : offset + length], token)
-            assert int(mask.sum()) == count * internvl.Settings().image_seq_length
+            assert int(mask.sum()) == count * internvl.Vision().image_seq_length
         # Every embedding position of the prompt lies in one of the spans.
         assert sum(
             int(internvl.embed_mask(ids[o : o + n], token).sum()) for o, n in spans[kind]
@@ -168,7 +172,7 @@ def test_the_published_files_hold_the_defaults() -> None:
     pre = json.loads((FOLDER / "preprocessor_config.json").read_text())
     proc = json.loads((FOLDER / "processor_config.json").read_text())
     config = json.loads((FOLDER / "config.json").read_text())
-    s = internvl.Settings()
+    s = internvl.Vision()
     assert s.tile == (pre["size"]["height"], pre["size"]["width"])
     assert (s.min_patches, s.max_patches) == (pre["min_patches"], pre["max_patches"])
     assert s.image_mean == tuple(pre["image_mean"]) == s.video_mean
@@ -181,7 +185,7 @@ def test_the_published_files_hold_the_defaults() -> None:
     assert int(side**2 * config["downsample_ratio"] ** 2) == s.image_seq_length
     assert config["image_token_id"] == internvl.Tokens().context
     # The file says false; the processor's call default (true) is what runs.
-    assert pre["crop_to_patches"] is False and s.crop_to_patches is True
+    assert pre["crop_to_patches"] is False and "crop_to_patches" in internvl.Vision.INERT
 
 
 @pytest.mark.parametrize(
@@ -201,17 +205,63 @@ def test_tile_grid(height: int, width: int, grid: tuple[int, int]) -> None:
     assert internvl.tile_grid(height, width) == grid
 
 
-def test_without_crop_to_patches_one_resized_patch() -> None:
-    rgb = np.zeros((30, 50, 3), np.uint8)
-    settings = internvl.Settings(crop_to_patches=False)
-    assert internvl.num_patches(30, 50, settings) == 1
-    assert internvl.image_pixels(rgb, settings).shape == (1, 3, 448, 448)
+def _resolved(tmp_path: Path, **files: dict[str, Any]) -> Any:
+    """The folder's settings with ``files`` merged into its JSON files (``video``:
+    a video_preprocessor_config.json of its own)."""
+    folder = tmp_path / "internvl"
+    shutil.copytree(FOLDER, folder)
+    for name, changes in files.items():
+        path = folder / f"{name}.json"
+        data = json.loads(path.read_text()) if path.exists() else {}
+        path.write_text(json.dumps({**data, **changes}))
+    return internvl.Vision.resolve(load_model_files(folder), "InternVL")
+
+
+def test_the_folder_resolves_to_the_defaults_without_a_warning(tmp_path: Path) -> None:
+    resolved = _resolved(tmp_path)
+    assert resolved.settings == internvl.Vision() and resolved.warnings == ()
+    assert internvl.num_patches(61, 97, resolved.settings) == 7  # crop_to_patches false: inert
+
+
+def test_a_video_file_of_its_own_gives_the_frames_mean_not_its_size(tmp_path: Path) -> None:
+    """InternVL3_5-*-HF ship one (size 384, CLIP mean/std): vLLM resizes frames to
+    the image size and normalizes with the video file's mean/std."""
+    video = {
+        "video_processor_type": "InternVLVideoProcessor",
+        "size": {"height": 384, "width": 384},
+        "image_mean": list(internvl.kinds.CLIP_MEAN),
+        "image_std": list(internvl.kinds.CLIP_STD),
+    }
+    s = _resolved(tmp_path, video_preprocessor_config=video).settings
+    assert s.tile == (448, 448)
+    assert (s.video_mean, s.video_std) == (internvl.kinds.CLIP_MEAN, internvl.kinds.CLIP_STD)
+    assert s.image_mean == internvl.IMAGENET_MEAN
+    frames = np.full((2, 30, 40, 3), 128, np.uint8)
+    assert internvl.video_pixels(frames, s).shape == (2, 3, 448, 448)
+
+
+@pytest.mark.parametrize(
+    ("files", "match"),
+    [
+        ({"preprocessor_config": {"do_sample_frames": True}}, "do_sample_frames"),
+        ({"preprocessor_config": {"min_patches": 13}}, "min_patches"),
+        ({"preprocessor_config": {"size": {"height": 384, "width": 384}}}, "image_size"),
+        ({"processor_config": {"image_seq_length": 64}}, "image_seq_length"),
+        ({"preprocessor_config": {"resample": 2}}, "bicubic"),
+        ({"preprocessor_config": {"image_processor_type": "CLIPImageProcessor"}}, "GotOcr2"),
+    ],
+)
+def test_a_folder_mmctl_cannot_reproduce_is_refused(
+    tmp_path: Path, files: dict[str, dict[str, Any]], match: str
+) -> None:
+    with pytest.raises(InputError, match=match):
+        _resolved(tmp_path, **files)
 
 
 def test_video_replacement_text(tokenizer: Tokenizer) -> None:
     """Two frames: ``Frame1: <img><video>…</img>\\nFrame2: <img><video>…</img>``,
     as one string tokenized (what vLLM does) — the per-run encoding gives the same."""
-    settings = internvl.Settings(image_seq_length=2)
+    settings = dataclasses.replace(internvl.Vision(), image_seq_length=2)
     got = internvl.video_token_ids(2, tokenizer.encode, settings=settings)
     text = "\n".join(f"Frame{i}: <img><video><video></img>" for i in (1, 2))
     assert got == tokenizer.encode(text)
