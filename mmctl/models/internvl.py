@@ -198,7 +198,7 @@ class Vision(Settings):
             )
         if self.tile != (self.image_size, self.image_size):
             raise InputError(
-                f"the image processor makes {self.tile[0]}x{self.tile[1]} tiles but "
+                f"the image processor makes tiles of {dimensions(self.tile[1], self.tile[0])} but "
                 f"config.json's vision_config.image_size is {self.image_size}: vLLM's "
                 "model refuses pixels of any other size"
             )
