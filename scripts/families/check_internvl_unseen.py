@@ -13,11 +13,13 @@ check_llava_unseen.py's generator, plus InternVL's own edge cases: the exact
 tile-grid ratios, the half-area tie boundaries between 1x1/2x2/3x3, 2x1/4x2 and
 1x3/2x6, and 1:12 strips); the float32 ``pixel_values`` must be equal bit for
 bit and the patch count (``<IMG_CONTEXT>`` runs in HF's ``input_ids`` / 256)
-equal to :func:`mmctl.models.internvl.num_patches`. Videos: random numpy clips
+equal to :func:`mmctl.models.internvl.num_patches`; the image goes through
+the family (``internvl.FAMILY``, its settings resolved from the folder) from a
+PNG file, as ``mmctl build`` takes it. Videos: random numpy clips
 (no encoding: codecs differ by machine), sampled with ``sample_indices``; the
 pixels must be equal, and the replacement ids — vLLM's text (``Frame{i}: <img>``
 + ``<video>`` x 256 + ``</img>`` per frame) tokenized by transformers — equal to
-:func:`~mmctl.models.internvl.video_token_ids` with mmctl's tokenizer. Prints
+the family's prompt replacement with mmctl's tokenizer. Prints
 "N equal, M differ" per kind; exits 1 on any difference.
 """
 
@@ -35,10 +37,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "scripts"), str(Path(__file__).resolve().p
 from check_llava_unseen import content  # noqa: E402
 from check_llava_unseen import sizes as llava_sizes  # noqa: E402
 
-from mmctl.checkpoint.source import from_dir  # noqa: E402
 from mmctl.media.probe import dimensions  # noqa: E402
 from mmctl.models import internvl  # noqa: E402
-from mmctl.prompt.tokenizer import Tokenizer  # noqa: E402
+from mmctl.models.model import load_model  # noqa: E402
 
 FOLDER = ROOT / "tests" / "fixtures" / "families" / "internvl"
 
@@ -66,13 +67,24 @@ def vllm_processor():
     return processor
 
 
-def check_images(processor, frames: list[np.ndarray]) -> tuple[int, int, list[str]]:
+def check_images(processor, model, frames: list[np.ndarray]) -> tuple[int, int, list[str]]:
+    """Each image written as a PNG (lossless) and taken through the family's
+    processor from the file, as ``mmctl build`` takes it; its replacement through
+    the family's prompt expansion."""
+    import tempfile
+
     from PIL import Image
 
+    from mmctl.choices import PixelFormat
+    from mmctl.media.probe import MediaKind
+    from mmctl.values.items import DEFAULT_OPTIONS
+
     seq = processor.image_seq_length
+    family = internvl.FAMILY
     equal = differ = 0
     notes = []
-    for frame in frames:
+    folder = Path(tempfile.mkdtemp(prefix="internvl-unseen-"))
+    for n, frame in enumerate(frames):
         h, w = frame.shape[:2]
         ref = processor(
             text=processor.image_token, images=Image.fromarray(frame), return_tensors="pt"
@@ -80,23 +92,37 @@ def check_images(processor, frames: list[np.ndarray]) -> tuple[int, int, list[st
         want = ref["pixel_values"].numpy()
         ids = ref["input_ids"][0].numpy()
         hf_patches = int(np.count_nonzero(ids == processor.image_token_id)) // seq
-        mine = internvl.image_pixels(frame)
+        path = folder / f"{n}.png"
+        Image.fromarray(frame).save(path)
+        pre = family.processor.preprocess(
+            path, MediaKind.IMAGE, model.params, PixelFormat.FLOAT32, DEFAULT_OPTIONS
+        )
+        path.unlink()
+        mine = pre.pixel_values
         pixels_ok = mine.shape == want.shape and mine.tobytes() == want.tobytes()
-        count_ok = internvl.num_patches(h, w) == hf_patches == len(want)
-        repl_ok = ids.tolist() == internvl.image_token_ids(hf_patches)
+        count_ok = internvl.num_patches(h, w, model.params) == hf_patches == pre.facts.rows
+        repl_ok = ids.tolist() == internvl.replacement(pre.facts, model)
         if pixels_ok and count_ok and repl_ok:
             equal += 1
         else:
             differ += 1
             notes.append(
                 f"{dimensions(w, h)}: pixels {'ok' if pixels_ok else 'DIFFER'}, patches "
-                f"{internvl.num_patches(h, w)} vs HF {hf_patches}, ids {'ok' if repl_ok else 'DIFFER'}"
+                f"{pre.facts.rows} vs HF {hf_patches}, ids {'ok' if repl_ok else 'DIFFER'}"
             )
+    folder.rmdir()
     return equal, differ, notes
 
 
-def check_clips(processor, rng: np.random.Generator, count: int) -> tuple[int, int, list[str]]:
-    tok = Tokenizer.load(from_dir(FOLDER))
+def check_clips(
+    processor, model, rng: np.random.Generator, count: int
+) -> tuple[int, int, list[str]]:
+    """Numpy clips (no codec) through the family's frame choice and video item,
+    the replacement through its prompt expansion."""
+    from mmctl.media.probe import MediaKind
+    from mmctl.values.items import ItemFacts
+
+    family, vision = internvl.FAMILY, model.params
     seq = processor.image_seq_length
     lengths = [1, 2, 31, 32, 33, 100]
     equal = differ = 0
@@ -105,19 +131,22 @@ def check_clips(processor, rng: np.random.Generator, count: int) -> tuple[int, i
         total = lengths[n] if n < len(lengths) else int(rng.integers(1, 120))
         h, w = int(rng.integers(2, 700)), int(rng.integers(2, 700))
         clip = np.stack([content(rng, h, w) for _ in range(total)])
-        indices = internvl.sample_indices(total)
+        assert family.processor.sample_indices is not None
+        indices = family.processor.sample_indices(total, vision)
         sampled = clip[indices]
         ref = processor(text=processor.video_token, videos=sampled, return_tensors="pt")
         want = ref["pixel_values"].numpy()
-        mine = internvl.video_pixels(sampled)
+        item = internvl.video_item(sampled, vision)
+        mine = item.pixels
         pixels_ok = mine.shape == want.shape and mine.tobytes() == want.tobytes()
         frame = (
             processor.start_image_token + processor.video_token * seq + processor.end_image_token
         )
         text = "\n".join(f"Frame{i + 1}: {frame}" for i in range(len(indices)))
         vllm_ids = processor.tokenizer(text, add_special_tokens=False)["input_ids"]
-        ids_ok = internvl.video_token_ids(len(indices), tok.encode_cached) == vllm_ids
-        count_ok = len(indices) == min(total, internvl.Vision().num_frames) == len(want)
+        facts = ItemFacts(MediaKind.VIDEO, item.tokens, extra=item.extra, rows=item.rows)
+        ids_ok = internvl.replacement(facts, model) == vllm_ids
+        count_ok = len(indices) == min(total, vision.num_frames) == len(want) == item.rows
         if pixels_ok and ids_ok and count_ok:
             equal += 1
         else:
@@ -145,10 +174,12 @@ def main() -> int:
     shapes = FIXED + llava_sizes(rng, max(0, args.images - len(FIXED)))
     frames = [content(rng, h, w) for h, w in shapes[: args.images]]
     processor = vllm_processor()
+    model = load_model(model_dir=FOLDER)  # the family and settings from the folder
+    assert model.spec is internvl.FAMILY
     failed = False
     for kind, (equal, differ, notes) in (
-        ("images", check_images(processor, frames)),
-        ("clips", check_clips(processor, rng, args.clips)),
+        ("images", check_images(processor, model, frames)),
+        ("clips", check_clips(processor, model, rng, args.clips)),
     ):
         print(f"internvl {kind}: {equal} equal, {differ} differ", flush=True)
         for note in notes[:20]:
