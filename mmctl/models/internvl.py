@@ -47,7 +47,7 @@ from mmctl.models.settings import REQUIRED, File, HFClass, Settings, setting
 from mmctl.preprocessing import tiles
 from mmctl.preprocessing.resize import resize_rgb
 from mmctl.preprocessing.tiles import Size
-from mmctl.values.fields import EMBED, PIXELS, ROWS, FieldLayout, WireField
+from mmctl.values.fields import EMBED, ROWS, FieldLayout, WireField
 from mmctl.values.items import Frames, ItemFacts
 from mmctl.values.received import ContractError, Received
 
@@ -62,17 +62,15 @@ START_IMAGE = "<img>"
 END_IMAGE = "</img>"
 CONTEXT = "<IMG_CONTEXT>"
 VIDEO_TOKEN = "<video>"
-
-_STEPS = {
-    "do_resize": True,
-    "size": {"height": 384, "width": 384},
-    "resample": kinds.BICUBIC,
-    "do_rescale": True,
-    "rescale_factor": kinds.RESCALE,
-    "do_normalize": True,
-    "image_mean": kinds.CLIP_MEAN,
-    "image_std": kinds.CLIP_STD,
+#: :class:`Tokens`' fields and the tokens they are (``hf_processor.start_image_token``, …).
+VOCAB = {
+    "start_image": START_IMAGE,
+    "end_image": END_IMAGE,
+    "context": CONTEXT,
+    "video": VIDEO_TOKEN,
 }
+
+_STEPS = tiled.square_steps(384)
 #: transformers 5.20.2's class attributes.
 IMAGE_CLASS = HFClass(
     "GotOcr2ImageProcessor",
@@ -225,39 +223,19 @@ class Tokens:
     def from_vocab(cls, token_to_id: Callable[[str], int | None]) -> Tokens:
         """The ids from a tokenizer's ``token_to_id``; :class:`InputError` naming the
         first token the vocabulary lacks (vLLM asserts ``<video>`` is one token)."""
-
-        def look_up(token: str) -> int:
-            found = token_to_id(token)
-            if found is None:
-                raise InputError(
-                    f"the tokenizer has no {token} token, which InternVL's prompt needs",
-                    hint="check that the model folder's tokenizer.json is InternVL's (-hf)",
-                )
-            return found
-
-        return cls(
-            start_image=look_up(START_IMAGE),
-            end_image=look_up(END_IMAGE),
-            context=look_up(CONTEXT),
-            video=look_up(VIDEO_TOKEN),
-        )
+        return cls(**tiled.vocab_ids(token_to_id, VOCAB, "InternVL"))
 
     def placeholder(self, kind: MediaKind) -> int:
         return self.video if kind is MediaKind.VIDEO else self.context
 
-    def embed(self, kind: MediaKind) -> int:
-        return self.placeholder(kind)
+    #: Only the placeholder's own token takes embeddings (not ``<img>``/``</img>``).
+    embed = placeholder
 
     def markers(self) -> dict[int, str]:
         return {self.start_image: "vision_start", self.end_image: "vision_end"}
 
     def as_dict(self) -> dict[str, int]:
-        return {
-            START_IMAGE: self.start_image,
-            END_IMAGE: self.end_image,
-            CONTEXT: self.context,
-            VIDEO_TOKEN: self.video,
-        }
+        return {token: getattr(self, name) for name, token in VOCAB.items()}
 
 
 def internvl_tokens(config: Mapping[str, Any], vocab: Callable[[str], int | None]) -> Tokens:
@@ -471,15 +449,7 @@ def _fields(kind: MediaKind) -> tuple[WireField, ...]:
     sizes = f"{kind.value}_num_patches"
     renamed = " (pixel_values_videos at the worker)" if kind is MediaKind.VIDEO else ""
     return (
-        WireField(
-            "pixel_values",
-            FieldLayout.FLAT,
-            PIXELS,
-            PIXELS,
-            (3, "S", "S"),
-            f"[Σ {what.split(':')[0]}, 3, S, S] normalized {what}{renamed}",
-            sizes=sizes,
-        ),
+        tiled.flat_pixels(f"[Σ {what.split(':')[0]}, 3, S, S] normalized {what}{renamed}", sizes),
         WireField(
             sizes,
             FieldLayout.BATCHED,
@@ -526,13 +496,6 @@ def received_items(batch: Received, model: ModelView) -> list[ItemFacts]:
     return out
 
 
-def expected_pixels(
-    kind: MediaKind, items: Sequence[ItemFacts], model: ModelView
-) -> tuple[int | str, ...]:
-    side = tiled.settings_of(model, Vision).image_size
-    return (sum(int(it.rows or 0) for it in items), 3, side, side)
-
-
 NAME = "internvl"
 FAMILY = Family(
     name=NAME,
@@ -555,6 +518,6 @@ FAMILY = Family(
         FIELDS, {MediaKind.IMAGE: tiled.concatenate, MediaKind.VIDEO: tiled.concatenate}
     ),
     contract=tiled.TileContract(
-        NAME, received_items, expected_pixels, tiled.flat_tiles, tiled.last_tile
+        NAME, received_items, tiled.flat_expected(Vision), tiled.flat_tiles, tiled.last_tile
     ),
 )
