@@ -154,9 +154,10 @@ def _mmctl(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_batch_and_bench_run_a_family(tmp_path, images, red_blue):
-    """OneVision's images and video through ``mmctl batch`` and ``mmctl bench``."""
-    model = load_model(model_dir=FAMILIES / "llava_onevision")
+@pytest.mark.parametrize("model_type", ["llava_onevision", "internvl"])
+def test_batch_and_bench_run_a_family(model_type, tmp_path, images, red_blue):
+    """A family's images and video through ``mmctl batch`` and ``mmctl bench``."""
+    model = load_model(model_dir=FAMILIES / model_type)
     running = _stub(model)
     try:
         lines = [
