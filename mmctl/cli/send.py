@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -235,27 +235,14 @@ def send(
     hooks = Hooks(on_note=output.note, on_warning=output.warn)
     with client:
         if compare_processing:
-            from mmctl.client.compare import compare
+            from mmctl.client.compare import compare_processing as compare
 
-            if request is not None or processing is not Processing.CLIENT:
+            if request is not None:
                 raise UsageError("--compare-processing runs both --processing modes on MEDIA files")
-            done = compare(
-                client,
-                list(inputs.media),
-                opts,
-                {
-                    "client": {"processing": Processing.CLIENT},
-                    "worker": {"processing": Processing.WORKER},
-                },
-                rounds=1,
-                hooks=hooks,
-            )
-            median = done.median
-            doc: dict[str, Any] = {name: r.as_dict() for name, r in median.items()}
-            doc["setup_s"] = {k: round(v, 6) for k, v in done.setup.items()}
-            doc["same_answer"] = median["client"].answer == median["worker"].answer
+            done = compare(client, list(inputs.media), opts, hooks)
             output.result(
-                doc, human=lambda console: render_comparison(console, done, "client vs worker")
+                done.as_dict(),
+                human=lambda console: render_comparison(console, done, "client vs worker"),
             )
             return
         streaming = not json_out and opts.stream is not False
@@ -273,14 +260,9 @@ def send(
         # stdout is the answer alone (`ANSWER=$(mmctl send …)`); the report, stderr.
         output.text(("" if streaming else result.answer) + "\n")
         output.report(lambda console: render_report(console, result))
-    if result.finish_reason == "abort":
-        from mmctl.errors import GenerationIncomplete
-
-        raise GenerationIncomplete(
-            f"the worker aborted the generation after {result.completion_tokens} tokens "
-            "(finish_reason abort): the answer above is partial",
-            hint="was the worker shutting down, or was the request aborted?",
-        )
+    partial = result.partial()
+    if partial is not None:
+        raise partial
 
 
 send.__doc__ = HELP

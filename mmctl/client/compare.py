@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mmctl.choices import Processing
 from mmctl.client.client import Client
 from mmctl.client.options import Hooks, SendOptions, media_inputs
 from mmctl.client.run import SendResult
+from mmctl.errors import UsageError
 from mmctl.timing import Timeline
 
 
@@ -41,6 +43,14 @@ class Comparison:
 
     def totals(self, name: str) -> list[float]:
         return [r.timings["total_s"] for r in self.runs[name]]
+
+    def as_dict(self) -> dict[str, Any]:
+        """Each variant's median run, the shared set-up and whether the answers agree."""
+        median = self.median
+        doc: dict[str, Any] = {name: run.as_dict() for name, run in median.items()}
+        doc["setup_s"] = {k: round(v, 6) for k, v in self.setup.items()}
+        doc["same_answer"] = len({run.answer for run in median.values()}) == 1
+        return doc
 
 
 def compare(
@@ -68,3 +78,17 @@ def compare(
             if round_ or not warmup:
                 runs[name].append(result)
     return Comparison(setup.rows(), runs)
+
+
+def compare_processing(
+    client: Client, media: Sequence[Path], base: SendOptions, hooks: Hooks | None = None
+) -> Comparison:
+    """``send --compare-processing``: ``media`` once with mmctl preprocessing
+    (``client``) and once with the worker's (``worker``), on one set-up."""
+    if base.processing is not Processing.CLIENT:
+        raise UsageError("--compare-processing runs both --processing modes itself")
+    variants: dict[str, dict[str, Any]] = {
+        "client": {"processing": Processing.CLIENT},
+        "worker": {"processing": Processing.WORKER},
+    }
+    return compare(client, media, base, variants, rounds=1, hooks=hooks)

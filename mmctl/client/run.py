@@ -109,6 +109,17 @@ class SendResult:
         gen = self.timings.get("generation_s", 0.0)
         return self.completion_tokens / gen if gen > 0 and self.completion_tokens > 1 else None
 
+    def partial(self) -> GenerationIncomplete | None:
+        """The error a caller raises after showing an aborted answer (``finish_reason``
+        abort: the worker stopped the generation, so the text is a prefix)."""
+        if self.finish_reason != "abort":
+            return None
+        return GenerationIncomplete(
+            f"the worker aborted the generation after {self.completion_tokens} tokens "
+            "(finish_reason abort): the answer above is partial",
+            hint="was the worker shutting down, or was the request aborted?",
+        )
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "request_id": self.request_id,
