@@ -27,6 +27,11 @@ Tokens: an image becomes ``<img>`` + ``<IMG_CONTEXT>`` x (P x 256) +
 line per frame joined by ``\\n`` — vLLM fills video frames with ``<video>``
 where HF's processor writes ``<IMG_CONTEXT>``. Embeddings go to the
 ``<IMG_CONTEXT>`` (image) and ``<video>`` (video) positions only.
+
+The family (:data:`FAMILY`) is the tile families' parts (:mod:`mmctl.models.tiled`)
+around these functions: pixels flat by ``{image,video}_num_patches``, and the
+token ids the model reads from each batch shared by its items (one ``[1]``
+value: vLLM's are 0-d, which the wire cannot carry).
 scripts/families/internvl.md has the sources, line by line.
 """
 
