@@ -22,7 +22,7 @@ in a child process over ``--rss-items`` items and over the clips alone; the
 child's peak RSS must not grow with the item count (it is bounded by the
 items in flight, not the dataset).
 
-Goals (issue "mmctl batch"): local ≤ 0.6x loop; ray (start-up excluded)
+Goals: local ≤ 0.6x loop; ray (start-up excluded)
 ≤ 1.5x local.
 """
 

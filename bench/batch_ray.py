@@ -28,7 +28,7 @@ then runs ``mmctl batch --engine ray`` in a child process over 1,000 and
 over N items (one short clip repeated, a stub answering at once) and
 prints the child's peak RSS for each.
 
-Goals (issue #26): worker-bound ray ≤ 1.3x local, local ≤ 0.35x loop;
+Goals: worker-bound ray ≤ 1.3x local, local ≤ 0.35x loop;
 CPU-bound ray ≤ 1.3x local; a local instance's start-up < 10 s.
 """
 

@@ -16,7 +16,7 @@ a generated 128x96 red/blue video (8 fps). Timed per request, interleaved
   client existed
 
 Then ``mmctl.AsyncClient`` throughput: ``--requests`` sends at concurrency
-1, 8 and 32, requests/s. Goals (issue "mmctl.Client"): client ≤ 1.3x by
+1, 8 and 32, requests/s. Goals: client ≤ 1.3x by
 hand, and ≤ 1/5 of fresh.
 """
 

@@ -13,7 +13,7 @@ at the same concurrency:
   decoded
 
 They run in turns (loop, bench, loop, …), ``--rounds`` each; the medians of
-requests/s and their ratio are printed. Goal (issue "mmctl bench"): bench ≥
+requests/s and their ratio are printed. Goal: bench ≥
 0.8× the loop.
 """
 

@@ -1,5 +1,5 @@
 """mmctl preprocess vs vLLM's own media path, warm and in-process, at three
-clip sizes and on many small clips, in one run (issue: preprocess speed).
+clip sizes and on many small clips, in one run.
 
     /path/to/reference/python bench/preprocess_native.py [--rounds 7] [--json]
     /path/to/reference/python bench/preprocess.py --native [--rounds 7]   # the same

@@ -29,6 +29,25 @@ def prompt_text(prompt: str | None) -> str:
 #: Most tokens to generate when the request does not say.
 DEFAULT_MAX_TOKENS = 128
 
+# Defaults a command shows in --help and the library applies: one value each.
+
+#: Tensors smaller than this travel inline on the shm route too (a file costs
+#: more than the copy it saves).
+SHM_MIN_BYTES = 64 * 1024
+#: ``batch``: requests in flight at most.
+BATCH_MAX_CONCURRENCY = 8
+#: ``batch --allow-remote-media``: the largest medium fetched, MB.
+REMOTE_MEDIA_MAX_MB = 256
+#: ``bench``: requests per concurrency level, arrival-gap shape, warm-up requests per arm.
+BENCH_NUM_PROMPTS = 100
+BENCH_BURSTINESS = 1.0
+BENCH_WARMUP = 1
+#: ``stub-worker``: its port, media items per request, feature tokens per item
+#: (a default ``vllm serve``'s ``--limit-mm-per-prompt`` and encoder budget).
+STUB_PORT = 50051
+STUB_ITEM_LIMITS = "image=8,video=2"
+STUB_ENCODER_BUDGET = 65536
+
 
 class PixelFormat(Enum):
     """What the pixel tensor holds (``--pixel-dtype``)."""
@@ -80,6 +99,7 @@ class Transport(StrEnum):
 class Processing(StrEnum):
     """Who turns media into tensors."""
 
+    AUTO = "auto"  # client for the families mmctl preprocesses, else the worker
     CLIENT = "client"  # mmctl preprocesses and sends tensors
     WORKER = "worker"  # mmctl sends media_refs; the worker preprocesses
 

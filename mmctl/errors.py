@@ -70,6 +70,15 @@ class InputError(MmctlError):
     exit_code = ExitCode.BAD_INPUT
 
 
+class UnknownFamily(InputError):
+    """The model's ``config.json`` is no mmctl family's: only its worker can
+    preprocess its media (``--processing worker``)."""
+
+    def __init__(self, message: str, *, model_type: str, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.model_type = model_type
+
+
 class WorkerRejected(MmctlError):
     """The worker answered with an error status for this request."""
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from mmctl.choices import LayoutKind
+from mmctl.choices import LayoutKind, Processing
 from mmctl.client.options import SendOptions
 from mmctl.errors import CheckFailed, UsageError
 
@@ -106,6 +106,8 @@ def write_for_worker(
         raise UsageError(
             "--layout and --mm-item-limits describe an offline build; not with --target"
         )
+    # A request file carries mmctl's tensors: a model no family handles is refused.
+    options = options.but(processing=Processing.CLIENT)
     with Client(target, **connection) as client:
         built = client.build(list(media), **vars(options))
     run = built.run

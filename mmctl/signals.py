@@ -108,11 +108,9 @@ def arm(name: str) -> None:
 
 
 def _remove_own_shm_files() -> None:
-    from mmctl.transport.shm import PREFIX, shm_dir
+    from mmctl.transport.shm import own_files, shm_dir
 
-    mine = f"{PREFIX}{os.getpid()}-"
-    with suppress(OSError):
-        for entry in os.scandir(shm_dir()):
-            if entry.name.startswith(mine):
-                with suppress(OSError):
-                    os.unlink(entry.path)
+    folder = shm_dir()
+    for name in own_files(folder):
+        with suppress(OSError):
+            os.unlink(folder / name)

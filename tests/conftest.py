@@ -13,7 +13,7 @@ import pytest
 
 from mmctl.cli.app import main
 from mmctl.media import synth
-from mmctl.transport.shm import shm_dir
+from mmctl.transport.shm import own_files
 from mmctl.wire import proto
 
 
@@ -132,11 +132,11 @@ def make_stub(builtin_model):
 
 @pytest.fixture
 def no_leaks():
-    """Fails the test if it leaves mmctl files of this process in /dev/shm."""
-    prefix = f"mmctl-{os.getpid()}-"
-    before = {p.name for p in shm_dir().iterdir() if p.name.startswith(prefix)}
+    """Fails the test if it leaves files this process made in /dev/shm (other
+    processes' files come and go meanwhile and never count)."""
+    before = set(own_files())
     yield
-    after = {p.name for p in shm_dir().iterdir() if p.name.startswith(prefix)}
+    after = set(own_files())
     assert after <= before, f"leaked in /dev/shm: {sorted(after - before)}"
 
 

@@ -34,6 +34,7 @@ class Sink:
         import grpc
 
         from mmctl.bench.sink import METHOD
+        from mmctl.client import proxy
         from mmctl.wire.proto import UNLIMITED
 
         self.proc = subprocess.Popen(
@@ -44,7 +45,9 @@ class Sink:
         )
         assert self.proc.stdout is not None
         port = int(self.proc.stdout.readline())
-        self.channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=UNLIMITED)
+        address = f"127.0.0.1:{port}"
+        options = [*UNLIMITED, *proxy.choose(address).channel_options()]
+        self.channel = grpc.insecure_channel(address, options=options)
         self.put: grpc.UnaryUnaryMultiCallable[bytes, bytes] = self.channel.unary_unary(
             METHOD, request_serializer=None, response_deserializer=None
         )

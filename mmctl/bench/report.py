@@ -22,6 +22,7 @@ from typing import Any
 from mmctl.bench.runner import BenchResult, Level, Record
 from mmctl.bench.stats import ratio_of_medians, summary
 from mmctl.choices import Transport
+from mmctl.errors import Interrupted, MmctlError, WorkerRejected, WorkerUnavailable
 
 
 def metrics(records: Sequence[Record], duration: float, pct: Sequence[float]) -> dict[str, Any]:
@@ -163,6 +164,7 @@ def bench_doc(result: BenchResult) -> dict[str, Any]:
             "item": p.item.label,
             "pixel_dtype": fmt.value,
             "payload_bytes": p.payload_bytes,
+            "media_items": sum(len(b.hashes) for b in p.plan.batches),
             "preprocess_s": p.prepare_s,
             "prompt_tokens": len(p.plan.input_ids),
         }
@@ -270,3 +272,21 @@ def vllm_doc(result: BenchResult, level: Level) -> dict[str, Any]:
 def _rate(rate: float) -> float | str:
     # JSON has no infinity: "inf", as vLLM's argument reads.
     return "inf" if math.isinf(rate) else rate
+
+
+def failure(result: BenchResult) -> MmctlError | Interrupted | None:
+    """The error a finished run ends with (its exit code), ``None`` when every
+    request was answered: interrupted, the workers unreachable, or refusals."""
+    if result.interrupted_by:
+        return Interrupted(
+            result.interrupted_by, "the report above holds the requests that finished"
+        )
+    codes = Counter(r.error_code for lvl in result.levels for r in lvl.records if r.error_code)
+    if not codes:
+        return None
+    total = sum(len(lvl.records) for lvl in result.levels)
+    what = ", ".join(f"{n} {code}" for code, n in codes.most_common())
+    message = f"{sum(codes.values())} of {total} requests failed ({what})"
+    if {"UNAVAILABLE", "DEADLINE_EXCEEDED"} & set(codes):
+        return WorkerUnavailable(message)
+    return WorkerRejected(message, hint="--per-request FILE.jsonl lists each error")

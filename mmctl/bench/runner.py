@@ -34,7 +34,13 @@ import grpc
 
 from mmctl.bench import floors, schedule
 from mmctl.bench.workload import Prepared, WorkItem, prepare
-from mmctl.choices import PixelFormat, Transport
+from mmctl.choices import (
+    BENCH_BURSTINESS,
+    BENCH_NUM_PROMPTS,
+    BENCH_WARMUP,
+    PixelFormat,
+    Transport,
+)
 from mmctl.client.channel import Target, generate_method, open_aio_channel, response
 from mmctl.client.client import Client
 from mmctl.client.negotiate import choose_pixels
@@ -43,8 +49,9 @@ from mmctl.client.route import Route, choose, fixed
 from mmctl.client.stream import TokenStream
 from mmctl.errors import CheckFailed, MmctlError, UsageError
 from mmctl.request.build import Sampling, new_request_id
+from mmctl.request.limits import WorkerLimits
 from mmctl.signals import stop_signals
-from mmctl.transport.shm import ShmArena, leftovers
+from mmctl.transport.shm import ShmArena, own_files
 
 
 @dataclass(frozen=True)
@@ -108,11 +115,11 @@ class BenchConfig:
     transports: tuple[Transport, ...] = (Transport.INLINE, Transport.SHM)
     #: ``None``: what each worker expects (as ``send`` negotiates it).
     pixel_dtypes: tuple[PixelFormat | None, ...] = (None,)
-    num_prompts: int = 100
+    num_prompts: int = BENCH_NUM_PROMPTS
     max_concurrency: tuple[int, ...] = (1,)
     request_rate: float = math.inf
-    burstiness: float = 1.0
-    warmup: int = 1
+    burstiness: float = BENCH_BURSTINESS
+    warmup: int = BENCH_WARMUP
     seed: int = 0
     prompt: str | None = None
     sampling: Sampling = field(default_factory=Sampling)
@@ -243,14 +250,15 @@ def _arms(cfg: BenchConfig, clients: Sequence[Client]) -> list[Arm]:
 
 
 def _prepare_all(
-    cfg: BenchConfig, client: Client, fmts: Sequence[PixelFormat], progress: Progress
+    cfg: BenchConfig, clients: Sequence[Client], fmts: Sequence[PixelFormat], progress: Progress
 ) -> dict[tuple[int, PixelFormat], Prepared]:
-    session = client.session()
+    model = clients[0].session().family_model()
+    limits = WorkerLimits.of(c.facts() for c in clients)
     prepared = {}
     progress.stage("preparing", len(cfg.items) * len(fmts))
     for n, item in enumerate(cfg.items):
         for fmt in fmts:
-            prepared[(n, fmt)] = prepare(item, session.model, fmt, cfg.prompt, cfg.sampling)
+            prepared[(n, fmt)] = prepare(item, model, fmt, cfg.prompt, cfg.sampling, limits)
             progress.stage("preparing")
     return prepared
 
@@ -432,7 +440,8 @@ def open_fds() -> int:
 
 
 def shm_files() -> int:
-    return sum(1 for _ in leftovers())
+    """This process's files in /dev/shm (another process's come and go meanwhile)."""
+    return len(own_files())
 
 
 def run(cfg: BenchConfig, progress: Progress | None = None) -> BenchResult:
@@ -445,7 +454,7 @@ def run(cfg: BenchConfig, progress: Progress | None = None) -> BenchResult:
     try:
         arms = _arms(cfg, clients)
         fmts = list(dict.fromkeys(a.fmt for a in arms))
-        prepared = _prepare_all(cfg, clients[0], fmts, progress)
+        prepared = _prepare_all(cfg, clients, fmts, progress)
         session = clients[0].session()
         measured_floors = _floors(cfg, prepared, progress)
         return asyncio.run(

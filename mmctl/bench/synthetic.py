@@ -6,6 +6,12 @@ solid frames, red and blue by temporal patch, patchified by the same code
 as a decoded clip (so the stub worker answers "red, blue, …" and every
 check a worker runs passes), with the grid chosen so the pixel tensor has
 the asked byte count to within one grid row of patches.
+
+A size is one request. A worker takes at most ``mm_encoder_budget`` feature
+tokens per item and ``mm_item_limits`` videos per request, so a size larger
+than one item may carry becomes several equal videos, each within the budget
+(:func:`synthetic_items`); a size no request can carry is refused before the
+run, naming the largest that fits.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from mmctl.choices import PixelFormat
-from mmctl.errors import UsageError
+from mmctl.errors import CheckFailed, UsageError
 from mmctl.media.probe import MediaKind
 from mmctl.media.synth import COLORS
 from mmctl.media.video import VideoInfo
@@ -70,14 +76,64 @@ def grid_for_bytes(nbytes: int, params: QwenVision, fmt: PixelFormat) -> tuple[i
     return t, h, w
 
 
-def synthetic_item(nbytes: int, spec: Family, params: Any, fmt: PixelFormat) -> MediaItem:
-    """A video item whose pixel tensor holds about ``nbytes`` (see :func:`grid_for_bytes`)."""
+def synthetic_items(
+    nbytes: int,
+    spec: Family,
+    params: Any,
+    fmt: PixelFormat,
+    *,
+    encoder_budget: int = 0,
+    max_videos: int | None = None,
+    label: str | None = None,
+) -> list[MediaItem]:
+    """Videos whose pixel tensors hold about ``nbytes`` together: the fewest
+    whose grids each fit ``encoder_budget`` feature tokens (0: no budget),
+    at most ``max_videos`` of them (a worker's video limit; None: none)."""
+    _, vision = _qwen(spec, params)
+    count = 1
+    while True:
+        if max_videos is not None and count > max_videos:
+            raise _too_large(nbytes, vision, fmt, encoder_budget, max_videos, label)
+        share = math.ceil(nbytes / count)
+        if (
+            not encoder_budget
+            or vision.tokens_for_grid(grid_for_bytes(share, vision, fmt)) <= encoder_budget
+        ):
+            return [synthetic_item(share, spec, params, fmt) for _ in range(count)]
+        count += 1
+
+
+def _too_large(
+    nbytes: int,
+    params: QwenVision,
+    fmt: PixelFormat,
+    budget: int,
+    videos: int,
+    label: str | None,
+) -> CheckFailed:
+    rows = budget * params.merge_size * params.merge_size
+    most = videos * rows * params.patch_dim * fmt.numpy_dtype.itemsize
+    return CheckFailed(
+        f"--sizes {label or nbytes}: more {fmt.value} pixels than one request to this worker "
+        f"may carry: at most {videos} video(s) (mm_item_limits) of {budget:,} feature tokens "
+        f"each (mm_encoder_budget), {most / 1e6:,.0f} MB",
+        hint=f"--sizes {math.floor(most / 1e6)}MB or less",
+    )
+
+
+def _qwen(spec: Family, params: Any) -> tuple[QwenProcessor, QwenVision]:
     processor = spec.processor
     if not isinstance(processor, QwenProcessor) or not isinstance(params, QwenVision):
         raise UsageError(
             f"--sizes makes synthetic Qwen-VL videos; this worker serves {spec.name}",
             hint="give media files (or a dataset) instead",
         )
+    return processor, params
+
+
+def synthetic_item(nbytes: int, spec: Family, params: Any, fmt: PixelFormat) -> MediaItem:
+    """A video item whose pixel tensor holds about ``nbytes`` (see :func:`grid_for_bytes`)."""
+    processor, params = _qwen(spec, params)
     t, gh, gw = grid_for_bytes(nbytes, params, fmt)
     tp, p = params.temporal_patch_size, params.patch_size
     frames = t * tp

@@ -22,6 +22,7 @@ from mmctl.media.probe import check_media
 from mmctl.models.model import Model
 from mmctl.request.build import RequestPlan, Sampling
 from mmctl.request.compose import compose, compose_items
+from mmctl.request.limits import WorkerLimits
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,23 @@ class WorkItem:
     prompt: str | None = None
     system: str | None = None
     sampling: dict[str, Any] = field(default_factory=dict)
+
+
+def choose(
+    videos: Sequence[Path] | None, dataset: Path | None, sizes: Sequence[str] | None
+) -> list[WorkItem]:
+    """The run's items from exactly one workload: ``--video`` files, a
+    ``--dataset`` JSONL, or ``--sizes`` (``"1MB"``, …: synthetic videos)."""
+    from mmctl.bench.synthetic import parse_size
+
+    if sum(1 for source in (videos, dataset, sizes) if source) != 1:
+        raise UsageError("give one workload: --video FILE…, --dataset FILE.jsonl or --sizes SIZE,…")
+    if videos:
+        return from_videos(videos)
+    if dataset is not None:
+        return from_dataset(dataset)
+    assert sizes
+    return from_sizes([parse_size(s) for s in sizes], labels=sizes)
 
 
 def from_videos(paths: Sequence[Path]) -> list[WorkItem]:
@@ -83,23 +101,40 @@ def prepare(
     fmt: PixelFormat,
     prompt: str | None,
     sampling: Sampling,
+    limits: WorkerLimits | None = None,
 ) -> Prepared:
-    """Decode, preprocess, tokenize and lay out ``item`` for ``fmt`` (checked like ``send``)."""
+    """Decode, preprocess, tokenize and lay out ``item`` for ``fmt``, checked like
+    ``send`` (the workers' ``limits`` included); a synthetic size becomes as
+    many videos as the limits need."""
+    from mmctl.request.limits import check_encoder_budget, check_item_limits
+
+    limits = limits or WorkerLimits()
     start = time.perf_counter()
     text = item.prompt if item.prompt is not None else prompt
     if item.sampling:
         sampling = replace(sampling, **item.sampling)
     if item.nbytes is not None:
-        from mmctl.bench.synthetic import synthetic_item
+        from mmctl.bench.synthetic import synthetic_items
 
-        synthetic = synthetic_item(item.nbytes, model.spec, model.params, fmt)
-        composed = compose_items([synthetic], text, model, sampling=sampling, system=item.system)
+        videos = synthetic_items(
+            item.nbytes, model.spec, model.params, fmt,
+            encoder_budget=limits.encoder_budget,
+            max_videos=limits.item_limits.get("video"), label=item.label,
+        )  # fmt: skip
+        composed = compose_items(videos, text, model, sampling=sampling, system=item.system)
     else:
         kinds = [check_media(p) for p in item.media]
+        check_item_limits([k.value for k in kinds], limits.item_limits, "the worker")
         composed = compose(
             list(item.media), text, model, pixel_format=fmt, sampling=sampling,
             system=item.system, kinds=kinds,
         )  # fmt: skip
+    check_encoder_budget(
+        [(f"{item.label}: {it.kind.value} {n + 1}", it.pre.num_tokens)
+         for n, it in enumerate(composed.items)],
+        limits.encoder_budget,
+        "the worker",
+    )  # fmt: skip
     if not composed.check.ok:
         from mmctl.errors import CheckFailed
 

@@ -17,7 +17,14 @@ from typing import Annotated
 
 import typer
 
-from mmctl.choices import DEFAULT_MAX_TOKENS, DEFAULT_PROMPT, LayoutKind, PixelFormat
+from mmctl.choices import (
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_PROMPT,
+    LayoutKind,
+    MediaRef,
+    PixelFormat,
+    Processing,
+)
 
 
 def default_text(text: str) -> str:
@@ -180,6 +187,24 @@ PixelDtypeOpt = Annotated[
 NegotiatedPixelDtypeOpt = Annotated[
     PixelFormat | None, _pixel_dtype("what the worker expects (see `mmctl info`)")
 ]
+ProcessingOpt = Annotated[
+    Processing,
+    typer.Option(
+        "--processing",
+        metavar="[auto|client|worker]",
+        help="client: mmctl preprocesses and sends tensors; worker: send media_refs and let "
+        "the worker preprocess; auto: client for the families mmctl preprocesses, worker for "
+        "any other model (said on stderr).",
+    ),
+]
+MediaRefOpt = Annotated[
+    MediaRef,
+    typer.Option(
+        "--media-ref",
+        metavar="[data|file]",
+        help="With worker processing: data: URLs carrying the files, or file:// paths.",
+    ),
+]
 #: A list: each value an arm of `mmctl bench`.
 PixelDtypesOpt = Annotated[
     str | None,
@@ -333,14 +358,14 @@ TargetOpt = Annotated[
         show_default=False,
     ),
 ]
-#: Several workers (`bench`, `batch`): the items go round-robin.
+#: Several workers (`bench`: round-robin; `batch`: to the least busy).
 TargetsOpt = Annotated[
     str | None,
     typer.Option(
         "--target",
         "-t",
         metavar="HOST:PORT[,HOST:PORT…]",
-        help="The workers' gRPC addresses, comma-separated; requests go round-robin."
+        help="The workers' gRPC addresses, comma-separated; requests are shared among them."
         + default_text("$MMCTL_TARGET, else localhost:50051"),
         show_default=False,
     ),

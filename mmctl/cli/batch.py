@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from mmctl.choices import BATCH_MAX_CONCURRENCY, REMOTE_MEDIA_MAX_MB
 from mmctl.cli._options import (
     BundleOpt,
     CaCertOpt,
@@ -45,9 +46,10 @@ The summary goes to stderr (--json: the counts on stdout).
 Engines: local (default) preprocesses in --workers processes and sends on
 one event loop; ray runs the same on a Ray cluster: preprocessing as Ray
 tasks on every node's CPUs, one sender per node (pip install 'mmctl[ray]';
---ray-address, else $RAY_ADDRESS, else a local instance). Several --target workers share the items
-round-robin; one that stops answering is taken out (its items retried once
-elsewhere) and put back when its health check passes.
+--ray-address, else $RAY_ADDRESS, else a local instance). Several --target workers share the items,
+each to the least busy; each is probed every second, and one that does not
+answer healthy within 5 s (frozen, gone) or whose requests fail is taken out
+(its items go to the others) and put back when a probe answers.
 
 Examples:
 
@@ -62,7 +64,8 @@ Exit codes: from what OUT holds at the end, 0 every item answered; 2 usage
 (OUT holds results without --resume/--overwrite, OUT is the input, another
 run holds OUT); 3 bad input; 5 no worker (or Ray cluster) answers; 6 a check
 refused the transport; 7 some items failed (their lines say why); 8 no item
-answered; 10 OUT could not be written (--resume continues); 130 interrupted
+answered; 10 OUT could not be written (--resume continues), or OUT.lock is
+not the lock file mmctl makes (a link planted there: left as it is); 130 interrupted
 (finished items are in OUT; --resume continues).
 """
 
@@ -119,7 +122,7 @@ def batch(
     ] = None,
     max_concurrency: Annotated[
         int, typer.Option("--max-concurrency", metavar="C", help="Requests in flight at most.")
-    ] = 8,
+    ] = BATCH_MAX_CONCURRENCY,
     resume: Annotated[
         bool,
         typer.Option(
@@ -150,7 +153,7 @@ def batch(
     ] = False,
     max_remote_mb: Annotated[
         int, typer.Option("--max-remote-mb", metavar="MB", help="Largest fetched medium.")
-    ] = 256,
+    ] = REMOTE_MEDIA_MAX_MB,
     timeout: SendTimeoutOpt = None,
     header: HeaderOpt = None,
     tls: TlsOpt = False,

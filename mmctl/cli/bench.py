@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from mmctl.choices import (
+    BENCH_BURSTINESS,
+    BENCH_NUM_PROMPTS,
+    BENCH_WARMUP,
+    PixelFormat,
+    Transport,
+)
 from mmctl.cli._options import (
     BundleOpt,
     CaCertOpt,
@@ -40,7 +46,9 @@ run: memcpy, a fresh /dev/shm file, a bare grpcio call.
 
 Workload, one of: --video FILE (repeatable), --dataset FILE.jsonl (OpenAI
 batch lines or {"id", "prompt", "media": [...]}), --sizes 1MB,16MB,100MB
-(synthetic Qwen-VL videos whose pixel tensor has that size).
+(synthetic Qwen-VL videos whose pixel tensor has that size; a size over the
+worker's mm_encoder_budget for one item is split into equal videos within
+it, up to its video limit per request).
 
 Examples:
 
@@ -55,8 +63,9 @@ Examples:
 Exit codes: 0 every request answered; 2 usage; 3 bad input (media,
 dataset); 4 some requests failed (the report names their gRPC codes); 5 a
 worker unreachable; 6 a check refused an arm (shm with a worker on another
-host, a pixel dtype the worker does not take); 130 interrupted (the partial
-report is printed, shm files removed).
+host, a pixel dtype the worker does not take) or a size (more than one
+request to the worker may carry); 130 interrupted (the partial report is
+printed, shm files removed).
 """
 
 
@@ -102,7 +111,7 @@ def bench(
         typer.Option(
             "--num-prompts", metavar="N", help="Requests per concurrency level, all arms together."
         ),
-    ] = 100,
+    ] = BENCH_NUM_PROMPTS,
     max_concurrency: Annotated[
         str,
         typer.Option(
@@ -126,7 +135,7 @@ def bench(
             metavar="B",
             help="Gamma shape of the arrival gaps (1: Poisson; < 1 burstier).",
         ),
-    ] = 1.0,
+    ] = BENCH_BURSTINESS,
     warmup: Annotated[
         int,
         typer.Option(
@@ -135,7 +144,7 @@ def bench(
             metavar="K",
             help="Unmeasured requests per arm first (vLLM: --num-warmups).",
         ),
-    ] = 1,
+    ] = BENCH_WARMUP,
     seed: Annotated[
         int, typer.Option("--seed", metavar="S", help="Seed of the arm order and arrivals.")
     ] = 0,
@@ -232,26 +241,16 @@ def bench(
 ) -> None:
     from mmctl import settings
     from mmctl.bench import workload
+    from mmctl.bench.files import SaveTarget, write_files
     from mmctl.bench.runner import BenchConfig, run
-    from mmctl.bench.synthetic import parse_size
-    from mmctl.choices import PixelFormat, Transport
     from mmctl.cli._inputs import prompt_text
     from mmctl.cli._output import Output
     from mmctl.errors import UsageError
     from mmctl.request.build import Sampling
 
     output = Output(json_mode=json_out)
-    saving = _save_target(save_result, save_to, result_dir, result_filename)
-    sources = [s for s in (video, dataset, sizes) if s]
-    if len(sources) != 1:
-        raise UsageError("give one workload: --video FILE…, --dataset FILE.jsonl or --sizes SIZE,…")
-    if video:
-        items = workload.from_videos(video)
-    elif dataset is not None:
-        items = workload.from_dataset(dataset)
-    else:
-        asked = _csv(sizes)
-        items = workload.from_sizes([parse_size(s) for s in asked], labels=asked)
+    saving = SaveTarget.of(save_result, save_to, result_dir, result_filename)
+    items = workload.choose(video, dataset, _csv(sizes))
     if plot is not None:
         from mmctl.bench.plot import require
 
@@ -296,109 +295,15 @@ def bench(
         result = run(cfg, live)
     finally:
         live.close()
-    for path in _write_files(result, saving, per_request, plot):
+    for path in write_files(result, saving, per_request, plot):
         output.note(f"wrote {path}")
-    from mmctl.bench.report import bench_doc
+    from mmctl.bench.report import bench_doc, failure
 
     doc = bench_doc(result)
     output.result(doc, human=lambda console: render(console, result, doc))
-    _exit_status(result)
-
-
-def _save_target(
-    flag: bool, after: str | None, folder: Path | None, filename: str | None
-) -> tuple[str | None, Path | None] | None:
-    """``--save-result [FILE.json]``, ``--result-dir``, ``--result-filename`` →
-    (file name, folder), or ``None`` when nothing is to be saved."""
-    from mmctl.errors import UsageError
-
-    if after is not None and not flag:
-        raise UsageError(
-            f"unexpected argument {after!r}",
-            hint="a FILE.json names where --save-result writes: --save-result FILE.json",
-        )
-    if after is not None and filename is not None:
-        raise UsageError("give the file once: --save-result FILE.json or --result-filename")
-    if not (flag or folder is not None or filename is not None):
-        return None
-    return (after if after is not None else filename), folder
-
-
-def _write_files(
-    result: BenchResult,
-    save: tuple[str | None, Path | None] | None,
-    per_request: Path | None,
-    plot: Path | None,
-) -> list[Path]:
-    """Write the files asked for; their paths, in order."""
-    from mmctl.bench.report import result_paths, vllm_doc
-
-    written = []
-    if save is not None:
-        if save[1] is not None:  # vLLM creates --result-dir too
-            _make_dir(save[1])
-        paths = result_paths(
-            [level.concurrency for level in result.levels],
-            filename=save[0],
-            folder=save[1],
-            request_rate=result.config.request_rate,
-        )
-        for level in result.levels:
-            path = paths[level.concurrency]
-            _write(path, json.dumps(vllm_doc(result, level), indent=1).encode())
-            written.append(path)
-    if per_request is not None:
-        lines = [
-            json.dumps(r.as_dict(), separators=(",", ":"))
-            for level in result.levels
-            for r in level.records
-        ]
-        _write(per_request, "".join(line + "\n" for line in lines).encode())
-        written.append(per_request)
-    if plot is not None:
-        from mmctl.bench.plot import write
-
-        write(result, plot)
-        written.append(plot)
-    return written
-
-
-def _make_dir(folder: Path) -> None:
-    from mmctl.errors import InputError
-
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise InputError(f"cannot create --result-dir {folder}: {err.strerror or err}") from None
-
-
-def _write(path: Path, data: bytes) -> None:
-    from mmctl.fileio import write_atomic
-
-    def write(f: Any) -> None:
-        f.write(data)
-
-    write_atomic(path, write)
-
-
-def _exit_status(result: BenchResult) -> None:
-    from collections import Counter
-
-    from mmctl.errors import Interrupted, WorkerRejected, WorkerUnavailable
-
-    if result.interrupted_by:
-        raise Interrupted(
-            result.interrupted_by, "the report above holds the requests that finished"
-        )
-    codes = Counter(r.error_code for lvl in result.levels for r in lvl.records if r.error_code)
-    if not codes:
-        return
-    total = sum(len(lvl.records) for lvl in result.levels)
-    what = ", ".join(f"{n} {code}" for code, n in codes.most_common())
-    message = f"{sum(codes.values())} of {total} requests failed ({what})"
-    if {"UNAVAILABLE", "DEADLINE_EXCEEDED"} & set(codes):
-        raise WorkerUnavailable(message)
-    raise WorkerRejected(message, hint="--per-request FILE.jsonl lists each error")
+    failed = failure(result)
+    if failed is not None:
+        raise failed
 
 
 class _Live:
@@ -487,7 +392,7 @@ def render(console: Console, result: BenchResult, doc: dict[str, Any]) -> None:
             console.print(f"client CPU: {cpu * 1000:.1f} ms per request")
     res = doc["resources"]
     console.print(
-        f"open fds {res['fds_before']} → {res['fds_after']}; mmctl files in /dev/shm "
+        f"open fds {res['fds_before']} → {res['fds_after']}; this run's /dev/shm files "
         f"{res['shm_files_before']} → {res['shm_files_after']}; peak RSS {res['peak_rss_mb']:.0f} MB"
     )
     if result.interrupted:

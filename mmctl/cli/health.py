@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Any
 
-from mmctl.cli._options import CaCertOpt, HeaderOpt, JsonOpt, TargetOpt, TlsOpt, timeout_opt
+import typer
+
+from mmctl.cli._options import (
+    CaCertOpt,
+    HeaderOpt,
+    JsonOpt,
+    TargetOpt,
+    TlsOpt,
+    default_text,
+    timeout_opt,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -16,12 +26,16 @@ Examples:
 \b
   mmctl health                          # $MMCTL_TARGET or localhost:50051
   mmctl health --target gpu-box:50051 --json
-  until mmctl health -t gpu-box:50051 --timeout 1 2>/dev/null; do sleep 1; done
+  vllm serve MODEL --grpc & mmctl health --wait 600 && mmctl send clip.mp4
 
-With --json a document is printed whether or not the worker answers
-(healthy: false and the error when it does not).
+--wait SECONDS asks until the worker serves (every 0.1 s, each time on a new
+connection, so a worker that starts is seen at once) and gives up after
+SECONDS: exit 5, naming the last reason. With --json a document is printed
+whether or not the worker answers (healthy: false and the error when it does
+not; tries and waited_s say how long it took).
 
-Exit codes: 0 healthy; 2 usage; 5 unreachable, deadline passed, or unhealthy.
+Exit codes: 0 healthy; 2 usage; 5 unreachable, deadline passed, or unhealthy
+(with --wait: still so after SECONDS).
 """
 
 INFO_HELP = """Show the worker's model, server info, /dev/shm sharing and proto capabilities.
@@ -44,6 +58,16 @@ Exit codes: 0 shown; 2 usage; 5 unreachable or deadline passed.
 def health(
     target: TargetOpt = None,
     timeout: Annotated[float, timeout_opt("5")] = 5.0,
+    wait: Annotated[
+        float,
+        typer.Option(
+            "--wait",
+            metavar="SECONDS",
+            help="Keep asking until the worker serves, for up to SECONDS (0 asks once)."
+            + default_text("0"),
+            show_default=False,
+        ),
+    ] = 0.0,
     header: HeaderOpt = None,
     tls: TlsOpt = False,
     ca_cert: CaCertOpt = None,
@@ -51,11 +75,20 @@ def health(
 ) -> None:
     from mmctl.cli._output import Output
     from mmctl.client.client import Client
-    from mmctl.errors import WorkerUnavailable
+    from mmctl.errors import UsageError, WorkerUnavailable
 
+    if not wait >= 0 or wait == float("inf"):
+        raise UsageError(f"--wait must be a number of seconds, 0 or more; got {wait:g}")
     output = Output(json_mode=json_out)
     with Client(target, headers=header, tls=ca_cert or tls, timeout=timeout) as client:
-        report = client.health(timeout)
+        address = client.target.address
+
+        def waiting(answer: Any, left: float) -> None:
+            reason = answer.error or answer.message
+            output.status(f"waiting for {address} to serve ({left:.0f} s left): {reason}")
+
+        report = client.health(timeout, wait=wait, on_try=waiting)
+    output.end_progress()
     tgt = client.target
     if report.error is None or json_out:
         output.result(
@@ -68,14 +101,17 @@ def health(
                 highlight=False,
             ),
         )
+    still = f"after {report.waited_s:.1f} s and {report.tries} tries, " if wait else ""
     if report.error is not None:
         raise WorkerUnavailable(
-            report.error,
+            still + report.error,
             hint="is `vllm serve … --grpc` (or `mmctl stub-worker`) listening there? "
             "--target / $MMCTL_TARGET",
         )
     if not report.healthy:
-        raise WorkerUnavailable(f"worker at {tgt.address} reports unhealthy: {report.message}")
+        raise WorkerUnavailable(
+            f"{still}worker at {tgt.address} reports unhealthy: {report.message}"
+        )
 
 
 health.__doc__ = HEALTH_HELP

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from mmctl.choices import MediaRef, Processing, Transport
+from mmctl.choices import SHM_MIN_BYTES, MediaRef, Processing, Transport
 from mmctl.cli._options import (
     AllowSpecialOpt,
     BundleOpt,
@@ -20,10 +20,12 @@ from mmctl.cli._options import (
     MaxFramesOpt,
     MaxPixelsOpt,
     MaxTokensOpt,
+    MediaRefOpt,
     MinFramesOpt,
     MinPixelsOpt,
     NegotiatedPixelDtypeOpt,
     NumFramesOpt,
+    ProcessingOpt,
     PromptFileOpt,
     PromptOpt,
     RequestIdOpt,
@@ -64,8 +66,12 @@ Examples:
   mmctl send --request request.pb --temperature 0 --shm
   mmctl send clip.mp4 --compare-processing
 
+A model no mmctl family handles is preprocessed by the worker (media_refs;
+--processing auto, said once on stderr).
+
 Exit codes: 0 answered; 2 usage; 3 bad input (or /dev/shm unusable with
---shm, or a truncated video with --strict); 4 the worker refused the
+--shm, or a truncated video with --strict, or a model no family handles
+that the worker cannot preprocess either); 4 the worker refused the
 request; 5 worker unreachable, deadline passed, or it died; 6 a safety check
 refused to send; 9 the answer is partial (the worker aborted the generation,
 finish_reason abort, or its stream stopped early; --json still prints what
@@ -98,25 +104,10 @@ def send(
         typer.Option(
             "--shm-min-bytes", metavar="BYTES", help="Tensors smaller than this stay inline."
         ),
-    ] = 64 * 1024,
+    ] = SHM_MIN_BYTES,
     pixel_dtype: NegotiatedPixelDtypeOpt = None,
-    processing: Annotated[
-        Processing,
-        typer.Option(
-            "--processing",
-            metavar="[client|worker]",
-            help="client: mmctl preprocesses and sends tensors; worker: send media_refs and "
-            "let the worker preprocess.",
-        ),
-    ] = Processing.CLIENT,
-    media_ref: Annotated[
-        MediaRef,
-        typer.Option(
-            "--media-ref",
-            metavar="[data|file]",
-            help="With --processing worker: data: URLs carrying the files, or file:// paths.",
-        ),
-    ] = MediaRef.DATA,
+    processing: ProcessingOpt = Processing.AUTO,
+    media_ref: MediaRefOpt = MediaRef.DATA,
     compare_processing: Annotated[
         bool,
         typer.Option(
@@ -174,21 +165,17 @@ def send(
     from mmctl.cli._output import Output
     from mmctl.cli._render import follow, render_comparison, render_report
     from mmctl.client.client import Client
-    from mmctl.client.options import Hooks, SendOptions, media_inputs, refuse, request_inputs
+    from mmctl.client.options import Hooks, SendOptions, send_inputs
     from mmctl.errors import UsageError
     from mmctl.models.settings import VisionOverrides
     from mmctl.timing import Timeline
 
     output = Output(json_mode=json_out)
-    if shm and inline:
-        raise UsageError("--shm and --inline contradict each other")
-    if bool(media) == (request is not None):
-        raise UsageError("give MEDIA files or --request FILE (one of the two)")
     timeline = Timeline(on_lap=follow(output))
     output.status("checking the inputs…")
     opts = SendOptions(
         prompt=_inputs.prompt_text(prompt, prompt_file),
-        transport=Transport.SHM if shm else Transport.INLINE if inline else transport,
+        transport=_inputs.transport(transport, shm=shm, inline=inline),
         shm_min_bytes=shm_min_bytes,
         pixel_dtype=pixel_dtype,
         processing=processing,
@@ -218,11 +205,7 @@ def send(
             max_pixels=max_pixels,
         ),
     )
-    if request is not None:
-        refuse("--request replays a recorded request", opts.shaping_a_request())
-        inputs = request_inputs(request)
-    else:
-        inputs = media_inputs(media or [])
+    inputs = send_inputs(media or [], request, opts)
     client = Client(
         target,
         headers=header,

@@ -93,10 +93,14 @@ def metadata(header: str) -> tuple[str, str]:
 
 #: Most seconds to wait for a keepalive ping's answer (gRPC's own default).
 KEEPALIVE_TIMEOUT_S = 20.0
+#: Longest wait between two attempts to reconnect to a worker (gRPC's default: 120 s).
+MAX_RECONNECT_BACKOFF_MS = 5000
 
 
-def channel_options() -> list[tuple[str, int]]:
-    """No message-size limits (like the worker's), and keepalive pings.
+def channel_options(address: str) -> list[tuple[str, str | int]]:
+    """No message-size limits (like the worker's), keepalive pings, and the
+    proxy (or none) for ``address`` as Go decides it (:mod:`mmctl.client.proxy`:
+    loopback is never proxied).
 
     A frozen or vanished worker sends nothing, so without pings a Generate
     with no deadline waits forever. mmctl pings after ``MMCTL_KEEPALIVE_S``
@@ -108,10 +112,13 @@ def channel_options() -> list[tuple[str, int]]:
     which would kill healthy long generations. Workers that allow faster
     pings (the stub allows 1 s) can be watched closer with a lower value.
     """
+    from mmctl.client import proxy
+
     keepalive = settings.keepalive_s()
     answer_ms = int(min(KEEPALIVE_TIMEOUT_S, keepalive) * 1000)
     return [
         *UNLIMITED,
+        *proxy.choose(address).channel_options(),
         ("grpc.keepalive_time_ms", int(keepalive * 1000)),
         ("grpc.keepalive_timeout_ms", answer_ms),
         # grpcio 1.85 times keepalive pings out by this one (default 60 s), not the above.
@@ -119,19 +126,23 @@ def channel_options() -> list[tuple[str, int]]:
         ("grpc.keepalive_permit_without_calls", 0),
         # Keep pinging through a long silent generation (the default stops after two).
         ("grpc.http2.max_pings_without_data", 0),
+        # A worker that comes back (restarted) is dialled again within 5 s,
+        # not after a back-off grown to 2 minutes (a batch's fleet probes it).
+        ("grpc.max_reconnect_backoff_ms", MAX_RECONNECT_BACKOFF_MS),
     ]
 
 
 def open_channel(target: Target) -> grpc.Channel:
     """A blocking channel to the worker (:func:`channel_options`)."""
+    options = channel_options(target.address)
     if not target.tls:
-        return grpc.insecure_channel(target.address, options=channel_options())
-    return grpc.secure_channel(target.address, _credentials(target), options=channel_options())
+        return grpc.insecure_channel(target.address, options=options)
+    return grpc.secure_channel(target.address, _credentials(target), options=options)
 
 
 def open_aio_channel(target: Target) -> grpc.aio.Channel:
     """The same on ``grpc.aio``, for many requests in flight from one event loop."""
-    options = channel_options()
+    options = channel_options(target.address)
     if not target.tls:
         return grpc.aio.insecure_channel(target.address, options=options)
     return grpc.aio.secure_channel(target.address, _credentials(target), options=options)

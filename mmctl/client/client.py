@@ -42,11 +42,11 @@ from mmctl.client.options import (
     refuse,
     request_inputs,
 )
-from mmctl.client.probe import Health, WorkerFacts, health, probe
+from mmctl.client.probe import Health, WorkerFacts, probe, wait_healthy
 from mmctl.client.run import Ready, Run, SendResult, generate, prepare
 from mmctl.client.session import Session
 from mmctl.errors import UsageError
-from mmctl.models.model import Model
+from mmctl.models.model import Model, WorkerModel
 from mmctl.models.settings import VisionOverrides
 from mmctl.timing import Timeline
 
@@ -124,7 +124,7 @@ class Client:
         self._channel: grpc.Channel | None = None
         self._facts: WorkerFacts | None = None
         self._source: ModelSource | None = None
-        self._local_model: Model | None = None
+        self._local_model: Model | WorkerModel | None = None
         self._session: Session | None = None
 
     # ---- lifetime ----
@@ -158,15 +158,16 @@ class Client:
                 self._source = resolve_source(self._model_dir, self._bundle)
             return self._source
 
-    def local_model(self) -> Model | None:
+    def local_model(self) -> Model | WorkerModel | None:
         """The model of ``model_dir`` / ``bundle``, its settings resolved and checked
-        before any network (a bad folder is exit 3 whatever the worker does)."""
-        from mmctl.models.model import load_model
+        before any network (a bad folder is exit 3 whatever the worker does; one
+        no family handles waits for the worker's facts: it may preprocess it)."""
+        from mmctl.models.model import load_any
 
         source = self.local_source()
         with self._lock:
             if self._local_model is None and source is not None:
-                self._local_model = load_model(
+                self._local_model = load_any(
                     source=source, family=self._family, overrides=self._vision
                 )
             return self._local_model
@@ -209,10 +210,18 @@ class Client:
 
     # ---- the worker ----
 
-    def health(self, timeout: float = HEALTH_TIMEOUT_S) -> Health:
+    def health(
+        self,
+        timeout: float = HEALTH_TIMEOUT_S,
+        wait: float = 0.0,
+        on_try: Callable[[Health, float], None] | None = None,
+    ) -> Health:
         """``HealthCheck`` and ``grpc.health.v1``; an unreachable worker is
-        unhealthy, with the reason in ``error`` (nothing raised)."""
-        return health(self._open_channel(), self.target, timeout)
+        unhealthy, with the reason in ``error`` (nothing raised). ``wait``:
+        seconds to keep asking until it serves (each try on a fresh channel,
+        so a worker that starts meanwhile is seen at once; ``on_try`` after
+        each try that was not healthy)."""
+        return wait_healthy(self.target, wait, timeout, on_try)
 
     def info(self) -> dict[str, Any]:
         """Model, server info, /dev/shm sharing, proto capabilities and the

@@ -85,7 +85,7 @@ def compare_processing(
 ) -> Comparison:
     """``send --compare-processing``: ``media`` once with mmctl preprocessing
     (``client``) and once with the worker's (``worker``), on one set-up."""
-    if base.processing is not Processing.CLIENT:
+    if base.processing is not Processing.AUTO:  # given: not the default
         raise UsageError("--compare-processing runs both --processing modes itself")
     variants: dict[str, dict[str, Any]] = {
         "client": {"processing": Processing.CLIENT},

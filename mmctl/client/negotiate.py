@@ -5,17 +5,18 @@
   when the worker accepts half-width floats; float32 for older workers.
 * transport — ``auto`` uses shared memory iff the worker's
   ``shm_namespace_id`` equals ours (same ``/dev/shm``), else inline.
-* processing — ``worker`` sends ``media_refs`` when the worker offers a
-  processor and the URL scheme.
+* processing — ``client`` for the families mmctl preprocesses; ``worker``
+  (``media_refs``) when the worker offers a processor and the URL scheme —
+  chosen by itself (``auto``) for a model no mmctl family handles.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mmctl.choices import PixelFormat
+from mmctl.choices import MediaRef, PixelFormat, Processing
 from mmctl.client.probe import WorkerFacts
-from mmctl.errors import CheckFailed, UsageError
+from mmctl.errors import CheckFailed, InputError, UnknownFamily, UsageError
 from mmctl.models.family import Family
 from mmctl.request.tensors import LEGACY_DTYPES
 
@@ -183,3 +184,62 @@ def transport(
 
 def processing_schemes(facts: WorkerFacts) -> list[str]:
     return [s.strip() for s in (facts.server.mm_media_ref_schemes or "").split(",") if s.strip()]
+
+
+@dataclass(frozen=True)
+class ProcessingChoice:
+    """Who preprocesses a target's requests, chosen once (:func:`choose_processing`)."""
+
+    worker: bool
+    decision: Decision
+    #: The one line said when mmctl chose the worker by itself (``None``: it did not).
+    note: str | None = None
+
+
+def choose_processing(
+    facts: WorkerFacts,
+    requested: Processing,
+    media_ref: MediaRef,
+    unknown: UnknownFamily | None,
+    family: str,
+) -> ProcessingChoice:
+    """``requested``: ``--processing``; ``unknown``: why no mmctl family reads the
+    model (``None``: ``family`` does). ``auto`` takes mmctl's preprocessing for a
+    family it has, else the worker's; where neither can, the error names both."""
+    if requested is Processing.CLIENT:
+        if unknown is not None:
+            raise unknown
+        return ProcessingChoice(False, Decision("client", f"--processing client ({family})"))
+    why_not = _worker_cannot(facts, media_ref)
+    how = f"media_refs with {media_ref.value}: URLs; its processor: {facts.server.mm_processor}"
+    if requested is Processing.WORKER:
+        if why_not is not None:
+            raise CheckFailed(
+                f"--processing worker: {why_not}",
+                hint="file: needs a worker started with --allowed-local-media-path on this host"
+                if facts.server.mm_processor
+                else "use --processing client",
+            )
+        return ProcessingChoice(True, Decision("worker", f"--processing worker: {how}"))
+    if unknown is None:
+        return ProcessingChoice(False, Decision("client", f"auto: mmctl preprocesses {family}"))
+    if why_not is not None:
+        raise InputError(f"{unknown.message}, and {why_not}", hint=unknown.hint)
+    model = f"model_type {unknown.model_type!r}"
+    return ProcessingChoice(
+        True,
+        Decision("worker", f"auto: no mmctl family preprocesses {model}; {how}"),
+        note=f"{model}: no mmctl family preprocesses it, so the worker does ({how})",
+    )
+
+
+def _worker_cannot(facts: WorkerFacts, media_ref: MediaRef) -> str | None:
+    """Why the worker cannot preprocess media named by ``media_ref`` URLs (``None``: it can)."""
+    if not facts.server.mm_processor:
+        return "the worker does not process media itself (mm_processor is empty)"
+    schemes = processing_schemes(facts)
+    if media_ref.value not in schemes:
+        return (
+            f"the worker accepts {', '.join(schemes) or 'no'} URL schemes, not {media_ref.value}:"
+        )
+    return None

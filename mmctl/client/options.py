@@ -17,7 +17,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from mmctl.choices import MediaRef, PixelFormat, Processing, Transport
+from mmctl.choices import SHM_MIN_BYTES, MediaRef, PixelFormat, Processing, Transport
 from mmctl.errors import UsageError
 from mmctl.media.probe import MediaKind
 from mmctl.models.settings import VisionOverrides
@@ -25,7 +25,6 @@ from mmctl.request.build import Sampling
 
 #: Tensors smaller than this stay inline even when the transport is shm
 #: (the smg router's rule: below it a file costs more than it saves).
-SHM_MIN_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -41,7 +40,7 @@ class SendOptions:
     transport: Transport = Transport.AUTO
     shm_min_bytes: int = SHM_MIN_BYTES
     pixel_dtype: PixelFormat | None = None
-    processing: Processing = Processing.CLIENT
+    processing: Processing = Processing.AUTO
     media_ref: MediaRef = MediaRef.DATA
     sampling: Sampling = field(default_factory=Sampling)
     stream: bool | None = None
@@ -69,13 +68,10 @@ class SendOptions:
             raise UsageError(f"--timeout must be positive, got {self.timeout}")
         if self.shm_min_bytes < 0:
             raise UsageError(f"--shm-min-bytes must not be negative, got {self.shm_min_bytes}")
-        if self.processing is not Processing.WORKER and self.media_ref is not MediaRef.DATA:
-            raise UsageError("--media-ref applies only with --processing worker")
+        if self.processing is Processing.CLIENT and self.media_ref is not MediaRef.DATA:
+            raise UsageError("--media-ref applies only with --processing worker (or auto)")
         if self.processing is Processing.WORKER:
-            shaping = _flags(self.vision.given())
-            shaping += ["--pixel-dtype"] if self.pixel_dtype is not None else []
-            shaping += ["--strict"] if self.strict else []
-            refuse("--processing worker leaves preprocessing to the worker", shaping)
+            self.refuse_client_side("--processing worker leaves preprocessing to the worker")
 
     @classmethod
     def of(cls, **options: Any) -> SendOptions:
@@ -98,6 +94,13 @@ class SendOptions:
             base = vars(mine.get("vision", VisionOverrides()))
             mine["vision"] = VisionOverrides(**{**base, **picked})
         return cls(**mine)
+
+    def refuse_client_side(self, why: str) -> None:
+        """Refuse the options only mmctl's own preprocessing reads (``why``: who preprocesses)."""
+        shaping = _flags(self.vision.given())
+        shaping += ["--pixel-dtype"] if self.pixel_dtype is not None else []
+        shaping += ["--strict"] if self.strict else []
+        refuse(why, shaping)
 
     def shaping_a_request(self) -> list[str]:
         """The options given that shape a new request (a recorded one is fixed)."""
@@ -172,6 +175,19 @@ def media_inputs(media: str | Path | Sequence[str | Path]) -> Inputs:
     if not paths:
         raise UsageError("give MEDIA files (or a request to replay)")
     return Inputs(paths, tuple(check_media(p) for p in paths))
+
+
+def send_inputs(
+    media: Sequence[str | Path], request: str | Path | None, opts: SendOptions
+) -> Inputs:
+    """``send``'s MEDIA files or its ``--request FILE`` (one of the two); a replay
+    refuses the options that would shape a new request."""
+    if bool(media) == (request is not None):
+        raise UsageError("give MEDIA files or --request FILE (one of the two)")
+    if request is None:
+        return media_inputs(media)
+    refuse("--request replays a recorded request", opts.shaping_a_request())
+    return request_inputs(request)
 
 
 def request_inputs(request: Any) -> Inputs:

@@ -8,8 +8,8 @@ every batch as an image, which for video is silent garbage.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import grpc
@@ -160,6 +160,13 @@ class Health:
     latency_ms: float | None
     #: The failure (unreachable, deadline, refused) when there was no answer.
     error: str | None = None
+    #: How many times it was asked, and for how long (:func:`wait_healthy`).
+    tries: int = 1
+    waited_s: float = 0.0
+
+    @property
+    def serving(self) -> bool:
+        return self.error is None and self.healthy
 
     def as_dict(self) -> dict:
         return {
@@ -169,6 +176,8 @@ class Health:
             "grpc_health": self.grpc_health,
             "latency_ms": self.latency_ms,
             "error": self.error,
+            "tries": self.tries,
+            "waited_s": round(self.waited_s, 3),
         }
 
 
@@ -196,3 +205,46 @@ def health(channel: grpc.Channel, target: Target, timeout: float) -> Health:
     except grpc.RpcError as err:
         standard = f"unavailable ({err.code().name})"
     return Health(target.address, engine.healthy, engine.message, standard, latency)
+
+
+#: Seconds between two tries while waiting for a worker to serve.
+WAIT_POLL_S = 0.1
+
+
+def wait_healthy(
+    target: Target,
+    wait_s: float,
+    timeout: float,
+    on_try: Callable[[Health, float], None] | None = None,
+) -> Health:
+    """Ask until the worker answers healthy, or ``wait_s`` has passed (0: ask
+    once); the last answer, with ``tries`` and ``waited_s``. ``on_try(answer,
+    seconds left)`` after each try that was not healthy.
+
+    Each try opens a channel of its own: a channel whose connection failed
+    waits out gRPC's reconnect back-off (1 s, growing 1.6-fold to 2 min)
+    before it dials again, so one channel polled while a worker starts saw it
+    serve minutes late. A fresh channel dials at once.
+    """
+    import time
+
+    from mmctl.client.channel import open_channel
+
+    start = time.monotonic()
+    deadline = start + max(0.0, wait_s)
+    tries = 0
+    while True:
+        tries += 1
+        left = deadline - time.monotonic()
+        channel = open_channel(target)
+        try:
+            answer = health(channel, target, min(timeout, left) if left > 0.05 else timeout)
+        finally:
+            channel.close()
+        answer = replace(answer, tries=tries, waited_s=time.monotonic() - start)
+        left = deadline - time.monotonic()
+        if answer.serving or left <= 0:
+            return answer
+        if on_try is not None:
+            on_try(answer, left)
+        time.sleep(min(WAIT_POLL_S, left))

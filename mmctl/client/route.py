@@ -16,9 +16,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from mmctl.choices import Transport
+from mmctl.choices import SHM_MIN_BYTES, Transport
 from mmctl.client.negotiate import Decision, transport
-from mmctl.client.options import SHM_MIN_BYTES
 from mmctl.client.placement import ShmAllocator, ShmPlacer, move_inline_to_shm
 from mmctl.transport.shm import ShmArena, ShmUnavailable, namespace_id, shm_dir
 

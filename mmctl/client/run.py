@@ -25,22 +25,28 @@ from mmctl import modality
 from mmctl.choices import (
     DEFAULT_MAX_TOKENS,
     MediaRef,
-    Processing,
     prompt_text,
 )
 from mmctl.client.channel import as_error, generate_method, response
-from mmctl.client.negotiate import Decision, choose_pixels, processing_schemes
+from mmctl.client.negotiate import Decision, choose_pixels
 from mmctl.client.options import Hooks, Inputs, SendOptions, refuse
 from mmctl.client.placement import ShmAllocator, inline_bytes
 from mmctl.client.route import Route, choose
 from mmctl.client.session import Session
 from mmctl.client.stream import TokenStream
-from mmctl.errors import CheckFailed, GenerationIncomplete
+from mmctl.errors import CheckFailed, GenerationIncomplete, UsageError
 from mmctl.media.probe import MediaKind, media_type
 from mmctl.models.family import Family
+from mmctl.models.model import WorkerModel
 from mmctl.request.build import new_request_id
 from mmctl.request.compose import Composed, compose
-from mmctl.request.limits import check_encoder_budget, check_item_limits, parse_item_limits
+from mmctl.request.limits import (
+    check_context,
+    check_encoder_budget,
+    check_item_limits,
+    check_prompt_length,
+    parse_item_limits,
+)
 from mmctl.timing import Timeline
 from mmctl.transport.shm import ShmArena, sweep_dead
 from mmctl.wire import proto
@@ -78,6 +84,8 @@ class Run:
     warnings: list[str] = field(default_factory=list)
     #: Resize + normalize + patchify busy time, inside the ``decode_s`` lap.
     preprocess_busy_s: float = 0.0
+    #: Files of dead mmctl processes removed from /dev/shm before sending.
+    swept: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -100,6 +108,8 @@ class SendResult:
     model: dict[str, Any]
     items: list[dict[str, Any]]
     shm_files: list[str] = field(default_factory=list)
+    #: Files of dead mmctl processes this send removed from /dev/shm first.
+    shm_swept: list[str] = field(default_factory=list)
     #: Resize + normalize + patchify busy time, inside ``decode_s``.
     preprocess_busy_s: float = 0.0
     warnings: list[str] = field(default_factory=list)
@@ -137,6 +147,7 @@ class SendResult:
             "model": self.model,
             "items": self.items,
             "shm_files": self.shm_files,
+            "shm_swept": self.shm_swept,
             "warnings": self.warnings,
         }
 
@@ -164,16 +175,18 @@ def prepare(
     route = choose(opts.transport, session.facts, opts.shm_min_bytes)
     run.decisions["transport"] = route.decision
     if route.shm:
-        swept = sweep_dead()
-        if swept:
-            hooks.note(f"removed {len(swept)} shm file(s) left by dead mmctl processes")
+        # Said in --json only: on a machine others share, their killed
+        # clients' leftovers are not this command's news.
+        run.swept = sweep_dead()
     arena = ShmArena()
     try:
         if inputs.request is not None:
             request, plan = _replay(session, opts, inputs, run), None
-        elif opts.processing is Processing.WORKER:
+        elif (choice := session.processing(opts, hooks)).worker:
+            run.decisions["processing"] = choice.decision
             request, plan = _worker_processing(session, opts, inputs, run), None
         else:
+            run.decisions["processing"] = choice.decision
             single = all(n == 1 for n in Counter(inputs.kinds).values())
             allocator = route.allocator(arena, single)
             composed = _client_processing(session, opts, inputs, run, hooks, allocator)
@@ -231,7 +244,7 @@ def _client_processing(
     hooks: Hooks,
     allocator: ShmAllocator | None,
 ) -> Composed:
-    facts, model = session.facts, session.model
+    facts, model = session.facts, session.family_model()
     _check_limits(session, run, opts.skip_checks)
     pixels = choose_pixels(facts, opts.pixel_dtype, skip_checks=opts.skip_checks, family=model.spec)
     run.decisions["pixel_dtype"] = pixels.decision
@@ -239,6 +252,14 @@ def _client_processing(
         run.warnings.append(pixels.decision.warning)
     if opts.vision.given():
         model = model.with_vision(opts.vision)
+    limit = int(facts.model.max_context_length or 0)
+    if limit and not opts.skip_checks:
+        text = (opts.prompt or "") + (opts.system or "")
+        check_prompt_length(
+            model.tokenizer.least_tokens(text, limit),
+            opts.sampling.max_tokens or DEFAULT_MAX_TOKENS,
+            limit,
+        )
     composed = compose(
         list(inputs.media),
         opts.prompt,
@@ -297,13 +318,7 @@ def _check_context(session: Session, run: Run, prompt_tokens: int, opts: SendOpt
         run.checks.append(Check("context_length", False, reason="--skip-checks"))
         return
     wanted = opts.sampling.max_tokens or DEFAULT_MAX_TOKENS
-    if prompt_tokens + wanted > limit:
-        room = limit - prompt_tokens
-        raise CheckFailed(
-            f"the prompt's {prompt_tokens:,} tokens and --max-tokens {wanted:,} exceed the "
-            f"worker's max_context_length {limit:,}",
-            hint=f"--max-tokens {room:,} or less" if room > 0 else "fewer or smaller media",
-        )
+    check_context(prompt_tokens, wanted, limit)
     detail = {"limit": limit, "prompt_tokens": prompt_tokens, "max_tokens": wanted}
     run.checks.append(Check("context_length", True, True, detail=detail))
 
@@ -370,18 +385,12 @@ def _check_modality_support(session: Session, run: Run, skip: bool) -> None:
 def _worker_processing(session: Session, opts: SendOptions, inputs: Inputs, run: Run) -> Any:
     from mmctl.prompt.chat import render
 
-    facts, model = session.facts, session.model
-    if not facts.server.mm_processor:
-        raise CheckFailed(
-            "--processing worker: this worker does not process media itself (mm_processor is empty)",
-            hint="use --processing client",
-        )
-    schemes = processing_schemes(facts)
-    if opts.media_ref.value not in schemes:
-        raise CheckFailed(
-            f"--processing worker: the worker accepts {', '.join(schemes) or 'no'} URL schemes, "
-            f"not {opts.media_ref.value}:",
-            hint="file: needs a worker started with --allowed-local-media-path on this host",
+    model = session.model
+    if opts.chat is False and isinstance(model, WorkerModel):
+        raise UsageError(
+            f"--no-chat: mmctl does not know a {model.model_type} prompt's placeholder text; "
+            "the model's chat template writes it",
+            hint="drop --no-chat",
         )
     _check_limits(session, run, opts.skip_checks)
     engine = proto.engine_pb2
@@ -411,12 +420,8 @@ def _worker_processing(session: Session, opts: SendOptions, inputs: Inputs, run:
         stream=opts.stream is not False,
         media_refs=engine.MediaRefs(items=refs),
     )
-    run.decisions["processing"] = Decision(
-        "worker", f"media_refs as {opts.media_ref.value}: URLs ({facts.server.mm_processor})"
-    )
-    run.checks.append(
-        Check(model.spec.prompt.check_name, False, reason="the worker expands the prompt")
-    )
+    check = "placeholders" if isinstance(model, WorkerModel) else model.spec.prompt.check_name
+    run.checks.append(Check(check, False, reason="the worker expands the prompt"))
     run.items = [
         {"path": str(p), "kind": k.value, "url_bytes": len(r.url)}
         for p, k, r in zip(inputs.media, inputs.kinds, refs, strict=True)
@@ -455,7 +460,7 @@ def _replay(session: Session, opts: SendOptions, inputs: Inputs, run: Run) -> An
                 hint="rebuild it with --pixel-dtype " + want.value,
             )
     run.decisions["pixel_dtype"] = Decision(",".join(sorted(dtypes)) or "none", "as recorded")
-    model = session.model
+    model = session.family_model()
     layout, items = layout_of(req, model)
     _record_walk(run, model.spec, model.spec.prompt.check(layout, items, model), opts.skip_checks)
     run.items = [item.as_dict() for item in items]
@@ -552,6 +557,7 @@ def finish(
         model=session.model_doc,
         items=run.items,
         shm_files=ready.shm_names,
+        shm_swept=run.swept,
         preprocess_busy_s=run.preprocess_busy_s,
         warnings=run.warnings,
     )

@@ -9,16 +9,20 @@ among its rows.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
 
 from mmctl.checkpoint.source import ModelSource
+from mmctl.choices import Processing
 from mmctl.client.bundle import fetch_bundle
 from mmctl.client.channel import Target
+from mmctl.client.negotiate import ProcessingChoice, choose_processing
+from mmctl.client.options import Hooks, SendOptions
 from mmctl.client.probe import WorkerFacts
-from mmctl.models.model import Model, load_model
+from mmctl.models.model import Model, WorkerModel, load_any
 from mmctl.models.settings import VisionOverrides
 from mmctl.timing import Timeline
 
@@ -28,9 +32,35 @@ class Session:
     target: Target
     channel: grpc.Channel
     facts: WorkerFacts
-    model: Model
+    #: The model with its family; a :class:`WorkerModel` where none handles it.
+    model: Model | WorkerModel
     #: Where the model files came from, for the result documents.
     model_doc: dict[str, Any]
+    _said: set[str] = field(default_factory=set, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def family_model(self) -> Model:
+        """The model for mmctl's own preprocessing (replays, tensors): its family's."""
+        if isinstance(self.model, WorkerModel):
+            raise self.model.unknown
+        return self.model
+
+    def processing(self, opts: SendOptions, hooks: Hooks) -> ProcessingChoice:
+        """Who preprocesses (:func:`~mmctl.client.negotiate.choose_processing`); a
+        choice mmctl made by itself is said once per session, not per request."""
+        model = self.model
+        unknown = model.unknown if isinstance(model, WorkerModel) else None
+        name = model.model_type if isinstance(model, WorkerModel) else model.spec.name
+        choice = choose_processing(self.facts, opts.processing, opts.media_ref, unknown, name)
+        if choice.worker and opts.processing is not Processing.WORKER:
+            opts.refuse_client_side(f"{name} is preprocessed by the worker")
+        if choice.note is not None:
+            with self._lock:
+                new = choice.note not in self._said
+                self._said.add(choice.note)
+            if new:
+                hooks.note(choice.note)
+        return choice
 
     @classmethod
     def open(
@@ -40,7 +70,7 @@ class Session:
         facts: WorkerFacts,
         *,
         source: ModelSource | None = None,
-        model: Model | None = None,
+        model: Model | WorkerModel | None = None,
         source_flag: str = "",
         family: str | None = None,
         vision: VisionOverrides | None = None,
@@ -56,9 +86,12 @@ class Session:
             source, bundle = fetch_bundle(channel, target, facts.model, refresh=refresh_bundle)
             origin = {"source": source.label, "from": "worker GetTokenizer", "bundle": bundle}
         if model is None:
-            model = load_model(source=source, family=family, overrides=vision)
+            model = load_any(source=source, family=family, overrides=vision)
         timeline.lap("model_files_s")
         model.tokenizer  # noqa: B018 - loading it is set-up, not a request's tokenize time
         timeline.lap("tokenizer_s")
-        origin.update(family=model.spec.name, served_model_name=facts.model.served_model_name)
+        family_name = None if isinstance(model, WorkerModel) else model.spec.name
+        origin.update(family=family_name, served_model_name=facts.model.served_model_name)
+        if isinstance(model, WorkerModel):
+            origin["model_type"] = model.model_type
         return cls(target, channel, facts, model, origin)

@@ -4,8 +4,9 @@ EXIF orientation is applied. Modes are brought to RGB the way vLLM 0.33
 loads images (``vllm/multimodal/image.py`` ``convert_image_mode``): anything
 with transparency (RGBA, LA, a palette with a transparent index, and an RGB
 or L PNG with a tRNS colour, which HF's ``convert_to_rgb`` would leave as it
-is) is composited onto white — except 16-bit grayscale, which is scaled to 8
-bits instead of clipped. Pillow's decompression-bomb guard stays on.
+is) is composited onto white; every other mode goes through Pillow's
+``convert("RGB")`` as there, so 16-bit grayscale (``I;16``) is clipped at
+255, not scaled to 8 bits. Pillow's decompression-bomb guard stays on.
 """
 
 from __future__ import annotations
@@ -88,22 +89,16 @@ def _has_orientation(image: Image.Image) -> bool:
 
 
 def _to_rgb(image: Image.Image) -> Image.Image:
+    """vLLM 0.33's ``convert_image_mode(image, "RGB")``, step for step."""
     from PIL import Image
 
-    # vLLM 0.33's convert_image_mode looks for transparency before anything else:
-    # an RGB or L PNG with a tRNS chunk is composited onto white too.
-    if image.mode in ("RGB", "L", "P") and "transparency" in image.info:
-        image = image.convert("RGBA")
-    if image.mode == "RGB":
-        return image
-    if image.mode in ("I;16", "I;16B", "I;16L", "I"):
-        wide = np.asarray(image, dtype=np.uint32 if image.mode == "I" else np.uint16)
-        shift = 8 if image.mode != "I" else 24
-        gray = np.right_shift(wide, shift) if wide.max() > 255 else wide
-        gray = gray.astype(np.uint8)
-        return Image.fromarray(np.repeat(gray[..., None], 3, axis=2))
-    if image.mode in ("RGBA", "LA", "PA", "RGBa", "La"):
+    # Transparency first, whatever the mode: an RGB or L PNG with a tRNS chunk
+    # is composited onto white too (HF's convert_to_rgb would leave it as it is).
+    if image.mode in ("RGBA", "LA", "PA") or "transparency" in image.info:
         rgba = image.convert("RGBA")
         white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
         return Image.alpha_composite(white, rgba).convert("RGB")
+    if image.mode == "RGB":
+        return image
+    # Pillow's own conversion, as vLLM's: 16-bit grayscale is clipped at 255.
     return image.convert("RGB")

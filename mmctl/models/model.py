@@ -10,7 +10,7 @@ from typing import Any
 from mmctl.checkpoint.files import ModelFiles, load_model_files, read_json
 from mmctl.checkpoint.source import ModelSource
 from mmctl.checkpoint.source import resolve as resolve_source
-from mmctl.errors import InputError
+from mmctl.errors import InputError, UnknownFamily
 from mmctl.media.probe import MediaKind
 from mmctl.models.family import Family
 from mmctl.models.registry import forced_hint
@@ -43,6 +43,11 @@ class Model:
         return self._tokenizer or Tokenizer.load(self.source)
 
     @property
+    def name(self) -> str:
+        """The family's name (a :class:`WorkerModel`'s: its ``model_type``)."""
+        return self.spec.name
+
+    @property
     def chat(self) -> ChatFormat:
         """The family's chat format, for :func:`mmctl.prompt.chat.render`."""
         return _Chat(self)
@@ -65,16 +70,89 @@ class Model:
 
     @cached_property
     def eos_token_ids(self) -> list[int]:
-        """From config.json / generation_config.json (ints or lists); read once
-        (the stub worker asks on every request)."""
-        ids: list[int] = []
-        generation = read_json(self.source.find("generation_config.json"))
-        for cfg in (generation, self.files.config):
-            value = cfg.get("eos_token_id")
-            for v in value if isinstance(value, list) else [value]:
-                if isinstance(v, int) and v not in ids:
-                    ids.append(v)
-        return ids
+        """Read once (the stub worker asks on every request)."""
+        return eos_ids(self.source, self.files)
+
+
+def eos_ids(source: ModelSource, files: ModelFiles) -> list[int]:
+    """From config.json / generation_config.json (ints or lists)."""
+    ids: list[int] = []
+    generation = read_json(source.find("generation_config.json"))
+    for cfg in (generation, files.config):
+        value = cfg.get("eos_token_id")
+        for v in value if isinstance(value, list) else [value]:
+            if isinstance(v, int) and v not in ids:
+                ids.append(v)
+    return ids
+
+
+@dataclass
+class WorkerModel:
+    """A model no mmctl family handles, as far as a worker-processed request
+    needs it: its files, tokenizer and own chat template (which alone knows
+    where its media placeholders go); the worker expands and preprocesses."""
+
+    source: ModelSource
+    files: ModelFiles
+    #: Why no family handles it (raised where mmctl's own preprocessing is asked for).
+    unknown: UnknownFamily
+
+    @property
+    def model_type(self) -> str:
+        return self.unknown.model_type
+
+    @property
+    def name(self) -> str:
+        return self.model_type
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        return ()  # no family settings were resolved
+
+    @cached_property
+    def tokenizer(self) -> Tokenizer:
+        return Tokenizer.load(self.source)
+
+    @property
+    def chat(self) -> ChatFormat:
+        return _OwnTemplate(self)
+
+    @cached_property
+    def eos_token_ids(self) -> list[int]:
+        return eos_ids(self.source, self.files)
+
+
+@dataclass(frozen=True)
+class _OwnTemplate:
+    """The model's own chat template, or nothing: mmctl knows no placeholder
+    text or chat format of a family it does not have."""
+
+    model: WorkerModel
+
+    @property
+    def name(self) -> str:
+        return self.model.model_type
+
+    @property
+    def default_system(self) -> str | None:
+        return None
+
+    def knows_media(self, template: str) -> bool:
+        return True  # the model's own template writes its own placeholders
+
+    def placeholder_text(self, kind: MediaKind) -> str:
+        return ""  # read only without a chat format, which is refused
+
+    def chat_format(self, body: str, system: str | None) -> str:
+        raise InputError(
+            f"{self.model.source.label} has no chat template, and mmctl does not know where a "
+            f"{self.model.model_type} prompt puts its media",
+            hint="pass the model's folder with its chat template (--model-dir DIR)",
+        )
+
+
+#: What a worker-processed request reads of a model, family or not.
+PromptModel = Model | WorkerModel
 
 
 @dataclass(frozen=True)
@@ -144,6 +222,17 @@ def load_model(
         warnings,
         _tokenizer=loaded[0] if loaded else None,
     )
+
+
+def load_any(
+    *, source: ModelSource, family: str | None = None, overrides: VisionOverrides | None = None
+) -> Model | WorkerModel:
+    """``source``'s model with its family (:func:`load_model`), or, where no
+    family handles it, what its worker-processed requests need."""
+    try:
+        return load_model(source=source, family=family, overrides=overrides)
+    except UnknownFamily as err:
+        return WorkerModel(source, load_model_files(source), err)
 
 
 def _settings(spec: Family, files: ModelFiles) -> tuple[Settings, dict[str, str], tuple[str, ...]]:

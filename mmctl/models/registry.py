@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from mmctl.errors import InputError, UsageError
+from mmctl.errors import InputError, UnknownFamily, UsageError
 from mmctl.media.probe import MediaKind
 from mmctl.models import glm4v, internvl, llama4, llava, llava_next, llava_onevision
 from mmctl.models.family import Family
@@ -50,7 +50,7 @@ def supported_hint() -> str:
     names = canonical_names()
     return (
         f"mmctl preprocesses {', '.join(names[:-1])} and {names[-1]} models itself; "
-        "any other model the worker preprocesses: --processing worker (send, bench, batch)"
+        "any other model the worker preprocesses: --processing worker (send)"
     )
 
 
@@ -96,9 +96,10 @@ def for_config(config: Mapping[str, Any]) -> Family:
     for spec in FAMILIES:
         if spec.matches(config):
             return spec
-    raise InputError(
+    raise UnknownFamily(
         f"config.json describes model_type={config.get('model_type')!r} "
         f"architectures={list(config.get('architectures') or [])}, which no mmctl model family handles",
+        model_type=str(config.get("model_type")),
         hint=supported_hint(),
     )
 

@@ -3,7 +3,7 @@
 Modules, in the order an item flows: :mod:`~mmctl.run_batch.work` (a
 dataset line → a prepared request, in a worker process or a Ray task;
 picklable settings), :mod:`~mmctl.run_batch.fleet` (sending to several
-targets: round-robin, health, one retry elsewhere),
+targets: health probes, the least busy, retries elsewhere),
 :mod:`~mmctl.run_batch.output` (the OpenAI batch output lines, resume),
 the engines :mod:`~mmctl.run_batch.local` and :mod:`~mmctl.run_batch.ray_engine`,
 and :mod:`~mmctl.run_batch.api` (``mmctl.batch``).

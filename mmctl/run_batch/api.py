@@ -19,19 +19,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mmctl.choices import BATCH_MAX_CONCURRENCY, REMOTE_MEDIA_MAX_MB
 from mmctl.client.client import Client
 from mmctl.client.negotiate import choose_pixels
 from mmctl.dataset import Items
 from mmctl.errors import CheckFailed, UsageError, WorkerUnavailable
 from mmctl.request.build import Sampling
-from mmctl.request.limits import parse_item_limits
+from mmctl.request.limits import WorkerLimits
 from mmctl.run_batch.fleet import Member
 from mmctl.run_batch.output import OutputFile
 from mmctl.run_batch.work import Settings
 
 ENGINES = ("local", "ray")
 #: ``--max-remote-mb`` default: a fetched medium larger than this is refused.
-REMOTE_CAP_MB = 256
 
 
 @dataclass
@@ -134,19 +134,14 @@ def _setup(
             )
         first, first_facts = answering[0]
         session = first.session()
-        fmts = {choose_pixels(f, pixel, family=session.model.spec).format for _, f in answering}
+        model = session.family_model()
+        fmts = {choose_pixels(f, pixel, family=model.spec).format for _, f in answering}
         if len(fmts) > 1:
             raise UsageError(
                 f"the targets expect different pixel dtypes ({', '.join(sorted(f.value for f in fmts))})",
                 hint="batch one kind of worker at a time",
             )
-        limits: dict[str, int] = {}
-        budgets = []
-        for _, f in answering:
-            for kind, n in parse_item_limits(f.server.mm_item_limits or "").items():
-                limits[kind] = min(n, limits.get(kind, n))
-            if f.server.mm_encoder_budget:
-                budgets.append(int(f.server.mm_encoder_budget))
+        limits = WorkerLimits.of(f for _, f in answering)
         from mmctl.client.route import choose, inline
 
         members = []
@@ -162,16 +157,17 @@ def _setup(
             namespace = f.server.shm_namespace_id if f is not None else ""
             members.append(Member(client.target, route, up=f is not None, namespace=namespace))
         settings = Settings(
-            source=session.model.source,
-            family=session.model.spec.name,
+            source=model.source,
+            family=model.spec.name,
             pixel_format=fmts.pop(),
-            item_limits=limits,
-            encoder_budget=min(budgets) if budgets else 0,
+            item_limits=limits.item_limits,
+            encoder_budget=limits.encoder_budget,
+            context_length=limits.context_length,
             prompt=prompt,
             sampling=sampling,
         )
-        model_name = first_facts.model.served_model_name or session.model.source.label
-        return Fleetwide(settings, members, session.model, model_name)
+        model_name = first_facts.model.served_model_name or model.source.label
+        return Fleetwide(settings, members, model, model_name)
     finally:
         for client in clients:
             client.close()
@@ -184,7 +180,7 @@ def batch(
     targets: str | Sequence[str] | None = None,
     engine: str = "local",
     workers: int | None = None,
-    max_concurrency: int = 8,
+    max_concurrency: int = BATCH_MAX_CONCURRENCY,
     resume: bool = False,
     overwrite: bool = False,
     keep_failed: bool = False,
@@ -193,7 +189,7 @@ def batch(
     max_tokens: int | None = None,
     pixel_dtype: str | None = None,
     allow_remote_media: bool = False,
-    max_remote_mb: int = REMOTE_CAP_MB,
+    max_remote_mb: int = REMOTE_MEDIA_MAX_MB,
     headers: Mapping[str, str] | Sequence[str] | None = None,
     tls: bool | str | Path | None = None,
     timeout: float | None = None,

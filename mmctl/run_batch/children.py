@@ -231,8 +231,15 @@ def semaphores(folder: Path) -> list[Semaphore]:
         return []
     if not found:
         return []
-    mapped = _mapped(folder.resolve())
-    return [Semaphore(n, mapped is None or n in mapped) for n in sorted(found)]
+    mapped = _mapped(folder)
+    sems = []
+    for name in sorted(found):
+        try:
+            inode = os.stat(folder / name, follow_symlinks=False).st_ino
+        except OSError:
+            continue  # removed meanwhile
+        sems.append(Semaphore(name, mapped is None or inode in mapped))
+    return sems
 
 
 def remove_unused_semaphores(folder: Path) -> list[str]:
@@ -245,10 +252,19 @@ def remove_unused_semaphores(folder: Path) -> list[str]:
     return removed
 
 
-def _mapped(folder: Path) -> set[str] | None:
-    """Names of files in ``folder`` that some process maps (``None``: unknown)."""
-    head = f"{folder}/{SEM_PREFIX}".encode()
-    names: set[str] = set()
+def _mapped(folder: Path) -> set[int] | None:
+    """Inodes of files in ``folder``'s file system that some process maps
+    (``None``: unknown). By inode, not by name: glibc's ``sem_open`` maps a
+    temporary file and links it to the semaphore's name after, so a live
+    semaphore shows in ``/proc/PID/maps`` as ``/dev/shm/sem.XXXXXX (deleted)``;
+    read by name, every live pool's semaphores looked unused, and ``shm gc``
+    removed them under the running pool."""
+    try:
+        dev = os.stat(folder).st_dev
+    except OSError:
+        return None
+    device = f"{os.major(dev):02x}:{os.minor(dev):02x}".encode()
+    inodes: set[int] = set()
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
@@ -267,10 +283,8 @@ def _mapped(folder: Path) -> set[str] | None:
             if mine:
                 return None
             continue
-        start = maps.find(head)
-        while start >= 0:
-            end = maps.find(b"\n", start)
-            path = maps[start : end if end >= 0 else len(maps)]
-            names.add(path.rsplit(b"/", 1)[1].split(b" ")[0].decode(errors="replace"))
-            start = maps.find(head, start + 1)
-    return names
+        for line in maps.splitlines():
+            fields = line.split(None, 5)
+            if len(fields) >= 5 and fields[3] == device:
+                inodes.add(int(fields[4]))
+    return inodes

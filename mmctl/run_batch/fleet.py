@@ -1,13 +1,24 @@
-"""Sending prepared requests to several workers: round-robin, health, one retry elsewhere.
+"""Sending prepared requests to several workers: health probes, the least busy, retries elsewhere.
 
 Each target is a :class:`Member` with its transport decided once: shared
 memory only when the worker shares this host's ``/dev/shm`` (its
-``shm_namespace_id`` equals ours), else inline. A request that fails because
-its worker went away — ``UNAVAILABLE`` and the other connection codes, or a
-stream that ends in ``abort`` or without a completion (a worker shutting
-down) — takes that member out and is sent once more to another; a member
-that is out is probed with ``HealthCheck`` every second and put back when it
-answers. Any other failure is the item's own: an error line, no retry.
+``shm_namespace_id`` equals ours), else inline.
+
+A member is judged by probes of its own, not only by its calls: every
+second each one is asked ``HealthCheck``. One that does not answer healthy
+within :data:`PROBE_TIMEOUT_S` (frozen, gone, unhealthy) is taken out of the
+fleet, and its calls in flight are cancelled and sent to the others — a
+frozen worker (SIGSTOP) accepts connections and answers nothing, so its
+calls alone would hold their items, and with them the batch, for as long
+as it stays frozen. It is put back when a probe answers again.
+
+An item goes to the member that is up with the fewest calls in flight (ties
+in turn). A request that fails because its worker went away — ``UNAVAILABLE``
+and the other connection codes, a stream that ends in ``abort`` or without a
+completion (a worker shutting down), or a failed probe — takes that member
+out and is sent again to another that is up and that it has not tried
+(each member at most once per item); any other failure is the item's own:
+an error line, no retry.
 
 :class:`Fleet` does this on ``grpc.aio``: on the local engine's event loop, and
 on each Ray send actor's.
@@ -47,7 +58,10 @@ GONE = {
     grpc.StatusCode.UNKNOWN,
     grpc.StatusCode.DEADLINE_EXCEEDED,
 }
+#: Each member is asked ``HealthCheck`` this often.
 PROBE_EVERY_S = 1.0
+#: A member whose probe is not answered (healthy) within this long is taken out.
+PROBE_TIMEOUT_S = 5.0
 #: How long an item waits for some member to be up before it fails.
 WAIT_FOR_MEMBER_S = 60.0
 
@@ -201,38 +215,41 @@ class Fleet:
             )
             for ch in self.channels
         ]
+        #: Each member's Generate calls in flight.
+        self.in_flight: list[set[Any]] = [set() for _ in self.members]
+        #: Calls cancelled because their member failed its probe (sent elsewhere).
+        self._lost: set[Any] = set()
         self._turn = itertools.count()
         self._changed = asyncio.Event()
-        self._watch = asyncio.create_task(self._probe_down())
+        self._watches = [asyncio.create_task(self._watch(i)) for i in range(len(self.members))]
 
     async def close(self) -> None:
-        self._watch.cancel()
+        for watch in self._watches:
+            watch.cancel()
         for channel in self.channels:
             await channel.close()
 
     async def send(self, prep: Prepared) -> dict[str, Any]:
         """The item's output line (answered, or an error line)."""
         tried: set[int] = set()
-        for attempt in (1, 2):
+        gone: tuple[int, _Gone] | None = None
+        for attempt in itertools.count(1):
             index = await self._pick(tried)
             if index is None:
-                member = self.members[next(iter(tried))] if tried else None
-                return _failed(prep, member, "unavailable", "no worker is up", attempt, 503)
+                if gone is not None:
+                    last, why = gone
+                    return _failed(
+                        prep, self.members[last], why.code, why.message, attempt - 1, 503
+                    )
+                return _failed(prep, None, "unavailable", "no worker is up", attempt, 503)
             member = self.members[index]
             try:
                 return await self._attempt(prep, index, attempt)
-            except _Gone as gone:
-                if member.up:
-                    member.up = False
-                    self.on_warning(
-                        f"{member.target.address} stopped answering ({gone.code}: "
-                        f"{gone.message or 'no detail'}); taken out of the fleet, its items "
-                        "go to the others; probed again every second"
-                    )
-                self._changed.set()
+            except _Gone as err:
+                if err.code != "probe":  # a failed probe took it out already
+                    self._take_out(index, f"{err.code}: {err.message or 'no detail'}")
                 tried.add(index)
-                if attempt == 2:
-                    return _failed(prep, member, gone.code, gone.message, attempt, 503)
+                gone = (index, err)
             except grpc.aio.AioRpcError as err:
                 return _failed(
                     prep, member, err.code().name.lower(), err.details() or "", attempt,
@@ -251,11 +268,14 @@ class Fleet:
                 wire = await asyncio.shield(work)
             else:
                 wire = _encode(prep, member, arena)
+            if not member.up:  # it failed a probe while this was encoded
+                raise _Gone("probe", f"{member.target.address} was taken out meanwhile")
             sent = time.perf_counter()
             answer = _Answer(TokenStream(prep.plan.stream))
             call = self.calls[index](
                 wire.data, timeout=self.timeout, metadata=member.target.headers
             )
+            self.in_flight[index].add(call)
             try:
                 async for resp in call:
                     answer.feed(resp, sent)
@@ -263,7 +283,16 @@ class Fleet:
                 if err.code() in GONE:
                     raise _Gone(err.code().name.lower(), err.details() or "") from None
                 raise
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if call in self._lost and task is not None and not task.cancelling():
+                    raise _Gone(
+                        "probe", f"{member.target.address} did not answer its health probe"
+                    ) from None
+                raise
             finally:
+                self.in_flight[index].discard(call)
+                self._lost.discard(call)
                 call.cancel()
             answer.check()
         except asyncio.CancelledError:
@@ -276,14 +305,19 @@ class Fleet:
         return _line(prep, member, wire, answer, self.tokenizer, self.model_name, send_s, attempts)
 
     async def _pick(self, exclude: set[int]) -> int | None:
-        """The next member that is up (round-robin), waiting for one if none is."""
+        """The member that is up, not in ``exclude``, with the fewest calls in
+        flight (ties in turn); waits for one to come up (None: none will)."""
         deadline = time.monotonic() + WAIT_FOR_MEMBER_S
         while True:
             n = len(self.members)
-            for _ in range(n):
-                index = next(self._turn) % n
-                if self.members[index].up and index not in exclude:
-                    return index
+            first = next(self._turn) % n
+            ready = [
+                (len(self.in_flight[i]), k, i)
+                for k in range(n)
+                if self.members[i := (first + k) % n].up and i not in exclude
+            ]
+            if ready:
+                return min(ready)[2]
             if len(exclude) >= n:
                 return None
             left = deadline - time.monotonic()
@@ -293,20 +327,50 @@ class Fleet:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), min(left, PROBE_EVERY_S))
 
-    async def _probe_down(self) -> None:
-        engine = proto.engine_pb2
+    def _take_out(self, index: int, why: str, *, cancel: bool = False) -> None:
+        """Member ``index`` is out until a probe answers; with ``cancel`` its
+        calls in flight end now and their items go to the others."""
+        member = self.members[index]
+        calls = list(self.in_flight[index]) if cancel else []
+        if member.up:
+            member.up = False
+            moved = f"its {len(calls)} in flight and the next items" if calls else "its items"
+            self.on_warning(
+                f"{member.target.address} stopped answering ({why}); taken out of the fleet, "
+                f"{moved} go to the others; probed again every second"
+            )
+        for call in calls:
+            self._lost.add(call)
+            call.cancel()
+        self._changed.set()
+
+    async def _watch(self, index: int) -> None:
+        """Probe member ``index`` every second, for as long as the fleet runs."""
+        member = self.members[index]
         while True:
-            await asyncio.sleep(PROBE_EVERY_S)
-            for index, member in enumerate(self.members):
-                if member.up:
-                    continue
-                try:
-                    reply = await self.health[index](
-                        engine.HealthCheckRequest(), timeout=2, metadata=member.target.headers
-                    )
-                except grpc.aio.AioRpcError:
-                    continue
-                if reply.healthy:
-                    member.up = True
-                    self.on_warning(f"{member.target.address} answers again; back in the fleet")
-                    self._changed.set()
+            began = time.monotonic()
+            why = await self._probe(index)
+            if why is None and not member.up:
+                member.up = True
+                self.on_warning(f"{member.target.address} answers again; back in the fleet")
+                self._changed.set()
+            elif why is not None and member.up:
+                self._take_out(index, why, cancel=True)
+            await asyncio.sleep(max(0.0, PROBE_EVERY_S - (time.monotonic() - began)))
+
+    async def _probe(self, index: int) -> str | None:
+        """None when the member answers healthy in time; else why not."""
+        member = self.members[index]
+        try:
+            reply = await self.health[index](
+                proto.engine_pb2.HealthCheckRequest(),
+                timeout=PROBE_TIMEOUT_S,
+                metadata=member.target.headers,
+            )
+        except grpc.aio.AioRpcError as err:
+            if err.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                return f"its health probe: no answer within {PROBE_TIMEOUT_S:g} s"
+            return f"its health probe: {err.code().name}"
+        if not reply.healthy:
+            return f"its health probe: unhealthy ({reply.message or 'no message'})"
+        return None

@@ -217,14 +217,20 @@ class _Job:
         loop = asyncio.get_running_loop()
         try:
             assert entry.item is not None
+            # A prompt too long for the workers' context: its error line, from
+            # its length, before its media are decoded or its text tokenized.
+            refused = await asyncio.to_thread(self.preparer.check_prompt, entry.item, entry.number)
             try:
-                done = await loop.run_in_executor(
-                    self.pool,
-                    preprocess_in_process,
-                    self.preparer.settings,
-                    entry.item,
-                    entry.number,
-                )
+                if refused is not None:
+                    done: Any = refused
+                else:
+                    done = await loop.run_in_executor(
+                        self.pool,
+                        preprocess_in_process,
+                        self.preparer.settings,
+                        entry.item,
+                        entry.number,
+                    )
             except BrokenProcessPool:
                 self.broken = True  # no item can be prepared any more: stop, keep what is done
                 self.stop.set()

@@ -192,7 +192,7 @@ class OutputFile:
     def _lock(self, real: Path) -> None:
         lock = real.with_name(real.name + ".lock")
         while True:
-            fd = _open(lock, os.O_RDWR | os.O_CREAT)
+            fd = _open_lock(lock)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -250,7 +250,7 @@ class OutputFile:
         """``data`` becomes OUT atomically: a sibling, synced, renamed over it."""
         part = _part(real)
         try:
-            fd = _open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            fd = _open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW)
             try:
                 _write_all(fd, data)
                 os.fsync(fd)
@@ -313,6 +313,32 @@ class OutputFile:
                 self._lock_path.unlink()  # while still holding it (see _lock)
             os.close(self._lock_fd)
             self._lock_fd = -1
+
+
+def _open_lock(lock: Path) -> int:
+    """``OUT.lock``, opened without following a link: the run writes its PID
+    into it, and a link planted there (to a file of the user's) must not make
+    it write elsewhere. Only a regular file with no other name is ours."""
+    try:
+        fd = os.open(
+            lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644
+        )
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise OutputFailed(
+                f"{lock} is a symbolic link, not the lock file mmctl makes; refusing to follow it",
+                hint="remove it (no mmctl batch made it), then run again",
+            ) from None
+        raise OutputFailed(f"cannot open {lock}: {err.strerror or err}") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+        os.close(fd)
+        what = "a hard link to another file" if stat.S_ISREG(info.st_mode) else "not a regular file"
+        raise OutputFailed(
+            f"{lock} is {what}, not the lock file mmctl makes; refusing to write into it",
+            hint="remove it (no mmctl batch made it), then run again",
+        )
+    return fd
 
 
 def _part(real: Path) -> Path:

@@ -224,7 +224,7 @@ def run(
         sender = HereSender(here, fleetwide.members, fleetwide.model_name, timeout)
     try:
         flow = _Flow(started, task, shipped, out, tally, on_done, here, node, sender)
-        flow.through(_rows(entries, out, tally, on_done, on_skip or on_done))
+        flow.through(_rows(entries, out, tally, on_done, on_skip or on_done, here))
     finally:
         if sender is not None:
             sender.close()
@@ -407,14 +407,22 @@ def _first_done(*groups: Any) -> None:
 
 def _rows(
     entries: Iterable[Entry], out: OutputFile, tally: Tally, on_done: Callable[[bool], None],
-    on_skip: Callable[[bool], None],
+    on_skip: Callable[[bool], None], here: Any,
 ) -> Iterator[Entry]:  # fmt: skip
-    """The entries to send; the others' lines are written here as they are read."""
+    """The entries to send; the others' lines are written here as they are read
+    (a prompt too long for the context among them: refused from its length)."""
     seen: set[str] = set()
     for entry in entries:
         if skip_done(out, entry, tally):
             on_skip(entry.id not in out.kept_failed)
-        elif not write_entry_error(out, entry, tally, seen):
-            yield entry
-        else:
+        elif write_entry_error(out, entry, tally, seen):
             on_done(False)
+        elif (
+            entry.item is not None
+            and (refused := here.check_prompt(entry.item, entry.number)) is not None
+        ):
+            doc = output.error_line(refused.id, refused.code, refused.message, refused.status)
+            out.write(doc)
+            on_done(tally.count(doc))
+        else:
+            yield entry

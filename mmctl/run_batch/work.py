@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from mmctl.checkpoint.source import ModelSource
-from mmctl.choices import PixelFormat
+from mmctl.choices import DEFAULT_MAX_TOKENS, PixelFormat
 from mmctl.dataset import Item
 from mmctl.errors import MmctlError
 from mmctl.models.model import Model
@@ -37,6 +37,8 @@ class Settings:
     pixel_format: PixelFormat
     item_limits: dict[str, int] = field(default_factory=dict)
     encoder_budget: int = 0
+    #: The workers' ``max_context_length`` (0: unknown): prompt plus answer must fit.
+    context_length: int = 0
     prompt: str | None = None
     sampling: Sampling = field(default_factory=Sampling)
 
@@ -95,8 +97,34 @@ class Preparer:
         self.model: Model = model or load_model(source=settings.source, family=settings.family)
 
     def __call__(self, item: Item, number: int) -> Prepared | Failure:
+        refused = self.check_prompt(item, number)
+        if refused is not None:
+            return refused
         done = self.preprocess(item, number)
         return done if isinstance(done, Failure) else self.compose(done)
+
+    def check_prompt(self, item: Item, number: int) -> Failure | None:
+        """An item whose prompt text alone cannot fit the workers' context,
+        refused from its length — before its media are decoded, and before the
+        text is tokenized (a 50 MB prompt line took minutes and gigabytes)."""
+        return _guarded(item, number, lambda: self._check_prompt(item))
+
+    def _check_prompt(self, item: Item) -> None:
+        from mmctl.request.limits import check_prompt_length
+
+        limit = self.settings.context_length
+        if limit:
+            prompt = item.prompt if item.prompt is not None else self.settings.prompt
+            text = (prompt or "") + (item.system or "")
+            least = self.model.tokenizer.least_tokens(text, limit)
+            check_prompt_length(least, self._max_tokens(item), limit)
+
+    def _sampling(self, item: Item) -> Sampling:
+        s = self.settings.sampling
+        return replace(s, **item.sampling) if item.sampling else s
+
+    def _max_tokens(self, item: Item) -> int:
+        return self._sampling(item).max_tokens or DEFAULT_MAX_TOKENS
 
     def preprocess(self, item: Item, number: int) -> Preprocessed | Failure:
         return _guarded(item, number, lambda: self._preprocess(item, number))
@@ -127,7 +155,7 @@ class Preparer:
 
     def _compose(self, done: Preprocessed) -> Prepared:
         from mmctl.request.compose import compose_items
-        from mmctl.request.limits import check_encoder_budget
+        from mmctl.request.limits import check_context, check_encoder_budget
 
         start = time.perf_counter()
         s, item = self.settings, done.item
@@ -136,7 +164,7 @@ class Preparer:
             s.encoder_budget,
             "the worker",
         )
-        sampling = replace(s.sampling, **item.sampling) if item.sampling else s.sampling
+        sampling = self._sampling(item)
         composed = compose_items(
             done.media,
             item.prompt if item.prompt is not None else s.prompt,
@@ -146,6 +174,7 @@ class Preparer:
         )
         if not composed.check.ok:
             raise _LayoutFailed(self.model.spec.check_failed(composed.check.reason))
+        check_context(len(composed.plan.input_ids), self._max_tokens(item), s.context_length)
         return Prepared(
             id=item.id,
             number=done.number,

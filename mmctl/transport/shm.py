@@ -13,6 +13,11 @@ Producer rules: one file per tensor, created with ``O_CREAT|O_EXCL`` and mode
 once. Every file the worker did not consume is removed when the arena
 closes, whatever the reason (RPC error, deadline, Ctrl-C).
 
+This process's own files are the names its arenas created and have not
+removed yet (:func:`own_files`): a count of "mmctl files in ``/dev/shm``"
+must not include another process's, which come and go on a shared machine,
+and a name's PID says nothing across PID namespaces.
+
 Ownership (ARCHITECTURE §4): the producer holds a shared ``flock`` on each
 file from its creation until the arena closes, i.e. for as long as a worker
 may read it. A file is a leftover only if an exclusive lock on it can be
@@ -50,6 +55,31 @@ def shm_dir() -> Path:
     from mmctl import settings
 
     return settings.shm_dir()
+
+
+#: Names this process created and has not removed (whether or not a worker
+#: consumed the file meanwhile). A forked child starts with none of them.
+_made: set[str] = set()
+_made_lock = threading.Lock()
+
+
+def _forget_in_child() -> None:
+    global _made_lock
+    _made.clear()
+    _made_lock = threading.Lock()  # another thread may have held it at the fork
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
+
+
+def own_files(folder: Path | None = None) -> list[str]:
+    """This process's mmctl files still in ``folder``: created here, not yet
+    removed and not consumed by a worker. Another process's files never count,
+    whatever PID their names carry."""
+    folder = folder or shm_dir()
+    with _made_lock:
+        names = sorted(_made)
+    return [n for n in names if os.path.lexists(folder / n)]
 
 
 class ShmUnavailable(InputError):
@@ -189,6 +219,8 @@ class ShmArena:
             name, path, fd = self._create_owned()
             segment = Segment(name, path, nbytes, fd, None)
             self.segments.append(segment)  # tracked before anything else can fail
+            with _made_lock:
+                _made.add(name)
         try:
             if nbytes:
                 os.posix_fallocate(fd, 0, nbytes)
@@ -272,11 +304,14 @@ class ShmArena:
         # file unlocked before it is gone.
         try:
             segment.path.unlink()
-            return True
+            removed = True
         except FileNotFoundError:
-            return False
+            removed = False  # the worker consumed it
         finally:
             segment.close()
+        with _made_lock:  # a file that could not be removed stays counted as ours
+            _made.discard(segment.name)
+        return removed
 
 
 # ---- housekeeping ----------------------------------------------------------

@@ -29,11 +29,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mmctl import modality
-from mmctl.choices import LayoutKind, PixelFormat
+from mmctl.choices import STUB_ENCODER_BUDGET, STUB_ITEM_LIMITS, LayoutKind, PixelFormat
 from mmctl.errors import InputError, UsageError
 from mmctl.media.probe import MediaKind
 from mmctl.models.family import Family
 from mmctl.models.model import Model
+from mmctl.request.limits import parse_item_limits
 from mmctl.request.tensors import LEGACY_DTYPES, WIRE_DTYPES, from_bytes
 from mmctl.request.view import batches, tensor_fields
 from mmctl.transport.shm import ShmReadError, read_handle
@@ -92,10 +93,14 @@ class Policy:
 
     device_normalize: bool = False
     legacy_proto: bool = False
-    item_limits: dict[str, int] = field(default_factory=lambda: {"image": 8, "video": 2})
-    encoder_budget: int = 65536  # feature tokens one item may carry
+    item_limits: dict[str, int] = field(default_factory=lambda: parse_item_limits(STUB_ITEM_LIMITS))
+    encoder_budget: int = STUB_ENCODER_BUDGET  # feature tokens one item may carry
     #: uids whose /dev/shm files this worker reads (default: its own).
     shm_owners: frozenset[int] = field(default_factory=lambda: frozenset({os.getuid()}))
+
+    def __post_init__(self) -> None:
+        if self.encoder_budget < 0:
+            raise UsageError(f"--mm-encoder-budget must not be negative, got {self.encoder_budget}")
 
     @property
     def dtypes(self) -> frozenset[str]:

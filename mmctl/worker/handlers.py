@@ -25,20 +25,23 @@ from typing import TYPE_CHECKING, Any, TextIO
 import grpc
 
 from mmctl.checkpoint.source import build_bundle
-from mmctl.errors import InputError
-from mmctl.models.model import Model
+from mmctl.errors import InputError, UsageError
+from mmctl.media.probe import MediaKind
+from mmctl.models.model import Model, WorkerModel
+from mmctl.models.registry import supported_hint
 from mmctl.request.tensors import wire_name
 from mmctl.request.view import batches
 from mmctl.transport.shm import namespace_id
 from mmctl.wire import proto
 from mmctl.wire.splice import take_pixels
-from mmctl.worker import answers, checks, media_refs, record
+from mmctl.worker import answers, checks, media_refs, own_processor, record
 from mmctl.worker.descriptors import LEGACY_EMPTY_SERVER_INFO
+from mmctl.worker.dtype import served_dtype
 from mmctl.worker.generate import finish
 from mmctl.worker.limits import MAX_CONCURRENT_REQUESTS, MAX_MESSAGE_MB, TRIM_BYTES
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterable, Sequence
+    from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
     from types import ModuleType
 
     from mmctl.models.family import Family
@@ -52,7 +55,9 @@ SERVER_TYPE = "vllm-grpc"
 
 @dataclass
 class StubConfig:
-    model: Model
+    #: A :class:`WorkerModel` (no family handles it): media_refs only, through
+    #: :mod:`mmctl.worker.own_processor`.
+    model: Model | WorkerModel
     policy: checks.Policy = field(default_factory=checks.Policy)
     answer: str = "colors"  # colors | echo
     delay_ms: int = 0
@@ -66,6 +71,53 @@ class StubConfig:
     record_dir: Path | None = None
     #: What GetModelInfo reports as ``served_model_name`` (``None``: mmctl-stub/<family>).
     served_model_name: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.delay_ms < 0:
+            raise UsageError(f"--delay-ms must not be negative, got {self.delay_ms}")
+        if not 1 <= self.max_message_mb <= 2047:
+            raise UsageError(f"--max-message-mb must be 1-2047, got {self.max_message_mb}")
+        if self.max_concurrent_requests < 1:
+            raise UsageError(
+                f"--max-concurrent-requests must be at least 1, got {self.max_concurrent_requests}"
+            )
+        folder = self.allowed_local_media_path
+        if folder is not None and not folder.is_dir():
+            raise UsageError(f"--allowed-local-media-path {folder} is not a folder")
+        if self.record_dir is not None:
+            try:
+                self.record_dir.mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                raise UsageError(f"--record {self.record_dir}: {err.strerror or err}") from None
+
+
+def load_served(
+    model_dir: Path | None,
+    bundle: Path | None,
+    family: str | None,
+    device_normalize: bool | None,
+    record: bool,
+) -> tuple[Model | WorkerModel, bool]:
+    """The model the stub serves (its tokenizer loaded: a broken one fails at start)
+    and whether it normalizes on the device. A model no family handles is served
+    through :mod:`~mmctl.worker.own_processor` (media_refs only)."""
+    from mmctl.checkpoint.source import resolve
+    from mmctl.errors import UsageError
+    from mmctl.models.model import load_any
+
+    model = load_any(source=resolve(model_dir, bundle), family=family)
+    model.tokenizer  # noqa: B018
+    if isinstance(model, WorkerModel):
+        asked = ["--device-normalize"] if device_normalize else []
+        asked += ["--record"] if record else []
+        if asked:
+            raise UsageError(
+                f"model_type {model.model_type!r} is served through its own processor here "
+                f"(media_refs); {' and '.join(asked)} apply to a family's tensors",
+                hint=supported_hint(),
+            )
+        return model, False
+    return model, checks.device_normalize_for(model.spec, device_normalize)
 
 
 class _Requests:
@@ -116,6 +168,8 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
         self.requests = _Requests()
         self.work = futures.ThreadPoolExecutor(cfg.work_threads, thread_name_prefix="stub-work")
         self.started = time.time()
+        #: As a default ``vllm serve --dtype auto`` serves the folder (model and encoder).
+        self.dtype = served_dtype(cfg.model.files.config)
         self._bundle: tuple[bytes, str] | None = None
         self._seq = 0
         self.recorder = None if cfg.record_dir is None else record.Recorder(cfg.record_dir)
@@ -141,10 +195,14 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
             self._log(request_id, incoming, f"RESOURCE_EXHAUSTED: {message}", started)
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, message)
         self.requests.admitted += 1
+        answering = self._generate(incoming, request_id, context, started)
         try:
-            async for response in self._generate(incoming, request_id, context, started):
+            async for response in answering:
                 yield response
         finally:
+            # A client gone while this waits at a yield closes this generator
+            # (no CancelledError): close the inner one now, so it logs the call.
+            await answering.aclose()
             self.requests.admitted -= 1
 
     async def _generate(
@@ -153,7 +211,7 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
         request_id: str,
         context: grpc.aio.ServicerContext,
         started: float,
-    ) -> AsyncIterator[pb.GenerateResponse]:
+    ) -> AsyncGenerator[pb.GenerateResponse, None]:
         engine, request = proto.engine_pb2, incoming.request
         loop = asyncio.get_running_loop()
         refusal: tuple[grpc.StatusCode, str] | None = None
@@ -206,7 +264,7 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
                 f"ok {sent_text!r} ({len(done.tokens)} tokens, {done.finish_reason})",
                 started,
             )
-        except asyncio.CancelledError:  # the client cancelled, or its deadline passed
+        except (asyncio.CancelledError, GeneratorExit):  # the client went, or its deadline passed
             self._log(request_id, incoming, _gone(context, sent), started)
             raise
         finally:
@@ -215,35 +273,83 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
     def _answer(self, incoming: Incoming) -> tuple[Finished, str, int]:
         """The CPU part of a Generate (on the work pool): admit, answer, finish."""
         cfg, request = self.cfg, incoming.request
+        model = cfg.model
+        if isinstance(model, WorkerModel):
+            return self._answer_own(request, model)
         try:
             arrived = request
             if self.recorder is not None and request.HasField("media_refs"):
                 arrived = type(request)()  # _admit writes the expanded ids into request
                 arrived.CopyFrom(request)
-            batches, prompt_len = self._admit(request, incoming.pixels)
+            batches, prompt_len = self._admit(request, model, incoming.pixels)
             if self.recorder is not None:
                 self._record(self.recorder, arrived, batches)
             if cfg.answer == "echo":
                 text = answers.echo_answer(request, batches)
             else:
-                text = answers.colours_answer(batches, cfg.model)
+                text = answers.colours_answer(batches, model)
             del batches
-            tok = cfg.model.tokenizer
-            sp = request.sampling_params
-            done = finish(
-                tok.encode(text),
-                eos_ids=cfg.model.eos_token_ids,
-                max_tokens=sp.max_tokens if sp.HasField("max_tokens") else None,
-                stop_token_ids=list(sp.stop_token_ids),
-                stop=list(sp.stop),
-                ignore_eos=sp.ignore_eos,
-                decode=lambda t: tok.decode(t, skip_special_tokens=True),
-            )
-            # The log line shows what is sent, which --max-tokens or a stop may cut.
-            return done, tok.decode(done.tokens, skip_special_tokens=True), prompt_len
+            return self._finish(request, text, prompt_len)
         finally:
             if incoming.nbytes >= TRIM_BYTES:
                 _trim_malloc()
+
+    def _answer_own(
+        self, request: pb.GenerateRequest, model: WorkerModel
+    ) -> tuple[Finished, str, int]:
+        """A model no family handles: text, or media_refs through its own processor."""
+        cfg, kind = self.cfg, request.WhichOneof("input")
+        has_refs = request.HasField("media_refs")
+        if request.HasField("mm_inputs") or len(request.extra_mm_inputs) > 0:
+            raise checks.Rejected(
+                f"preprocessed multimodal inputs for model_type {model.model_type!r}: this worker "
+                "cannot check a model's tensors when no mmctl family describes them; send "
+                "media_refs (--processing worker)"
+            )
+        if kind == "text" and not has_refs:
+            if not request.text:
+                raise checks.Rejected("the prompt is empty (text input with no text)")
+            return self._finish(request, "text only", len(model.tokenizer.encode(request.text)))
+        if kind != "tokenized":
+            raise checks.Rejected(
+                "media_refs requires tokenized input"
+                if has_refs
+                else "the request carries no input (tokenized input_ids or text)"
+            )
+        if not has_refs:
+            return self._finish(request, "text only", len(request.tokenized.input_ids))
+        if cfg.policy.legacy_proto:
+            raise checks.Rejected(
+                "media_refs is unknown to this worker's proto (it predates it) and would be "
+                "silently dropped"
+            )
+        done = own_processor.process(
+            request, model, cfg.allowed_local_media_path, cfg.policy.item_limits
+        )
+        if cfg.answer == "echo":
+            text = own_processor.echo(request, done)
+        else:
+            text = "; ".join(", ".join(c) for c in done.colours)
+        return self._finish(request, text, len(done.ids))
+
+    def _finish(
+        self, request: pb.GenerateRequest, text: str, prompt_len: int
+    ) -> tuple[Finished, str, int]:
+        """``text`` as the answer, cut where the sampling parameters say."""
+        model = self.cfg.model
+        tok = model.tokenizer
+        sp = request.sampling_params
+        done = finish(
+            tok.encode(text),
+            eos_ids=model.eos_token_ids,
+            max_tokens=sp.max_tokens if sp.HasField("max_tokens") else None,
+            stop_token_ids=list(sp.stop_token_ids),
+            stop=list(sp.stop),
+            ignore_eos=sp.ignore_eos,
+            decode=lambda t: tok.decode(t, skip_special_tokens=True),
+        )
+        # The log line shows what is sent, which --max-tokens or a stop may cut.
+        return done, tok.decode(done.tokens, skip_special_tokens=True), prompt_len
 
     def _record(
         self,
@@ -257,7 +363,7 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
             self._note(f"--record: {err.message}")
 
     def _admit(
-        self, request: pb.GenerateRequest, pixels: memoryview | None = None
+        self, request: pb.GenerateRequest, model: Model, pixels: memoryview | None = None
     ) -> tuple[list[checks.ReceivedBatch], int]:
         """Decode and check; returns (batches, prompt length). ``pixels``: the
         first batch's inline pixel payload, when it was left out of ``request``."""
@@ -268,7 +374,7 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
             # As the servicer: the engine tokenizes the text; batches are not read.
             if not request.text:
                 raise checks.Rejected("the prompt is empty (text input with no text)")
-            return [], len(cfg.model.tokenizer.encode(request.text))
+            return [], len(model.tokenizer.encode(request.text))
         if kind != "tokenized":
             raise checks.Rejected(
                 "media_refs requires tokenized input"
@@ -290,17 +396,17 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
                 )
             layout, built = media_refs.process(
                 request,
-                cfg.model,
+                model,
                 policy.device_normalize,
                 cfg.allowed_local_media_path,
                 policy.item_limits,
             )
-            batches = [_received(n, b, cfg.model.spec) for n, b in enumerate(built)]
+            batches = [_received(n, b, model.spec) for n, b in enumerate(built)]
             del request.tokenized.input_ids[:]
             request.tokenized.input_ids.extend(layout.id_list())
         else:
-            batches = checks.decode(request, policy, cfg.model.spec, pixels)
-        checks.validate(request, batches, cfg.model, policy)
+            batches = checks.decode(request, policy, model.spec, pixels)
+        checks.validate(request, batches, model, policy)
         return batches, len(request.tokenized.input_ids)
 
     @staticmethod
@@ -350,7 +456,8 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
     async def HealthCheck(
         self, request: pb.HealthCheckRequest, context: grpc.aio.ServicerContext
     ) -> pb.HealthCheckResponse:
-        self._note("HealthCheck: healthy")
+        # No line: probes come every second from each batch and `health --wait`
+        # (the servicer logs only a turn for the worse; the stub never turns).
         return proto.engine_pb2.HealthCheckResponse(healthy=True, message="stub worker ready")
 
     async def Abort(
@@ -379,7 +486,7 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
             max_context_length=length,
             vocab_size=model.tokenizer.vocab_size,
             supports_vision=True,
-            served_model_name=self.cfg.served_model_name or f"mmctl-stub/{model.spec.name}",
+            served_model_name=self.cfg.served_model_name or f"mmctl-stub/{model.name}",
             tokenizer_path=model.source.label,
             model_type=str(config.get("model_type", "")),
             architectures=[str(a) for a in config.get("architectures", [])],
@@ -402,13 +509,13 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
             server_type=SERVER_TYPE,
             data_parallel_size=1,
             shm_namespace_id=namespace_id(),
-            model_dtype="bfloat16",
-            multimodal_encoder_dtype="bfloat16",
+            model_dtype=self.dtype,
+            multimodal_encoder_dtype=self.dtype,
             mm_device_do_normalize=policy.device_normalize,
             mm_item_limits=",".join(
                 f"{k}={v}"
                 for k, v in policy.item_limits.items()
-                if k in {m.value for m in self.cfg.model.spec.modalities}
+                if k in {m.value for m in _modalities(self.cfg.model)}
             ),
             mm_encoder_budget=policy.encoder_budget,
             max_num_seqs=256,
@@ -470,6 +577,13 @@ def _describe(mm: pb.MultimodalInputs, taken: bool = False) -> str:
     td = mm.pixel_values
     where = "inline" if taken else td.WhichOneof("payload") or "none"
     return f"{kind} {len(mm.mm_placeholders)} item(s) {list(td.shape)} {td.dtype} via {where}"
+
+
+def _modalities(model: Model | WorkerModel) -> tuple[MediaKind, ...]:
+    """What the served model reads: its family's, or the kinds its config names a token for."""
+    if isinstance(model, WorkerModel):
+        return tuple(own_processor.placeholder_ids(model.files.config))
+    return model.spec.modalities
 
 
 def _received(n: int, batch: Batch, spec: Family) -> checks.ReceivedBatch:

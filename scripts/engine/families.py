@@ -247,7 +247,7 @@ QWEN2_5_VL = Family(
 )
 
 
-# ---- the LLaVA families and Llama 4 (issue #25) ------------------------------
+# ---- the LLaVA families and Llama 4 ------------------------------
 #
 # One float32 worker each (these families have no device normalization: mmctl
 # sends float32 pixels). The towers keep the published image_size/patch_size

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -289,3 +290,58 @@ def test_vllm_run_batch_spellings(cli, stub, red_blue, tmp_path):
     assert both.code == 2 and "give the input once" in both.err
     assert cli("batch", "-o", out).code == 2
     assert cli("batch", data, "-o", out, "--keep-failed").code == 2
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="wait4's peak RSS")
+def test_a_50_mb_prompt_line_is_its_own_error_in_seconds_and_bounded_memory(stub, red_blue,
+                                                                             tmp_path):  # fmt: skip
+    # It was tokenized and sent: 102-131 s, 3.7-6.2 GB peak, exit 0. Refused from
+    # its length now (the stub serves a 262,144-token context).
+    data = tmp_path / "in.jsonl"
+    big = "hello world " * (50_000_000 // 12)
+    with data.open("w") as f:
+        for i, prompt in enumerate(["Which colours?", big, "Which colours?"]):
+            f.write(json.dumps({"id": f"n{i}", "prompt": prompt, "media": [str(red_blue)]}) + "\n")
+    del big
+    out = tmp_path / "out.jsonl"
+    run = subprocess.Popen(
+        [sys.executable, "-m", "mmctl", "batch", str(data), "-o", str(out), "-t",
+         stub.running.address, "--workers", "1", "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={**os.environ, "MMCTL_CACHE_DIR": str(tmp_path / "cache")},
+    )  # fmt: skip
+    deadline = time.monotonic() + 30  # the bound asked for
+    peak_kib = 0  # VmHWM: ru_maxrss would carry this test process's peak over fork and exec
+    while run.poll() is None:
+        if time.monotonic() > deadline:
+            run.kill()
+            pytest.fail("the 50 MB prompt line was not answered within 30 s")
+        peak_kib = max([peak_kib, *map(_peak_kib, [run.pid, *_children_of(run.pid)])])
+        time.sleep(0.05)
+    stderr = run.stderr.read().decode()
+    run.stdout.close()
+    run.stderr.close()
+    assert run.returncode == 7, stderr
+    assert 0 < peak_kib < 1.5 * 2**20  # 1.5 GB, the batch process and its pool alike
+    answers = _answers(out)
+    assert answers == {"n0": "red, blue", "n1": "error:check_failed", "n2": "red, blue"}
+    (error,) = [d["error"]["message"] for d in _lines(out) if d["error"]]
+    assert "too long for the worker's max_context_length 262,144" in error
+
+
+def _peak_kib(pid: int) -> int:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0  # it ended
+    return next((int(x.split()[1]) for x in status.splitlines() if x.startswith("VmHWM:")), 0)
+
+
+def _children_of(pid: int) -> list[int]:
+    kids: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            kids += map(int, (task / "children").read_text().split())
+        except OSError:
+            continue
+    return kids

@@ -242,7 +242,9 @@ def test_one_workload(cli, stub, red_blue):
 
 
 def test_failed_requests_are_counted_by_code(cli, make_stub):
-    tight = make_stub(encoder_budget=16)  # every 1 MB item is over it
+    # An older worker: it holds items to a budget it does not advertise, so the
+    # bench cannot fit the sizes to it, and every 1 MB item is over it.
+    tight = make_stub(encoder_budget=16, legacy_proto=True)
     res = cli("bench", "-t", tight.running.address, "--sizes", "1MB", "--num-prompts", "4",
               "--no-floors", "--json")  # fmt: skip
     assert res.code == 4
@@ -333,3 +335,21 @@ def test_several_targets_round_robin(cli, stub, make_stub):
         other.running.address: 4,
     }
     assert json.loads(res.out)["request_rate"] == "inf"  # JSON has no infinity
+
+
+def test_sizes_fit_the_workers_encoder_budget_or_are_refused(cli, make_stub, no_leaks):
+    # A uint8 (device-normalizing) worker taking 500 feature tokens per item and
+    # two videos per request: 4 MB of uint8 pixels is 651 tokens, so two videos.
+    small = make_stub(device_normalize=True, encoder_budget=500)
+    res = cli("bench", "-t", small.running.address, "--sizes", "4MB", "--num-prompts", "4",
+              "--no-floors", "--json")  # fmt: skip
+    assert res.code == 0, res.err
+    doc = json.loads(res.out)
+    assert doc["runs"][0]["completed"] == 4 and doc["runs"][0]["failed"] == 0
+    assert {p["pixel_dtype"]: p["media_items"] for p in doc["prepared"]} == {"uint8": 2}
+    # 8 MB would need three: refused before anything is sent, in one line.
+    res = cli("bench", "-t", small.running.address, "--sizes", "8MB", "--num-prompts", "4",
+              "--no-floors")  # fmt: skip
+    assert res.code == 6 and res.out == ""
+    (line,) = [x for x in res.err.splitlines() if x.startswith("Error: ")]
+    assert "--sizes 8MB: more uint8 pixels than one request to this worker may carry" in line

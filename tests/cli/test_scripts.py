@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -83,15 +84,24 @@ def test_a_closed_stdout_is_exit_141_with_nothing_on_stderr(stub, red_blue, env,
     assert r.stderr == ""
 
 
-def test_a_closed_stdout_leaves_no_shm_files(stub, red_blue, env):
-    from mmctl.transport.shm import shm_dir
-
+def test_a_closed_stdout_leaves_no_shm_files(stub, red_blue, env, tmp_path, monkeypatch):
+    # A folder of this test's own (the stub here reads it too): another
+    # process's files come and go in /dev/shm meanwhile.
+    folder = tmp_path / "shm"
+    folder.mkdir()
+    monkeypatch.setenv("MMCTL_SHM_DIR", str(folder))
+    env = {**env, "MMCTL_SHM_DIR": str(folder)}
     r = into_closed_pipe(["send", str(red_blue), "-t", stub.running.address, "--shm"], env)
     assert r.returncode == 141, r.stderr
     # The pixels did travel in a file (else there was nothing to leave behind) …
-    assert "via shm" in stub.log.getvalue()
-    # … and no file of this run is left (other jobs on the machine share /dev/shm).
-    assert [p.name for p in shm_dir().iterdir() if p.name.startswith(f"mmctl-{r.pid}-")] == []
+    # The stub logs a Generate as it ends: here once it sees the client gone,
+    # which can be after the client's exit.
+    deadline = time.monotonic() + 30
+    while "via shm" not in stub.log.getvalue() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "via shm" in stub.log.getvalue(), (r.stderr, stub.log.getvalue())
+    # … and none is left.
+    assert list(folder.iterdir()) == []
 
 
 def _one_error_line(stderr: str) -> str:

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from mmctl.transport.shm import shm_dir
+from mmctl.transport.shm import own_files
 
 PROMPT = "Which colours appear, in order?"
 DEAD = "127.0.0.1:1"  # nothing listens there: any network call fails with exit 5
@@ -167,6 +167,22 @@ def test_a_big_prompt_reaches_the_worker(send_json, cli, stub, red_blue, tmp_pat
     assert r.json()["prompt_tokens"] > 100_000
 
 
+def test_a_prompt_too_long_for_the_context_is_refused_from_its_length(send_json, stub, red_blue,
+                                                                     tmp_path, monkeypatch):  # fmt: skip
+    # 36 MB: at least 281,250 tokens (the longest token is 128 bytes), over 262,144.
+    path = _write(tmp_path / "huge.txt", "hello world " * 3_000_000)
+    encoded = []
+    monkeypatch.setattr("mmctl.prompt.tokenizer.Tokenizer.encode",
+                        lambda self, text: encoded.append(len(text)) or [])  # fmt: skip
+    r = send_json(stub, red_blue, "-p", f"@{path}")
+    assert r.code == 6, r.err
+    assert r.err.splitlines()[0].startswith(
+        "Error: the prompt is too long for the worker's max_context_length 262,144: its text "
+        "alone is at least"
+    )
+    assert all(n < 1000 for n in encoded)  # the prompt itself was never tokenized
+
+
 def test_special_token_text_is_refused_with_its_position(cli, stub, red_blue):
     r = cli("send", red_blue, "-p", "See <|vision_start|> here", "--target", stub.running.address)
     assert r.code == 2, r.err
@@ -283,7 +299,7 @@ def test_first_pass_files_are_not_reported_as_the_workers(cli, stub, tmp_path, f
     r = cli("send", cut, "--target", stub.running.address, "--shm")
     assert r.code == 0
     assert "shm file" not in r.err
-    assert not [p for p in shm_dir().iterdir() if p.name.startswith("mmctl-")]
+    assert own_files() == []
 
 
 def test_health_json_on_a_dead_worker(cli):

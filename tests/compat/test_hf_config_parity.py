@@ -127,7 +127,7 @@ def test_each_setting_names_the_file_it_came_from(tmp_path):
 
 
 def test_the_issues_qwen25_example_gets_hfs_grid(tmp_path):
-    """The issue's case: Qwen2.5-VL values and no video file — a 64x48 clip is
+    """The case found: Qwen2.5-VL values and no video file — a 64x48 clip is
     [2, 4, 4] (8 tokens), 1280x720 is [2, 52, 92], as HF computes."""
     by_name = {c.name: c for c in cases.CASES}
     model = load_model(model_dir=by_name["qwen2.5-vl-published"].write(tmp_path / "m"))

@@ -1,4 +1,4 @@
-"""Hypothesis profiles for the fuzz tests (issue: reliability, item 5).
+"""Hypothesis profiles for the fuzz tests.
 
 CI runs the ``ci`` profile: a fixed seed and ``MMCTL_FUZZ_EXAMPLES`` examples
 per test (default 700; four tests, over 2,000 in all). A long run:

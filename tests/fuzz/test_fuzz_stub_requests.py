@@ -5,7 +5,6 @@ INTERNAL, never a hang, never a file left in (or taken from) /dev/shm."""
 from __future__ import annotations
 
 import contextlib
-import os
 import uuid
 
 import grpc
@@ -14,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mmctl.client.channel import generate_method
-from mmctl.transport.shm import shm_dir
+from mmctl.transport.shm import own_files, shm_dir
 from mmctl.wire import proto
 
 CALL_TIMEOUT_S = 20
@@ -59,7 +58,7 @@ def shm_unchanged():
     other processes on a shared machine create and remove their own meanwhile."""
 
     def ours() -> set[str]:
-        return {n for n in os.listdir(shm_dir()) if n.startswith(f"mmctl-{os.getpid()}-")}
+        return set(own_files())
 
     before = ours()
     yield

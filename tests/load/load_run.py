@@ -1,5 +1,5 @@
-"""1,000 video requests at concurrency 32 through ``mmctl.AsyncClient``
-(issue: reliability, item 6). Run by ``test_load.py`` in a process of its own,
+"""1,000 video requests at concurrency 32 through ``mmctl.AsyncClient``.
+Run by ``test_load.py`` in a process of its own,
 so the peak RSS it reports is the client's alone:
 
     python -m tests.load.load_run ADDRESS FOLDER [--requests N] [--concurrency C]
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import mmctl
 from mmctl.media.synth import color_clip
-from mmctl.transport.shm import shm_dir
+from mmctl.transport.shm import own_files
 
 CLIPS = {
     "red, blue": (("red", 2.0), ("blue", 2.0)),
@@ -34,7 +34,7 @@ def _fds() -> int:
 
 
 def _shm_files() -> int:
-    return sum(1 for name in os.listdir(shm_dir()) if name.startswith(f"mmctl-{os.getpid()}-"))
+    return len(own_files())
 
 
 async def run(address: str, folder: Path, requests: int, concurrency: int) -> dict:

@@ -1,5 +1,5 @@
-"""1,000 video requests at concurrency 32 against a stub worker process, in CI
-(issue: reliability, item 6): 0 errors, every answer right, fds and /dev/shm
+"""1,000 video requests at concurrency 32 against a stub worker process, in CI:
+0 errors, every answer right, fds and /dev/shm
 unchanged, peak RSS within its bound."""
 
 from __future__ import annotations

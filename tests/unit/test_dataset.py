@@ -94,7 +94,7 @@ def test_bad_lines_are_named(tmp_path, line, says):
         list(items)
 
 
-# ---- no line can stop the run (issue #27) ----
+# ---- no line can stop the run ----
 
 
 def _entries(path):

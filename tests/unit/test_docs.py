@@ -30,11 +30,46 @@ def test_reliability_and_security_cite_tests_that_exist():
         assert cited <= defined, f"{doc} cites missing tests: {sorted(cited - defined)}"
 
 
+def test_benchmarks_label_their_numbers_by_commit_and_date():
+    """Each section of BENCHMARKS.md says which commit its numbers were measured
+    at, and when — never which session or issue of the work they came from."""
+    text = (ROOT / "BENCHMARKS.md").read_text()
+    assert not re.findall(r"(?i)\bsession[- ]\d|\bissue\b|#\d\d\b", text)
+    commits = set(re.findall(r"`([0-9a-f]{7,40})`", text))
+    for section in re.split(r"^## ", text, flags=re.M)[1:]:
+        title = section.splitlines()[0]
+        labels = re.findall(r"`[0-9a-f]{7,40}`[^`\n]{0,12}\(?(20\d\d-\d\d-\d\d)", section)
+        assert labels, f"BENCHMARKS.md '## {title}' names no commit with its date"
+    import subprocess
+
+    shallow = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--is-shallow-repository"],
+                             capture_output=True, text=True)  # fmt: skip
+    if shallow.returncode == 0 and shallow.stdout.strip() == "false":  # the whole history here
+        for commit in commits:
+            found = subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{commit}^{{commit}}"],
+                                   capture_output=True)  # fmt: skip
+            assert found.returncode == 0, f"BENCHMARKS.md names {commit}, not a commit here"
+
+
+def test_no_path_of_one_machine_is_named():
+    """Scripts and docs name the scripts that make an environment, not where
+    one machine happened to keep it."""
+    pattern = re.compile(
+        r"/work/(main|shared|wt)/|/root/|\.cache/mmctl/(engine|reference)-env-[0-9a-f]"
+    )
+    files = [p for ext in ("*.py", "*.md", "*.sh", "*.toml") for p in ROOT.rglob(ext)
+             if not {".venv", "fixtures", ".git"} & set(p.parts) and p != Path(__file__)]  # fmt: skip
+    named = [f"{p.relative_to(ROOT)}:{n}" for p in files
+             for n, line in enumerate(p.read_text(errors="replace").splitlines(), 1)
+             if pattern.search(line)]  # fmt: skip
+    assert not named, named
+
+
 def test_sizes_are_written_by_one_helper():
     """A picture's size reads width x height everywhere, as PIL and ffprobe
     write it, because one function writes it (``media.probe.dimensions``):
     an f-string that joins two values with an ``x`` anywhere else is a second
-    way, and the first to drift (issue 35: ``61x97`` for a 97x61 image). A
+    way, and the first to drift (``61x97`` was printed for a 97x61 image). A
     patch grid (t x h x w, vLLM's order) is not a picture's size."""
     joined = re.compile(r"\{[^{}]*\}x\{")
     found = []

@@ -183,6 +183,22 @@ def test_batch_and_bench_run_a_family(model_type, tmp_path, images, red_blue):
         running.close()
 
 
+#: What ``vllm serve FOLDER`` (``--dtype auto``, a GPU with bfloat16) serves each fixture in:
+#: its config.json's top-level ``torch_dtype``.
+SERVED_DTYPE = {"llava": "float16", "llava_next": "float16", "llama4": "bfloat16",
+                "llava_onevision": "float16"}  # fmt: skip
+
+
+def test_the_stub_reports_the_folders_dtype_and_send_picks_it(served, images):
+    model_type, stub = served
+    with _client(stub, model_type) as client:
+        server = client.facts().server
+        result = client.send([images[0]], "Colour?")
+    assert (server.model_dtype, server.multimodal_encoder_dtype) == (SERVED_DTYPE[model_type],) * 2
+    assert result.decisions["pixel_dtype"].value == SERVED_DTYPE[model_type]
+    assert result.answer == "red"
+
+
 # ---- GLM-4.1V / GLM-4.6V: Qwen-style patch rows, normalized on the device -------------
 #
 # vLLM normalizes GLM pixels on the device by default, so the default stub takes

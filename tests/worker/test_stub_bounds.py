@@ -1,5 +1,5 @@
 """The stub worker under hostile load: stalled connections, slow generations,
-oversized messages, memory after a large request (issue: reliability, items 4-5)."""
+oversized messages, memory after a large request."""
 
 from __future__ import annotations
 

@@ -429,7 +429,7 @@ def test_a_terabyte_shm_claim_is_a_short_read_not_an_allocation(stub, video_requ
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a file to another uid")
 def test_the_stub_reads_only_its_own_uids_shm_files(make_stub, video_request, no_leaks):
     """A stub running as root must not serve another user's 0600 file to
-    whoever names it, nor delete it (issue: reliability, item 2)."""
+    whoever names it, nor delete it."""
     req, _ = video_request()
     payload = req.mm_inputs.pixel_values.inline
     name = _shm_file(f"mmctl-test-{os.getpid()}-nobody", payload)
@@ -498,7 +498,7 @@ def test_a_qwen25_worker_checks_its_own_field_table(red_blue, tmp_path, monkeypa
         running.stop(grace=0.5)
 
 
-# ---- details (issue: reliability, item 7) ----
+# ---- details ----
 
 
 def test_a_tensor_of_too_many_dimensions_is_invalid_argument(stub, video_request):
@@ -556,7 +556,7 @@ def test_cancelled_and_deadlined_generates_leave_a_log_line(make_stub, video_req
 
 def test_media_refs_over_the_item_limit_are_refused_before_decoding(make_stub, builtin_model):
     """Three undecodable video refs to a worker that takes two: the refusal
-    names the limit, so nothing was decoded first (issue: reliability, item 5)."""
+    names the limit, so nothing was decoded first."""
     engine, common = proto.engine_pb2, proto.common_pb2
     limited = make_stub(item_limits={"video": 2})
     junk = "data:video/mp4;base64," + base64.b64encode(b"not a video").decode()

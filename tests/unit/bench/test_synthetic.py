@@ -47,3 +47,28 @@ def test_item_is_red_then_blue(builtin_model):
     if t > 1:
         assert np.all(rows[1, :, 2] == 230)  # blue
     assert len(pre.patch_times) == t and item.content_hash
+
+
+def test_a_size_over_one_items_budget_becomes_several_videos_within_it(builtin_model):
+    from mmctl.bench.synthetic import synthetic_items
+
+    spec, params = builtin_model.spec, builtin_model.params
+    # 8 MB of uint8 pixels: 5,208 patch rows, 1,302 feature tokens; the budget is 500.
+    videos = synthetic_items(8_000_000, spec, params, PixelFormat.UINT8, encoder_budget=500)
+    assert len(videos) == 3
+    assert all(v.pre.num_tokens <= 500 for v in videos)
+    total = sum(v.pre.pixel_values.nbytes for v in videos)
+    assert abs(total - 8_000_000) <= 0.1 * 8_000_000
+    assert len(synthetic_items(8_000_000, spec, params, PixelFormat.UINT8)) == 1  # no budget
+
+
+def test_a_size_no_request_can_carry_is_refused_naming_the_largest(builtin_model):
+    from mmctl.bench.synthetic import synthetic_items
+    from mmctl.errors import CheckFailed
+
+    with pytest.raises(CheckFailed) as err:
+        synthetic_items(8_000_000, builtin_model.spec, builtin_model.params, PixelFormat.UINT8,
+                        encoder_budget=500, max_videos=2, label="8MB")  # fmt: skip
+    # Two videos of 500 tokens: 2 × 2,000 rows × 1,536 bytes.
+    assert "--sizes 8MB" in err.value.message and "6 MB" in err.value.message
+    assert err.value.hint == "--sizes 6MB or less"

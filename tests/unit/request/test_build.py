@@ -97,7 +97,7 @@ def test_hash_is_stable_and_covers_sampling(red_blue, builtin_model):
 def test_hash_covers_the_pixel_type(red_blue, builtin_model):
     """vLLM's encoder cache keys on mm_hashes: the uint8 and the float32
     request of one clip feed the encoder different input, so they must not
-    share an entry (issue: exactness, item 4)."""
+    share an entry."""
     hashes = {
         fmt: compose([red_blue], "", builtin_model, pixel_format=fmt)
         .plan.to_proto()
