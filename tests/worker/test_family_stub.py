@@ -186,7 +186,7 @@ def test_batch_and_bench_run_a_family(model_type, tmp_path, images, red_blue):
 #: What ``vllm serve FOLDER`` (``--dtype auto``, a GPU with bfloat16) serves each fixture in:
 #: its config.json's top-level ``torch_dtype``.
 SERVED_DTYPE = {"llava": "float16", "llava_next": "float16", "llama4": "bfloat16",
-                "llava_onevision": "float16"}  # fmt: skip
+                "llava_onevision": "float16", "internvl": "bfloat16"}  # fmt: skip
 
 
 def test_the_stub_reports_the_folders_dtype_and_send_picks_it(served, images):
