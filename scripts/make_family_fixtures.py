@@ -30,6 +30,7 @@ import hashlib
 import json
 import math
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -120,6 +121,8 @@ GLM_CASES = (
 )
 CASES["glm4v"] = GLM_CASES
 CASES["glm46v"] = GLM_CASES
+# InternVL reads the same media as OneVision: every image, two images, the clips, both kinds.
+CASES["internvl"] = list(CASES["llava_onevision"])
 
 
 def load_image(path: Path):
@@ -478,19 +481,23 @@ def qwen_golden(family: str, processor, media: tuple[str, ...], case: str) -> di
     return out
 
 
-def family_golden(family: str, processor, media: tuple[str, ...]) -> dict:
-    folder = FAMILIES / family
-    config = json.loads((folder / "config.json").read_text())
-    if family in glm_golden.VARIANTS:
-        items = []
-        for name in media:
-            case = VIDEOS[name[2:]] if name.startswith("v:") else IMAGES[name]
-            path = hf_cases.media_path(case)
-            item = ("video", path) if name.startswith("v:") else ("image", load_image(path))
-            items.append((*item, path.name, hf_cases.sha256_of(path)))
-        return glm_golden.golden(family, processor, config, items, PROMPT, tensor_record)
-    images, videos, content, items, sums, names = [], [], [], [], [], []
-    out: dict = {}
+@dataclass
+class Loaded:
+    """A golden's media as vLLM loads them, in request order."""
+
+    images: list = field(default_factory=list)
+    videos: list = field(default_factory=list)
+    content: list = field(default_factory=list)  # the chat message's items
+    items: list = field(default_factory=list)  # per item: kind and what counts its tokens
+    names: list = field(default_factory=list)
+    sums: list = field(default_factory=list)
+    record: dict = field(default_factory=dict)  # each video's sampling, for the golden
+
+
+def load_media(media: tuple[str, ...]) -> Loaded:
+    loaded = Loaded()
+    images, videos, content, items = loaded.images, loaded.videos, loaded.content, loaded.items
+    out = loaded.record
     for name in media:
         if name.startswith("v:"):
             case = VIDEOS[name[2:]]
@@ -511,8 +518,31 @@ def family_golden(family: str, processor, media: tuple[str, ...]) -> dict:
             images.append(image)
             content.append({"type": "image"})
             items.append({"kind": "image", "height": image.size[1], "width": image.size[0]})
-        names.append(path.name)
-        sums.append(hf_cases.sha256_of(path))
+        loaded.names.append(path.name)
+        loaded.sums.append(hf_cases.sha256_of(path))
+    return loaded
+
+
+def family_golden(family: str, processor, media: tuple[str, ...]) -> dict:
+    folder = FAMILIES / family
+    config = json.loads((folder / "config.json").read_text())
+    if family in glm_golden.VARIANTS:
+        glm_items = []
+        for name in media:
+            case = VIDEOS[name[2:]] if name.startswith("v:") else IMAGES[name]
+            path = hf_cases.media_path(case)
+            item = ("video", path) if name.startswith("v:") else ("image", load_image(path))
+            glm_items.append((*item, path.name, hf_cases.sha256_of(path)))
+        return glm_golden.golden(family, processor, config, glm_items, PROMPT, tensor_record)
+    loaded = load_media(media)
+    images, videos, content, items, out = (
+        loaded.images,
+        loaded.videos,
+        loaded.content,
+        loaded.items,
+        loaded.record,
+    )
+    names, sums = loaded.names, loaded.sums
     content.append({"type": "text", "text": PROMPT})
     text = processor.apply_chat_template(
         [{"role": "user", "content": content}], add_generation_prompt=True, tokenize=False
@@ -659,6 +689,131 @@ def gemma4_golden(family: str, processor, media: tuple[str, ...]) -> dict:
             tensor_record(key, value.numpy(), out)
         counts = np.asarray([len(v) for v in videos], dtype=np.int64)
         tensor_record("video_frame_counts", counts, out)
+
+
+# ---- InternVL (transformers format) as vLLM 0.33 drives it: interns1.py ----
+
+
+def internvl_processor(folder: Path):
+    """``InternS1ProcessingInfo.get_hf_processor``: the folder's InternVLProcessor with its
+    video processor rebuilt at the image processor's size (``size=`` overrides whatever
+    the video settings say; nothing else of them)."""
+    from transformers import AutoProcessor
+    from transformers.models.internvl.video_processing_internvl import InternVLVideoProcessor
+
+    processor = AutoProcessor.from_pretrained(str(folder))
+    processor.video_processor = InternVLVideoProcessor.from_pretrained(
+        str(folder), size=processor.image_processor.size
+    )
+    return processor
+
+
+def internvl_image_ids(processor, num_patches: int) -> list[int]:
+    """``get_replacement_interns1_image``: ``<img>`` + ``<IMG_CONTEXT>`` x (patches x
+    image_seq_length) + ``</img>``, tokenized without specials."""
+    text = (
+        processor.start_image_token
+        + processor.image_token * (num_patches * processor.image_seq_length)
+        + processor.end_image_token
+    )
+    return processor.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def internvl_video_ids(processor, num_frames: int) -> list[int]:
+    """``get_replacement_interns1_video``: per frame ``Frame{i}: <img>`` + ``<video>`` x
+    image_seq_length + ``</img>``, joined by newlines, tokenized without specials. (HF's
+    own processor writes ``<IMG_CONTEXT>`` where vLLM writes ``<video>``.)"""
+    frame = (
+        processor.start_image_token
+        + processor.video_token * processor.image_seq_length
+        + processor.end_image_token
+    )
+    text = "\n".join(f"Frame{i + 1}: {frame}" for i in range(num_frames))
+    return processor.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def internvl_golden(processor, media: tuple[str, ...]) -> dict:
+    """vLLM's ``InternS1MultiModalProcessor``: the HF processor once per image
+    (``text=<IMG_CONTEXT>``) and once per video (``text=<video>``); the items' pixels
+    concatenated (flat: ``pixel_values`` by ``image_num_patches``,
+    ``pixel_values_videos`` by ``video_num_patches`` = frames); the two token ids as
+    shared tensors; each placeholder of the tokenized prompt replaced as
+    ``_get_prompt_updates`` does. HF's own one-call expansion is kept beside it."""
+    import torch
+
+    loaded = load_media(media)
+    out = loaded.record
+    content = [*loaded.content, {"type": "text", "text": PROMPT}]
+    text = processor.apply_chat_template(
+        [{"role": "user", "content": content}], add_generation_prompt=True, tokenize=False
+    )
+    tokenizer = processor.tokenizer
+    plain = tokenizer(text, add_special_tokens=False)["input_ids"]
+    whole_kwargs: dict = {"text": [text], "add_special_tokens": False, "return_tensors": "pt"}
+    if loaded.images:
+        whole_kwargs["images"] = loaded.images
+    if loaded.videos:
+        whole_kwargs["videos"] = loaded.videos
+    whole = processor(**whole_kwargs)
+    hf_ids = [int(i) for i in whole["input_ids"][0]]
+
+    image_pixels, video_pixels = [], []
+    for image in loaded.images:
+        result = processor(text=processor.image_token, images=image, return_tensors="pt")
+        image_pixels.append(result["pixel_values"])
+    for video in loaded.videos:
+        result = processor(text=processor.video_token, videos=video, return_tensors="pt")
+        video_pixels.append(result["pixel_values"])
+    image_id = processor.image_token_id
+    (video_id,) = tokenizer(processor.video_token, add_special_tokens=False)["input_ids"]
+    queue = {image_id: [len(p) for p in image_pixels], video_id: [len(p) for p in video_pixels]}
+    vllm_ids: list[int] = []
+    spans: dict[int, list[list[int]]] = {image_id: [], video_id: []}  # (offset, length)
+    for token in plain:
+        if queue.get(token):
+            count = queue[token].pop(0)
+            if token == image_id:
+                repl = internvl_image_ids(processor, count)
+            else:
+                repl = internvl_video_ids(processor, count)
+            spans[token].append([len(vllm_ids), len(repl)])
+            vllm_ids += repl
+        else:
+            vllm_ids.append(token)
+    # HF's one call merges images and videos into one pixel_values in prompt order; the
+    # same bytes as vLLM's per-item calls, joined in that order, or the golden is wrong.
+    in_order = [
+        image_pixels.pop(0) if i["kind"] == "image" else video_pixels.pop(0) for i in loaded.items
+    ]
+    assert torch.equal(torch.cat(in_order), whole["pixel_values"]), "per-item pixels != HF's call"
+    image_pixels = [p for p, i in zip(in_order, loaded.items, strict=True) if i["kind"] == "image"]
+    video_pixels = [p for p, i in zip(in_order, loaded.items, strict=True) if i["kind"] == "video"]
+
+    out.update(
+        text=np.asarray(text),
+        prompt=np.asarray(PROMPT),
+        media=np.asarray(loaded.names),
+        media_sha256=np.asarray(loaded.sums),
+        template_ids=np.asarray(plain, dtype=np.int64),
+        input_ids=np.asarray(hf_ids, dtype=np.int64),
+        vllm_input_ids=np.asarray(vllm_ids, dtype=np.int64),
+        vllm_equals_hf=np.bool_(vllm_ids == hf_ids),
+    )
+    if loaded.images:
+        out["image_sizes_hw"] = np.asarray(
+            [[i.size[1], i.size[0]] for i in loaded.images], np.int64
+        )
+        out["image_num_patches"] = np.asarray([len(p) for p in image_pixels], np.int64)
+        out["image_token_id"] = np.int64(image_id)
+        out["image_placeholders"] = np.asarray(spans[image_id], np.int64)
+        out["pixel_values_source_dtype"] = np.asarray(str(image_pixels[0].dtype))
+        tensor_record("pixel_values", _float32(torch.cat(image_pixels)), out)
+    if loaded.videos:
+        out["video_num_patches"] = np.asarray([len(p) for p in video_pixels], np.int64)
+        out["video_token_id"] = np.int64(video_id)
+        out["video_placeholders"] = np.asarray(spans[video_id], np.int64)
+        out["pixel_values_videos_source_dtype"] = np.asarray(str(video_pixels[0].dtype))
+        tensor_record("pixel_values_videos", _float32(torch.cat(video_pixels)), out)
     return out
 
 
@@ -693,7 +848,10 @@ def main() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     written, classes, mismatches = [], {}, []
     for family, cases in CASES.items():
-        processor = AutoProcessor.from_pretrained(str(FAMILIES / family))
+        if family == "internvl":
+            processor = internvl_processor(FAMILIES / family)
+        else:
+            processor = AutoProcessor.from_pretrained(str(FAMILIES / family))
         classes[family] = {
             "processor": type(processor).__name__,
             "image_processor": type(processor.image_processor).__name__,
@@ -705,6 +863,8 @@ def main() -> int:
                 record = qwen_golden(family, processor, media, name)
             elif family == "gemma4":
                 record = gemma4_golden(family, processor, media)
+            elif family == "internvl":
+                record = internvl_golden(processor, media)
             else:
                 record = family_golden(family, processor, media)
             file = f"{family}-{name}.npz"

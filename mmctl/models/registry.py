@@ -7,6 +7,8 @@ their ``model_type`` exactly (``llava`` must not take ``llava_next``'s or
 OneVision's folders, as smg's name-based matcher does). GLM matches its
 two model types exactly; which GLM processing (4.1V or 4.6V) a folder gets is
 its processor class's, read with its settings (vLLM decides it so too).
+InternVL matches ``internvl`` (the transformers format) only: the remote-code
+``internvl_chat`` folders are another processing in vLLM (``internvl.py``).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 
 from mmctl.errors import InputError, UnknownFamily, UsageError
 from mmctl.media.probe import MediaKind
-from mmctl.models import gemma4, glm4v, llama4, llava, llava_next, llava_onevision
+from mmctl.models import gemma4, glm4v, internvl, llama4, llava, llava_next, llava_onevision
 from mmctl.models.family import Family
 from mmctl.models.qwen_vl import qwen2_vl, qwen3_5, qwen3_vl
 
@@ -30,6 +32,7 @@ FAMILIES: tuple[Family, ...] = (
     llama4.FAMILY,
     glm4v.FAMILY,
     gemma4.FAMILY,
+    internvl.FAMILY,
 )
 ALIASES: dict[str, Family] = {
     name: family for family in FAMILIES for name in (family.name, *family.aliases)

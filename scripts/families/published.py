@@ -6,9 +6,12 @@ conversion scripts (``models/llava*/convert_*_weights_to_hf.py``,
 tokens, processor arguments), the processors' own defaults, and the configs of
 ``llava-hf/llava-1.5-7b-hf``, ``llava-hf/llava-v1.6-mistral-7b-hf``,
 ``meta-llama/Llama-4-Scout-17B-16E-Instruct`` and
-``llava-hf/llava-onevision-qwen2-7b-ov-hf`` as published; Qwen3.5's files are checked
-byte for byte against published sha256 (below). Where a value is a reconstruction,
-scripts/families/README.md (and qwen3_5.md) says so.
+``llava-hf/llava-onevision-qwen2-7b-ov-hf`` as published, and
+``OpenGVLab/InternVL3-1B-hf`` (``models/internvl/convert_internvl_weights_to_hf.py``;
+scripts/families/internvl.md says which file sizes and printouts confirm it);
+Qwen3.5's files are checked byte for byte against published sha256 (below). Where a
+value is a reconstruction, scripts/families/README.md (and qwen3_5.md, internvl.md)
+says so.
 """
 
 from __future__ import annotations
@@ -918,6 +921,192 @@ QWEN3_5 = {
         "split_special_tokens": False,
         "tokenizer_class": "Qwen2Tokenizer",
         "unk_token": None,
+    },
+}
+
+
+# ---- InternVL3-1B-hf (``OpenGVLab/InternVL3-1B-hf``) ----
+
+# convert_internvl_weights_to_hf.py ``chat_template`` (its current one: ``<IMG_CONTEXT>``
+# for an image, as vLLM's ``get_placeholder_str`` expects); 481 bytes, the size of the
+# published chat_template.jinja.
+INTERNVL_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{'<|im_start|>' + message['role'] + '\n'}}"
+    "{% if message['content'] is string %}"
+    "{{ message['content'] }}"
+    "{% else %}"
+    "{% for content in message['content'] %}"
+    "{% if content['type'] == 'image' %}"
+    "{{ '<IMG_CONTEXT>\n' }}"
+    "{% elif content['type'] == 'video' %}"
+    "{{ '<video>\n' }}"
+    "{% elif content['type'] == 'text' %}"
+    "{{ content['text'] }}"
+    "{% endif %}"
+    "{% endfor %}"
+    "{% endif %}"
+    "{{'<|im_end|>\n'}}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}"
+    "{{'<|im_start|>assistant\n' }}"
+    "{% endif %}"
+)
+assert len(INTERNVL_TEMPLATE.encode()) == 481
+
+# write_tokenizer(): Qwen2.5-VL's tokenizer plus these at 151665.., then ``<video>``
+# (the ``video_token`` of ``extra_special_tokens``) at 151674.
+INTERNVL_ADDED = [
+    "<img>",
+    "</img>",
+    "<IMG_CONTEXT>",
+    "<quad>",
+    "</quad>",
+    "<ref>",
+    "</ref>",
+    "<box>",
+    "</box>",
+]
+INTERNVL_VIDEO_TOKEN = "<video>"
+
+IMAGENET_MEAN = [0.485, 0.456, 0.406]
+IMAGENET_STD = [0.229, 0.224, 0.225]
+
+INTERNVL = {
+    "files": {
+        "config.json": {
+            "architectures": ["InternVLForConditionalGeneration"],
+            "downsample_ratio": 0.5,
+            "image_seq_length": 256,
+            "image_token_id": 151667,
+            "model_type": "internvl",
+            "projector_hidden_act": "gelu",
+            "text_config": {
+                "architectures": ["Qwen2ForCausalLM"],
+                "attention_dropout": 0.0,
+                "bos_token_id": 151643,
+                "eos_token_id": 151645,
+                "hidden_act": "silu",
+                "hidden_size": 896,
+                "initializer_range": 0.02,
+                "intermediate_size": 4864,
+                "max_position_embeddings": 32768,
+                "max_window_layers": 70,
+                "model_type": "qwen2",
+                "num_attention_heads": 14,
+                "num_hidden_layers": 24,
+                "num_key_value_heads": 2,
+                "rms_norm_eps": 1e-06,
+                "rope_scaling": None,
+                "rope_theta": 1000000.0,
+                "sliding_window": 32768,
+                "tie_word_embeddings": True,
+                "torch_dtype": "bfloat16",
+                "use_cache": True,
+                "use_sliding_window": False,
+                "vocab_size": 151674,
+            },
+            "torch_dtype": "bfloat16",
+            "vision_config": {
+                "architectures": ["InternVisionModel"],
+                "attention_bias": True,
+                "attention_dropout": 0.0,
+                "hidden_act": "gelu",
+                "hidden_dropout_prob": 0.0,
+                "hidden_size": 1024,
+                "image_size": [448, 448],
+                "initializer_factor": 0.1,
+                "initializer_range": 1e-10,
+                "intermediate_size": 4096,
+                "layer_norm_eps": 1e-06,
+                "layer_scale_init_value": 0.1,
+                "model_type": "internvl_vision",
+                "norm_type": "layer_norm",
+                "num_attention_heads": 16,
+                "num_channels": 3,
+                "num_hidden_layers": 24,
+                "patch_size": [14, 14],
+                "projection_dropout": 0.0,
+                "torch_dtype": "bfloat16",
+                "use_absolute_position_embeddings": True,
+                "use_mask_token": False,
+                "use_mean_pooling": True,
+                "use_qk_norm": False,
+            },
+            "vision_feature_layer": -1,
+            "vision_feature_select_strategy": "default",
+        },
+        # write_image_processor(): GotOcr2ImageProcessorFast(size 448, ImageNet mean/std), saved
+        # with its class defaults (crop_to_patches false, min 1 / max 12 patches). There is no
+        # video_preprocessor_config.json (InternVL3_5-*-HF added one; InternVL3-*-hf has none), so
+        # the video processor reads this file too.
+        "preprocessor_config.json": {
+            "crop_size": None,
+            "crop_to_patches": False,
+            "data_format": "channels_first",
+            "default_to_square": True,
+            "device": None,
+            "do_center_crop": None,
+            "do_convert_rgb": True,
+            "do_normalize": True,
+            "do_rescale": True,
+            "do_resize": True,
+            "image_mean": IMAGENET_MEAN,
+            "image_processor_type": "GotOcr2ImageProcessorFast",
+            "image_std": IMAGENET_STD,
+            "input_data_format": None,
+            "max_patches": 12,
+            "min_patches": 1,
+            "processor_class": "InternVLProcessor",
+            "resample": 3,
+            "rescale_factor": RESCALE,
+            "return_tensors": None,
+            "size": {"height": 448, "width": 448},
+        },
+        # 72 bytes as published.
+        "processor_config.json": {"image_seq_length": 256, "processor_class": "InternVLProcessor"},
+        "chat_template.jinja": INTERNVL_TEMPLATE,
+    },
+    "tokenizer_config": {
+        "add_bos_token": False,
+        "add_prefix_space": False,
+        "additional_special_tokens": [
+            "<|im_start|>",
+            "<|im_end|>",
+            "<|object_ref_start|>",
+            "<|object_ref_end|>",
+            "<|box_start|>",
+            "<|box_end|>",
+            "<|quad_start|>",
+            "<|quad_end|>",
+            "<|vision_start|>",
+            "<|vision_end|>",
+            "<|vision_pad|>",
+            "<|image_pad|>",
+            "<|video_pad|>",
+            *INTERNVL_ADDED,
+        ],
+        "bos_token": None,
+        "clean_up_tokenization_spaces": False,
+        "context_image_token": "<IMG_CONTEXT>",
+        "end_image_token": "</img>",
+        "eos_token": "<|im_end|>",
+        "errors": "replace",
+        "extra_special_tokens": {
+            "context_image_token": "<IMG_CONTEXT>",
+            "end_image_token": "</img>",
+            "start_image_token": "<img>",
+            "video_token": INTERNVL_VIDEO_TOKEN,
+        },
+        "model_max_length": 8192,
+        "pad_token": "<|endoftext|>",
+        "processor_class": "InternVLProcessor",
+        "return_token_type_ids": False,
+        "split_special_tokens": False,
+        "start_image_token": "<img>",
+        "tokenizer_class": "Qwen2Tokenizer",
+        "unk_token": None,
+        "video_token": INTERNVL_VIDEO_TOKEN,
     },
 }
 

@@ -139,9 +139,18 @@ def test_a_video_for_an_image_family_names_the_families_that_read_video(env):
     message, hint = one_error(r.stderr)
     assert message == "llava models read image, not video"
     readers = registry.reading(MediaKind.VIDEO)
-    assert readers == ["qwen3-vl", "qwen3.5", "qwen2.5-vl", "llava-onevision", "glm4v", "gemma4"]
+    assert readers == [
+        "qwen3-vl",
+        "qwen3.5",
+        "qwen2.5-vl",
+        "llava-onevision",
+        "glm4v",
+        "gemma4",
+        "internvl",
+    ]
     assert hint == (
-        "qwen3-vl, qwen3.5, qwen2.5-vl, llava-onevision, glm4v and gemma4 models read video"
+        "qwen3-vl, qwen3.5, qwen2.5-vl, llava-onevision, glm4v, gemma4 and internvl "
+        "models read video"
     )
     ok = mmctl("inspect-tokens", MEDIA / "tiny.mp4", "--model-dir", FAMILIES / "llava_onevision",
                env=env)  # fmt: skip

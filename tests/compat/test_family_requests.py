@@ -46,6 +46,7 @@ MODEL_TYPES = (
     "glm46v",
     "gemma4",
     "qwen3_5",
+    "internvl",
 )
 # The families mmctl serves; goldens of families still being wired wait.
 GOLDENS = sorted(
@@ -74,6 +75,13 @@ WIRE = {
     "pixel_position_ids": ("IMAGE", "pixel_position_ids"),
     "pixel_position_ids_videos": ("VIDEO", "pixel_position_ids_videos"),
     "video_frame_counts": ("VIDEO", "video_frame_counts"),
+}
+#: Per golden tensor held whole (InternVL's): the batch and key it travels under.
+WHOLE = {
+    "image_num_patches": ("IMAGE", "image_num_patches"),
+    "video_num_patches": ("VIDEO", "video_num_patches"),
+    "image_token_id": ("IMAGE", "image_token_id"),
+    "video_token_id": ("VIDEO", "video_token_id"),
 }
 
 
@@ -104,8 +112,8 @@ def models(tmp_path_factory) -> dict:
 
 def test_every_family_has_goldens():
     assert {_family(g) for g in GOLDENS} == set(MODEL_TYPES)
-    assert len(GOLDENS) == 146
-    assert len(REQUESTS) == 170  # Qwen3.5's 24 twice
+    assert len(GOLDENS) == 168
+    assert len(REQUESTS) == 192  # Qwen3.5's 24 twice
 
 
 def test_the_family_comes_from_config_json(models):
@@ -119,6 +127,7 @@ def test_the_family_comes_from_config_json(models):
         "glm4v": "glm4v",
         "glm46v": "glm4v",
         "gemma4": "gemma4",
+        "internvl": "internvl",
         # Qwen3-VL's processing under its own name, with its folder's ids.
         "qwen3_5": "qwen3.5",
     }
@@ -170,6 +179,18 @@ def test_request_equals_the_golden(golden, fmt, models):
             assert np.array_equal(got, np.asarray(want, dtype=np.float32))
         else:
             assert sent is None
+    for key, (kind, wire_key) in WHOLE.items():
+        if key not in record:
+            continue
+        td = by_kind[kind].model_specific_tensors[wire_key]
+        got = tensors.from_bytes(td.inline, td.shape, td.dtype)
+        # vLLM's token ids are 0-d, which the wire cannot carry: [1] on the wire.
+        assert got.reshape(record[key].shape).tolist() == record[key].tolist(), key
+        assert td.dtype == "int64", key
+    for kind in ("IMAGE", "VIDEO"):  # the spans vLLM's processor reports (InternVL's)
+        if f"{kind.lower()}_placeholders" in record:
+            spans = [[p.offset, p.length] for p in by_kind[kind].mm_placeholders]
+            assert spans == record[f"{kind.lower()}_placeholders"].tolist(), kind
     if "aspect_ratios" in record:
         image = by_kind["IMAGE"]
         for key in ("aspect_ratios", "patches_per_image"):

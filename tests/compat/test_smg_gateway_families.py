@@ -1,7 +1,7 @@
 """The smg gateway 1.13.0 as a peer client of the stub serving the other families.
 
-The gateway serves LLaVA, LLaVA-NeXT, Llama 4, Gemma 4 and Qwen3.5 (not OneVision, not
-GLM-4.1V/4.6V); for each
+The gateway serves LLaVA, LLaVA-NeXT, Llama 4, Gemma 4 and Qwen3.5 (not OneVision,
+GLM-4.1V/4.6V or InternVL); for each
 it builds the request itself from the same published-values folder
 (``tests/fixtures/families/``). Where its layout is vLLM's, the stub accepts
 the request and it equals mmctl's in prompt ids, placeholders, ``im_token_id``
@@ -45,6 +45,7 @@ PUBLISHED = {
     "glm46v": "zai-org/GLM-4.6V",
     "gemma4": "google/gemma-4-31B-it",
     "qwen3_5": "Qwen/Qwen3.5-0.8B",
+    "internvl": "OpenGVLab/InternVL3-1B-hf",
 }
 MIME = {
     ".png": ("image", "image/png"),
@@ -142,12 +143,13 @@ def test_the_gateway_has_no_onevision(smg_exe, tmp_path):
     assert "not supported" in body or "No vision processor" in body, body
 
 
-@pytest.mark.parametrize("model_type", ["glm4v", "glm46v"])
-def test_the_gateway_has_no_glm4v(smg_exe, model_type, tmp_path):
+@pytest.mark.parametrize("model_type", ["glm4v", "glm46v", "internvl"])
+def test_the_gateway_has_no_glm4v_or_internvl(smg_exe, model_type, tmp_path):
     """No GLM-4.1V/4.5V/4.6V spec in smg 1.13.0 (its one GLM vision processor is
     GLM-5.3-Flash's, matched by ``glm-5.3-flash``/``glm5-next`` in the model
-    name): it refuses image and video before any request reaches the worker, and
-    names worker-side processing (``--mm-processing worker``) as the way."""
+    name), and no InternVL one (no processor or name-table entry; ``IMG_CONTEXT``
+    occurs nowhere in the binary): it refuses image and video before any request
+    reaches the worker, and names worker-side processing as the way."""
     media = [FIXTURES / "media" / "rgb_odd.png", FIXTURES / "media" / "odd_count.mp4"]
     with _gateway(smg_exe, model_type, tmp_path) as pair:
         answers = [_chat(pair.http, PUBLISHED[model_type], [path]) for path in media]

@@ -26,7 +26,7 @@ from mmctl.wire import proto
 from tests.conftest import Stub, _stub
 
 FAMILIES = Path(__file__).resolve().parents[1] / "fixtures" / "families"
-MODEL_TYPES = ("llava", "llava_next", "llama4", "llava_onevision", "gemma4")
+MODEL_TYPES = ("llava", "llava_next", "llama4", "llava_onevision", "gemma4", "internvl")
 
 
 @pytest.fixture(scope="module")
@@ -154,9 +154,9 @@ def _mmctl(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.parametrize("model_type", ["llava_onevision", "gemma4"])
+@pytest.mark.parametrize("model_type", ["llava_onevision", "gemma4", "internvl"])
 def test_batch_and_bench_run_a_family(model_type, tmp_path, images, red_blue):
-    """Images and video through ``mmctl batch`` and ``mmctl bench``."""
+    """A family's images and video through ``mmctl batch`` and ``mmctl bench``."""
     model = load_model(model_dir=FAMILIES / model_type)
     running = _stub(model)
     try:
@@ -186,7 +186,7 @@ def test_batch_and_bench_run_a_family(model_type, tmp_path, images, red_blue):
 #: What ``vllm serve FOLDER`` (``--dtype auto``, a GPU with bfloat16) serves each fixture in:
 #: its config.json's top-level ``torch_dtype``.
 SERVED_DTYPE = {"llava": "float16", "llava_next": "float16", "llama4": "bfloat16",
-                "llava_onevision": "float16", "gemma4": "bfloat16"}  # fmt: skip
+                "llava_onevision": "float16", "gemma4": "bfloat16", "internvl": "bfloat16"}  # fmt: skip
 
 
 def test_the_stub_reports_the_folders_dtype_and_send_picks_it(served, images):
@@ -324,6 +324,18 @@ def gemma() -> Iterator[Stub]:
         running.close()
 
 
+# ---- InternVL: flat patches, token ids shared by each batch -------------------------
+
+
+@pytest.fixture(scope="module")
+def internvl() -> Iterator[Stub]:
+    running = _stub(load_model(model_dir=FAMILIES / "internvl"))
+    try:
+        yield running
+    finally:
+        running.close()
+
+
 @pytest.mark.parametrize("transport", ["inline", "shm"])
 def test_gemma4_image_and_video_come_back_as_their_colours(gemma, images, red_blue, transport):
     with _client(gemma, "gemma4") as client:
@@ -400,3 +412,45 @@ def test_qwen3_5_a_frame_block_out_of_place_is_refused(images, red_blue):
         assert "mrope walk failed: item 2" in _refused(stub, req)
     finally:
         stub.close()
+
+
+@pytest.mark.parametrize("transport", ["inline", "shm"])
+def test_internvl_image_and_video_in_one_request(internvl, images, red_blue, transport):
+    with _client(internvl, "internvl") as client:
+        result = client.send([images[1], red_blue], "Colours?", transport=transport)
+    assert result.answer == "blue; red, blue"
+    req = _built(internvl, "internvl", [images[1], red_blue])
+    batches = [req.mm_inputs, *req.extra_mm_inputs]
+    assert [b.im_token_id for b in batches] == [151667, 151674]  # <IMG_CONTEXT>, <video>
+    for batch, kind in zip(batches, ("image", "video"), strict=True):
+        td = batch.model_specific_tensors[f"{kind}_token_id"]
+        assert list(td.shape) == [1]
+        assert tensors.from_bytes(td.inline, td.shape, td.dtype).tolist() == [batch.im_token_id]
+        assert dict(batch.flat_keys) == {"pixel_values": f"{kind}_num_patches"}
+        assert list(batch.batched_keys) == [f"{kind}_num_patches"]
+        assert f"{kind}_token_id" not in batch.batched_keys  # shared, as vLLM's is
+
+
+def test_internvl_without_its_token_id_is_refused(internvl, images):
+    req = _built(internvl, "internvl", [images[0]])
+    del req.mm_inputs.model_specific_tensors["image_token_id"]
+    assert "carries no image_token_id tensor" in _refused(internvl, req)
+
+
+def test_internvl_a_token_id_of_two_values_is_refused(internvl, images):
+    req = _built(internvl, "internvl", [images[0], images[1]])
+    req.mm_inputs.model_specific_tensors["image_token_id"].CopyFrom(
+        tensors.inline(np.asarray([151667, 151674], dtype=np.int64), "int64")
+    )
+    assert "not one value for the batch" in _refused(internvl, req)
+
+
+def test_internvl_patch_counts_that_are_not_the_spans_are_refused(internvl, images):
+    """Counts that still split the pixels, but give each image embeddings its span
+    does not hold (vLLM: a placeholder/embedding count mismatch)."""
+    req = _built(internvl, "internvl", [images[0], images[1]])
+    td = req.mm_inputs.model_specific_tensors["image_num_patches"]
+    counts = tensors.from_bytes(td.inline, td.shape, td.dtype)
+    shifted = counts + np.asarray([1, -1], dtype=np.int64)
+    td.CopyFrom(tensors.inline(shifted, "int64"))
+    assert "placeholder spans failed: item 1" in _refused(internvl, req)

@@ -118,6 +118,16 @@ CASES: list[tuple[str | None, str, str, Any, str]] = [
     ("qwen3_5", "video_preprocessor_config.json", "image_std", [0.5, 0, 0.5], "non-finite"),
     ("qwen3_5", "config.json", "video_token_id", 248320, "out of vocabulary"),
     ("qwen3_5", "config.json", "vision_start_token_id", -1, "negative"),
+    # InternVL (its token ids are the tokenizer's, as vLLM reads them)
+    ("internvl", "processor_config.json", "image_seq_length", 0, "zero"),
+    ("internvl", "config.json", "vision_config.patch_size", [0, 0], "zero"),
+    ("internvl", "preprocessor_config.json", "max_patches", -1, "negative"),
+    ("internvl", "preprocessor_config.json", "max_patches", 10**9, "huge"),
+    ("internvl", "preprocessor_config.json", "size", {"height": 10**9, "width": 10**9}, "huge"),
+    ("internvl", "preprocessor_config.json", "image_std", [0, 0, 0], "non-finite"),
+    ("internvl", "config.json", "downsample_ratio", math.nan, "non-finite"),
+    ("internvl", "preprocessor_config.json", "min_patches", "1", "wrong type"),
+    ("internvl", "config.json", "vision_config.image_size", "448", "wrong type"),
 ]
 
 
