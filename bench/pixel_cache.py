@@ -62,7 +62,9 @@ def _batch(data: Path, out: Path, address: str, cache_mb: int) -> tuple[float, d
 
     out.unlink(missing_ok=True)
     start = time.perf_counter()
-    counts = mmctl.batch(data, out, targets=address, pixel_cache_mb=cache_mb)
+    counts = mmctl.batch(
+        data, out, targets=address, connection=mmctl.Connection(pixel_cache_mb=cache_mb)
+    )
     took = time.perf_counter() - start
     assert counts.failed == 0, counts
     answers: dict[str, set[str]] = {}

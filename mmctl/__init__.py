@@ -23,6 +23,7 @@ from mmctl._version import __version__
 #: public name -> module that defines it
 _EXPORTS = {
     "Client": "mmctl.client.client",
+    "Connection": "mmctl.client.connection",
     "Built": "mmctl.client.client",
     "AsyncClient": "mmctl.client.aio",
     "SendOptions": "mmctl.client.options",
@@ -58,6 +59,7 @@ __all__ = [
     "Check",
     "CheckFailed",
     "Client",
+    "Connection",
     "ExitCode",
     "Health",
     "InputError",
@@ -85,6 +87,7 @@ if TYPE_CHECKING:
     from mmctl.choices import LayoutKind, MediaRef, PixelFormat, Processing, Transport
     from mmctl.client.aio import AsyncClient
     from mmctl.client.client import Built, Client
+    from mmctl.client.connection import Connection
     from mmctl.client.options import SendOptions
     from mmctl.client.probe import Health
     from mmctl.client.run import Check, SendResult

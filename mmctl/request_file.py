@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mmctl.choices import LayoutKind, Processing
+from mmctl.client.connection import Connection
 from mmctl.client.options import SendOptions
 from mmctl.errors import CheckFailed, UsageError
 
@@ -90,13 +91,13 @@ def write_for_worker(
     out: Path,
     options: SendOptions,
     *,
-    connection: dict[str, Any],
+    connection: Connection,
     layout: LayoutKind = LayoutKind.VLLM,
     item_limits: dict[str, int] | None = None,
     force: bool = False,
 ) -> dict[str, Any]:
     """The request ``send`` would send to ``target``, written to ``out``
-    (``connection``: :class:`~mmctl.client.client.Client`'s keywords)."""
+    (``connection``: how the worker is reached and whose files describe it)."""
     from mmctl.client.client import Client
     from mmctl.request.view import summary
 
@@ -108,7 +109,7 @@ def write_for_worker(
         )
     # A request file carries mmctl's tensors: a model no family handles is refused.
     options = options.but(processing=Processing.CLIENT)
-    with Client(target, **connection, pixel_cache_mb=0) as client:  # one request: nothing to reuse
+    with Client(target, connection) as client:
         built = client.build(list(media), **vars(options))
     run = built.run
     return {

@@ -27,7 +27,6 @@ import signal
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any, Protocol
 
 import grpc
@@ -38,12 +37,12 @@ from mmctl.choices import (
     BENCH_BURSTINESS,
     BENCH_NUM_PROMPTS,
     BENCH_WARMUP,
-    DEFAULT_PIXEL_CACHE_MB,
     PixelFormat,
     Transport,
 )
 from mmctl.client.channel import Target, generate_method, open_aio_channel, response
 from mmctl.client.client import Client
+from mmctl.client.connection import Connection
 from mmctl.client.negotiate import choose_pixels
 from mmctl.client.placement import THREAD_MIN_BYTES
 from mmctl.client.route import Route, choose, fixed
@@ -51,7 +50,6 @@ from mmctl.client.stream import TokenStream
 from mmctl.errors import CheckFailed, MmctlError, UsageError
 from mmctl.request.build import Sampling, new_request_id
 from mmctl.request.limits import WorkerLimits
-from mmctl.request.pixel_cache import budget_bytes
 from mmctl.signals import stop_signals
 from mmctl.transport.shm import ShmArena, own_files
 
@@ -129,16 +127,11 @@ class BenchConfig:
     floors: bool = True
     floor_runs: int = 5
     unique_hashes: bool = True
-    timeout: float | None = None
-    headers: tuple[str, ...] = ()
-    tls: bool | str | Path | None = None
-    model_dir: Path | None = None
-    bundle: Path | None = None
-    #: Items that share media preprocess them once (``--pixel-cache-mb``).
-    pixel_cache_mb: int = DEFAULT_PIXEL_CACHE_MB
+    #: How the workers are reached and whose files describe their model; items
+    #: that share media preprocess them once (its ``pixel_cache_mb``).
+    connection: Connection = field(default_factory=Connection)
 
     def __post_init__(self) -> None:
-        budget_bytes(self.pixel_cache_mb)
         if not self.targets:
             raise UsageError("--target: at least one worker")
         if not self.items:
@@ -224,18 +217,7 @@ class _Quiet:
 
 
 def _clients(cfg: BenchConfig) -> list[Client]:
-    return [
-        Client(
-            t,
-            headers=list(cfg.headers),
-            tls=cfg.tls,
-            timeout=cfg.timeout,
-            model_dir=cfg.model_dir,
-            bundle=cfg.bundle,
-            pixel_cache_mb=cfg.pixel_cache_mb,
-        )
-        for t in cfg.targets
-    ]
+    return [Client(t, cfg.connection) for t in cfg.targets]
 
 
 def _arms(cfg: BenchConfig, clients: Sequence[Client]) -> list[Arm]:
@@ -344,7 +326,7 @@ class _Sender:
 
     async def _generate(self, rec: Record, data: bytes, target: int, start: float) -> None:
         call = self.calls[target](
-            data, timeout=self.cfg.timeout, metadata=self.targets[target].headers
+            data, timeout=self.cfg.connection.timeout, metadata=self.targets[target].headers
         )
         received = TokenStream(stream=True)  # the workload's requests stream (ITL)
         last: float | None = None

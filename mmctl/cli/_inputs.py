@@ -14,8 +14,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from mmctl.choices import DEFAULT_PIXEL_CACHE_MB
+
 if TYPE_CHECKING:
     from mmctl.choices import Transport
+    from mmctl.client.connection import Connection
     from mmctl.request.build import Sampling
 
 
@@ -70,6 +73,34 @@ def sampling(
         top_k=top_k,
         seed=seed,
         stop=tuple(stop or ()),
+    )
+
+
+def connection(
+    *,
+    header: list[str] | None,
+    tls: bool,
+    ca_cert: Path | None,
+    timeout: float | None = None,
+    model_dir: Path | None = None,
+    bundle: Path | None = None,
+    family: str | None = None,
+    refresh_bundle: bool = False,
+    pixel_cache_mb: int = DEFAULT_PIXEL_CACHE_MB,
+) -> Connection:
+    """The connection options (``-H``, ``--tls``/``--ca-cert``, ``--timeout``, the
+    model files, ``--pixel-cache-mb``) as the one library value."""
+    from mmctl.client.connection import Connection
+
+    return Connection(
+        headers=header,
+        tls=ca_cert or tls,
+        timeout=timeout,
+        model_dir=model_dir,
+        bundle=bundle,
+        family=family,
+        refresh_bundle=refresh_bundle,
+        pixel_cache_mb=pixel_cache_mb,
     )
 
 

@@ -167,7 +167,7 @@ def batch(
     bundle: BundleOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    from mmctl.cli._inputs import prompt_text
+    from mmctl.cli._inputs import connection, prompt_text
     from mmctl.cli._output import Output
     from mmctl.errors import AllFailed, Interrupted, SomeFailed, UsageError
     from mmctl.run_batch.api import batch as run_batch
@@ -204,13 +204,16 @@ def batch(
             pixel_dtype=pixel_dtype.value if pixel_dtype else None,
             allow_remote_media=allow_remote_media,
             max_remote_mb=max_remote_mb,
-            headers=header,
-            tls=ca_cert or tls,
-            timeout=timeout,
-            model_dir=model_dir,
-            bundle=bundle,
+            connection=connection(
+                header=header,
+                tls=tls,
+                ca_cert=ca_cert,
+                timeout=timeout,
+                model_dir=model_dir,
+                bundle=bundle,
+                pixel_cache_mb=pixel_cache_mb,
+            ),
             ray_address=ray_address,
-            pixel_cache_mb=pixel_cache_mb,
             on_start=bar.start,
             on_done=bar.done,
             on_skip=bar.skip,

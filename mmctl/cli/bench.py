@@ -246,7 +246,7 @@ def bench(
     from mmctl.bench import workload
     from mmctl.bench.files import SaveTarget, write_files
     from mmctl.bench.runner import BenchConfig, run
-    from mmctl.cli._inputs import prompt_text
+    from mmctl.cli._inputs import connection, prompt_text
     from mmctl.cli._output import Output
     from mmctl.errors import UsageError
     from mmctl.request.build import Sampling
@@ -287,12 +287,15 @@ def bench(
         percentiles=pct,
         floors=not no_floors,
         unique_hashes=not reuse_hashes,
-        timeout=timeout,
-        headers=tuple(header or ()),
-        tls=ca_cert or tls,
-        model_dir=model_dir,
-        bundle=bundle,
-        pixel_cache_mb=pixel_cache_mb,
+        connection=connection(
+            header=header,
+            tls=tls,
+            ca_cert=ca_cert,
+            timeout=timeout,
+            model_dir=model_dir,
+            bundle=bundle,
+            pixel_cache_mb=pixel_cache_mb,
+        ),
     )
     live = _Live(output)
     try:

@@ -179,10 +179,11 @@ def build(
         )  # fmt: skip
         output.written(doc, lambda console: _render(console, doc))
         return
-    connection = {
-        "model_dir": model_dir, "bundle": bundle, "family": family,
-        "tls": ca_cert or tls, "headers": header,
-    }  # fmt: skip
+    # One request: nothing to reuse in a pixel cache.
+    connection = _inputs.connection(
+        header=header, tls=tls, ca_cert=ca_cert, model_dir=model_dir, bundle=bundle,
+        family=family, pixel_cache_mb=0,
+    )  # fmt: skip
     doc = write_for_worker(
         target, media, out, options, connection=connection, layout=layout, item_limits=limits,
         force=force,

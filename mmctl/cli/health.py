@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from mmctl.cli import _inputs
 from mmctl.cli._options import (
     CaCertOpt,
     HeaderOpt,
@@ -80,7 +81,9 @@ def health(
     if not wait >= 0 or wait == float("inf"):
         raise UsageError(f"--wait must be a number of seconds, 0 or more; got {wait:g}")
     output = Output(json_mode=json_out)
-    with Client(target, headers=header, tls=ca_cert or tls, timeout=timeout) as client:
+    with Client(
+        target, _inputs.connection(header=header, tls=tls, ca_cert=ca_cert, timeout=timeout)
+    ) as client:
         address = client.target.address
 
         def waiting(answer: Any, left: float) -> None:
@@ -129,7 +132,9 @@ def info(
     from mmctl.client.client import Client
 
     output = Output(json_mode=json_out)
-    with Client(target, headers=header, tls=ca_cert or tls, timeout=timeout) as client:
+    with Client(
+        target, _inputs.connection(header=header, tls=tls, ca_cert=ca_cert, timeout=timeout)
+    ) as client:
         doc = client.info()
     output.result(doc, human=lambda console: _render_info(console, doc))
 

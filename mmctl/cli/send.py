@@ -206,18 +206,12 @@ def send(
         ),
     )
     inputs = send_inputs(media or [], request, opts)
-    client = Client(
-        target,
-        headers=header,
-        tls=ca_cert or tls,
-        model_dir=model_dir,
-        bundle=bundle,
-        family=family,
-        refresh_bundle=refresh_bundle,
-        # One request a process: nothing to reuse, and --compare-processing
-        # compares what each way of preprocessing costs every time.
-        pixel_cache_mb=0,
-    )
+    # One request a process: nothing to reuse in a pixel cache, and
+    # --compare-processing compares what each way of preprocessing costs every time.
+    client = Client(target, _inputs.connection(
+        header=header, tls=tls, ca_cert=ca_cert, model_dir=model_dir, bundle=bundle,
+        family=family, refresh_bundle=refresh_bundle, pixel_cache_mb=0,
+    ))  # fmt: skip
     hooks = Hooks(on_note=output.note, on_warning=output.warn)
     with client:
         if compare_processing:

@@ -13,19 +13,18 @@ on a ``grpc.aio`` channel: a request waiting for its answer holds no thread.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import grpc
 
 from mmctl.client.channel import Target, as_error, generate_method, open_aio_channel
 from mmctl.client.client import Built, Client, Media
+from mmctl.client.connection import Connection
 from mmctl.client.options import Hooks, Inputs, SendOptions, media_inputs, refuse, request_inputs
 from mmctl.client.probe import Health
 from mmctl.client.run import Answer, SendResult, finish, prepare
-from mmctl.models.settings import VisionOverrides
-from mmctl.request.pixel_cache import DEFAULT_MB, PixelCache, Pixels
+from mmctl.request.pixel_cache import PixelCache, Pixels
 from mmctl.timing import Timeline
 
 
@@ -35,29 +34,10 @@ class AsyncClient:
     def __init__(
         self,
         target: str | Target | None = None,
-        *,
-        headers: Mapping[str, str] | Sequence[str] | None = None,
-        tls: bool | str | Path | None = None,
-        timeout: float | None = None,
-        model_dir: str | Path | None = None,
-        bundle: str | Path | None = None,
-        family: str | None = None,
-        vision: VisionOverrides | None = None,
-        refresh_bundle: bool = False,
-        pixel_cache_mb: int = DEFAULT_MB,
+        connection: Connection | None = None,
+        **options: Any,
     ) -> None:
-        self.sync = Client(
-            target,
-            headers=headers,
-            tls=tls,
-            timeout=timeout,
-            model_dir=model_dir,
-            bundle=bundle,
-            family=family,
-            vision=vision,
-            refresh_bundle=refresh_bundle,
-            pixel_cache_mb=pixel_cache_mb,
-        )
+        self.sync = Client(target, connection, **options)
         self.target = self.sync.target
         self._channel: grpc.aio.Channel | None = None
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +33,7 @@ import grpc
 from mmctl.checkpoint.source import ModelSource
 from mmctl.checkpoint.source import resolve as resolve_source
 from mmctl.client.channel import Target, open_channel, resolve_target
+from mmctl.client.connection import Connection
 from mmctl.client.options import (
     Hooks,
     Inputs,
@@ -47,8 +48,7 @@ from mmctl.client.run import Ready, Run, SendResult, generate, prepare
 from mmctl.client.session import Session
 from mmctl.errors import UsageError
 from mmctl.models.model import Model, WorkerModel
-from mmctl.models.settings import VisionOverrides
-from mmctl.request.pixel_cache import DEFAULT_MB, pixel_cache
+from mmctl.request.pixel_cache import pixel_cache
 from mmctl.timing import Timeline
 
 #: Probing calls wait at most this long, whatever the client's deadline.
@@ -76,55 +76,31 @@ class Built:
 
 class Client:
     """A worker at ``target`` (``host:port``; default ``$MMCTL_TARGET``, else
-    ``localhost:50051``).
-
-    ``headers``: gRPC metadata for every call (``{"key": "value"}`` or
-    ``["key:value"]``). ``tls``: ``True`` for the system's roots, or the path
-    of a PEM root certificate. ``timeout``: the default deadline of each
-    ``Generate``, seconds (none by default; probing calls wait at most 10 s).
-    ``model_dir`` / ``bundle``: local model files instead of the worker's
-    own bundle; ``family`` forces a model family; ``vision`` changes the
-    model's sampling and pixel budget for every request. ``pixel_cache_mb``:
-    MiB of preprocessed media kept for later requests about the same media
-    (LRU; 0 turns it off; :mod:`mmctl.request.pixel_cache`).
+    ``localhost:50051``), reached as ``connection`` says
+    (:class:`~mmctl.client.connection.Connection`; or its fields as keyword
+    arguments: ``Client("gpu:50051", timeout=60, model_dir="Qwen3-VL-2B")``).
     """
 
     def __init__(
         self,
         target: str | Target | None = None,
-        *,
-        headers: Mapping[str, str] | Sequence[str] | None = None,
-        tls: bool | str | Path | None = None,
-        timeout: float | None = None,
-        model_dir: str | Path | None = None,
-        bundle: str | Path | None = None,
-        family: str | None = None,
-        vision: VisionOverrides | None = None,
-        refresh_bundle: bool = False,
-        pixel_cache_mb: int = DEFAULT_MB,
+        connection: Connection | None = None,
+        **options: Any,
     ) -> None:
-        self.pixel_cache = pixel_cache(pixel_cache_mb)
+        if connection is not None and options:
+            raise UsageError(f"give a Connection or its fields, not both: {', '.join(options)}")
+        conn = self.connection = connection or Connection(**options)
+        self.pixel_cache = pixel_cache(conn.pixel_cache_mb)
         if isinstance(target, Target):
             self.target = target
         else:
-            ca_cert = Path(tls) if isinstance(tls, str | Path) else None
             self.target = resolve_target(
-                target, tls=bool(tls), ca_cert=ca_cert, headers=headers_of(headers)
+                target, tls=bool(conn.tls), ca_cert=conn.ca_cert, headers=headers_of(conn.headers)
             )
-        if timeout is not None and not timeout > 0:
-            raise UsageError(f"--timeout must be positive, got {timeout}")
-        if model_dir is not None and bundle is not None:
-            raise UsageError("--model-dir and --bundle are alternatives; pass one")
-        if refresh_bundle and (model_dir is not None or bundle is not None):
-            raise UsageError(
-                "--refresh-bundle fetches the worker's files; it cannot apply with "
-                "--model-dir or --bundle"
-            )
-        self.timeout = timeout
-        self._model_dir = Path(model_dir) if model_dir is not None else None
-        self._bundle = Path(bundle) if bundle is not None else None
-        self._family, self._vision = family, vision or VisionOverrides()
-        self._refresh = refresh_bundle
+        self.timeout = conn.timeout
+        self._model_dir, self._bundle = conn.model_dir, conn.bundle
+        self._family, self._vision = conn.family, conn.vision
+        self._refresh = conn.refresh_bundle
         self._lock = threading.RLock()
         self._channel: grpc.Channel | None = None
         self._facts: WorkerFacts | None = None

@@ -14,19 +14,20 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mmctl.choices import BATCH_MAX_CONCURRENCY, DEFAULT_PIXEL_CACHE_MB, REMOTE_MEDIA_MAX_MB
+from mmctl.choices import BATCH_MAX_CONCURRENCY, REMOTE_MEDIA_MAX_MB
 from mmctl.client.client import Client
+from mmctl.client.connection import Connection
 from mmctl.client.negotiate import choose_pixels
 from mmctl.dataset import Items
 from mmctl.errors import CheckFailed, UsageError, WorkerUnavailable
 from mmctl.request.build import Sampling
 from mmctl.request.limits import WorkerLimits
-from mmctl.request.pixel_cache import budget_bytes, pixel_cache
+from mmctl.request.pixel_cache import pixel_cache
 from mmctl.run_batch.fleet import Member
 from mmctl.run_batch.output import OutputFile
 from mmctl.run_batch.work import Settings
@@ -104,22 +105,14 @@ def _setup(
     *,
     on_warning: Callable[[str], None],
     transport_mode: str,
-    headers: Mapping[str, str] | Sequence[str] | None,
-    tls: bool | str | Path | None,
-    timeout: float | None,
-    model_dir: Path | None,
-    bundle: Path | None,
-    family: str | None,
+    connection: Connection,
     prompt: str | None,
     sampling: Sampling,
     pixel: str | None,
 ) -> Fleetwide:
     if transport_mode not in ("auto", "inline", "shm"):
         raise UsageError(f"--transport is auto, inline or shm; got {transport_mode!r}")
-    clients = [
-        Client(t, headers=headers, tls=tls, timeout=timeout, model_dir=model_dir, bundle=bundle)
-        for t in targets
-    ]
+    clients = [Client(t, connection) for t in targets]
     try:
         facts: list[Any] = []
         for client in clients:
@@ -196,14 +189,8 @@ def batch(
     pixel_dtype: str | None = None,
     allow_remote_media: bool = False,
     max_remote_mb: int = REMOTE_MEDIA_MAX_MB,
-    headers: Mapping[str, str] | Sequence[str] | None = None,
-    tls: bool | str | Path | None = None,
-    timeout: float | None = None,
-    model_dir: str | Path | None = None,
-    bundle: str | Path | None = None,
-    family: str | None = None,
+    connection: Connection | None = None,
     ray_address: str | None = None,
-    pixel_cache_mb: int = DEFAULT_PIXEL_CACHE_MB,
     on_start: Callable[[int], None] | None = None,
     on_done: Callable[[bool], None] | None = None,
     on_warning: Callable[[str], None] | None = None,
@@ -221,9 +208,11 @@ def batch(
     (:class:`~mmctl.errors.OutputFailed`). ``on_start(total)`` and
     ``on_done(succeeded)`` report progress (``on_skip(answered)``, when given,
     the items ``output`` holds already, which cost no time), ``on_warning(message)`` a target
-    taken out of the fleet or put back. ``pixel_cache_mb``: MiB of
-    preprocessed media kept for items that ask about the same media again
-    (on Ray, per node; 0 turns it off).
+    taken out of the fleet or put back. ``connection``: how the workers are
+    reached and whose files describe their model
+    (:class:`~mmctl.client.connection.Connection`); its ``pixel_cache_mb``:
+    MiB of preprocessed media kept for items that ask about the same media
+    again (on Ray, per node; 0 turns it off).
 
     The local engine spawns its preprocessing processes, which import the
     calling script again (Python's ``spawn``): call it from under
@@ -245,7 +234,7 @@ def batch(
         raise UsageError("--ray-address needs --engine ray")
     if keep_failed and not resume:
         raise UsageError("--keep-failed goes with --resume")
-    budget_bytes(pixel_cache_mb)
+    connection = connection or Connection()
     warn = on_warning or (lambda message: None)
     source_path, out_path = Path(input), Path(output)
     if not source_path.is_file():
@@ -276,14 +265,8 @@ def batch(
             max_tokens=max_tokens,
             pixel_dtype=pixel_dtype,
             remote_cap=remote_cap,
-            headers=headers,
-            tls=tls,
-            timeout=timeout,
-            model_dir=model_dir,
-            bundle=bundle,
-            family=family,
+            connection=connection,
             ray_address=ray_address,
-            pixel_cache_mb=pixel_cache_mb,
             on_start=on_start,
             on_done=on_done,
             on_skip=on_skip,
@@ -345,14 +328,8 @@ def _run(
     max_tokens: int | None,
     pixel_dtype: str | None,
     remote_cap: int | None,
-    headers: Mapping[str, str] | Sequence[str] | None,
-    tls: bool | str | Path | None,
-    timeout: float | None,
-    model_dir: str | Path | None,
-    bundle: str | Path | None,
-    family: str | None,
+    connection: Connection,
     ray_address: str | None,
-    pixel_cache_mb: int,
     on_start: Callable[[int], None] | None,
     on_done: Callable[[bool], None] | None,
     on_skip: Callable[[bool], None] | None,
@@ -361,7 +338,8 @@ def _run(
 ) -> BatchCounts:
     pool = None
     ray_run = None
-    cache = pixel_cache(pixel_cache_mb)
+    cache = pixel_cache(connection.pixel_cache_mb)
+    timeout = connection.timeout
     if engine == "ray":
         from mmctl.run_batch import ray_engine
 
@@ -377,12 +355,7 @@ def _run(
             targets,
             on_warning=on_warning,
             transport_mode=transport,
-            headers=headers,
-            tls=tls,
-            timeout=timeout,
-            model_dir=Path(model_dir) if model_dir else None,
-            bundle=Path(bundle) if bundle else None,
-            family=family,
+            connection=connection,
             prompt=prompt,
             sampling=Sampling(max_tokens=max_tokens),
             pixel=pixel_dtype,
@@ -422,7 +395,7 @@ def _run(
                 pools = {k: int(v) for k, v in vars(ray_run.layout).items()}
                 tally, cache_doc = ray_engine.run(
                     ray_run, fleetwide, items.entries(), out, timeout=timeout, on_done=done,
-                    on_skip=on_skip, pixel_cache_mb=pixel_cache_mb,
+                    on_skip=on_skip, pixel_cache_mb=connection.pixel_cache_mb,
                 )  # fmt: skip
     finally:
         if pool is not None:

@@ -88,7 +88,13 @@ def test_the_cache_off_decodes_every_item_and_the_cli_says_what_it_saved(
     stub = make_stub()
     data = _three_questions(tmp_path / "in.jsonl", clips[:2])
     off = tmp_path / "off.jsonl"
-    counts = mmctl.batch(data, off, targets=stub.running.address, workers=1, pixel_cache_mb=0)
+    counts = mmctl.batch(
+        data,
+        off,
+        targets=stub.running.address,
+        workers=1,
+        connection=mmctl.Connection(pixel_cache_mb=0),
+    )
     assert counts.succeeded == 6 and counts.pixel_cache["budget_bytes"] == 0
     assert {d["mmctl"]["pixel_cache"][0] for d in _lines(off).values()} == {"off"}
     on = tmp_path / "on.jsonl"

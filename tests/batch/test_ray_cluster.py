@@ -46,7 +46,7 @@ def test_two_nodes_both_preprocess_and_answer_as_the_local_engine(
     # The same clip each time: without the pixel cache, so both nodes preprocess.
     counts = mmctl.batch(
         data, on_ray, targets=target, engine="ray", ray_address=two_nodes.address,
-        pixel_cache_mb=0,
+        connection=mmctl.Connection(pixel_cache_mb=0),
     )  # fmt: skip
     assert counts.succeeded == 24, counts
     assert counts.pools == {"preprocess_tasks": 2, "senders": 2, "calls_per_sender": 4}

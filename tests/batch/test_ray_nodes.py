@@ -93,7 +93,8 @@ def test_a_node_that_cannot_see_the_drivers_folders_gets_media_and_model_by_cont
     model = _model_copy(builtin_model, tmp_path / "model")  # a folder the private node lacks
     counts = mmctl.batch(
         data, out, targets=make_stub().running.address, engine="ray",
-        ray_address=found.address, model_dir=model, allow_remote_media=True,
+        ray_address=found.address, connection=mmctl.Connection(model_dir=model),
+        allow_remote_media=True,
     )  # fmt: skip
     docs = _lines(out)
     assert {d["custom_id"]: _answer(d) for d in docs} == want, counts
@@ -132,7 +133,7 @@ def test_the_items_of_a_lost_node_are_tried_again_elsewhere_each_id_once(
     killer.start()
     counts = mmctl.batch(
         data, out, targets=stub.running.address, engine="ray", ray_address=found.address,
-        max_concurrency=4, pixel_cache_mb=0,
+        max_concurrency=4, connection=mmctl.Connection(pixel_cache_mb=0),
     )  # fmt: skip
     killer.join()
     docs = _lines(out)
