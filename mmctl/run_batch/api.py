@@ -19,9 +19,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mmctl.choices import BATCH_MAX_CONCURRENCY, REMOTE_MEDIA_MAX_MB
+from mmctl.choices import (
+    BATCH_MAX_CONCURRENCY,
+    REMOTE_MEDIA_MAX_MB,
+    MediaRef,
+    PixelFormat,
+    Processing,
+)
 from mmctl.client.client import Client
 from mmctl.client.negotiate import choose_pixels
+from mmctl.client.options import Hooks, SendOptions
 from mmctl.dataset import Items
 from mmctl.errors import CheckFailed, UsageError, WorkerUnavailable
 from mmctl.request.build import Sampling
@@ -107,9 +114,14 @@ def _setup(
     prompt: str | None,
     sampling: Sampling,
     pixel: str | None,
+    processing: Processing | str = Processing.AUTO,
+    media_ref: MediaRef | str = MediaRef.DATA,
+    on_note: Callable[[str], None] = lambda message: None,
 ) -> Fleetwide:
     if transport_mode not in ("auto", "inline", "shm"):
         raise UsageError(f"--transport is auto, inline or shm; got {transport_mode!r}")
+    # send's options and their one validation (--media-ref with --processing client…)
+    opts = SendOptions.of(processing=processing, media_ref=media_ref, pixel_dtype=pixel)
     clients = [
         Client(t, headers=headers, tls=tls, timeout=timeout, model_dir=model_dir, bundle=bundle)
         for t in targets
@@ -134,6 +146,12 @@ def _setup(
             )
         first, first_facts = answering[0]
         session = first.session()
+        others = [f for _, f in answering[1:]]
+        worker = session.processing(opts, Hooks(on_note=on_note), others).worker
+        if worker:
+            return _worker_fleet(
+                session, clients, facts, transport_mode, opts.media_ref, prompt, sampling
+            )
         model = session.family_model()
         fmts = {choose_pixels(f, pixel, family=model.spec).format for _, f in answering}
         if len(fmts) > 1:
@@ -173,6 +191,48 @@ def _setup(
             client.close()
 
 
+def _worker_fleet(
+    session: Any,
+    clients: Sequence[Client],
+    facts: Sequence[Any],
+    transport_mode: str,
+    media_ref: MediaRef,
+    prompt: str | None,
+    sampling: Sampling,
+) -> Fleetwide:
+    """The set-up where the workers preprocess: media_refs requests, inline (they
+    carry no tensor to place in shared memory); the pixel cache does not apply."""
+    from mmctl.client.route import inline
+
+    if transport_mode == "shm":
+        raise UsageError(
+            "--transport shm: with worker processing a request carries media_refs, "
+            "no tensor to place in shared memory",
+            hint="drop --transport (worker-processed requests go inline)",
+        )
+    answering = [f for f in facts if f is not None]
+    limits = WorkerLimits.of(answering)
+    route = inline("worker processing: media_refs, no tensors")
+    members = [
+        Member(c.target, route, up=f is not None, namespace="")
+        for c, f in zip(clients, facts, strict=True)
+    ]
+    model = session.model
+    settings = Settings(
+        source=model.source,
+        family=None,
+        pixel_format=PixelFormat.FLOAT32,  # unused: no pixels leave this process
+        item_limits=limits.item_limits,
+        encoder_budget=limits.encoder_budget,
+        context_length=limits.context_length,
+        prompt=prompt,
+        sampling=sampling,
+        media_ref=media_ref,
+    )
+    name = session.facts.model.served_model_name or model.source.label
+    return Fleetwide(settings, members, model, name)
+
+
 def batch(
     input: str | Path,
     output: str | Path,
@@ -188,6 +248,8 @@ def batch(
     prompt: str | None = None,
     max_tokens: int | None = None,
     pixel_dtype: str | None = None,
+    processing: Processing | str = Processing.AUTO,
+    media_ref: MediaRef | str = MediaRef.DATA,
     allow_remote_media: bool = False,
     max_remote_mb: int = REMOTE_MEDIA_MAX_MB,
     headers: Mapping[str, str] | Sequence[str] | None = None,
@@ -201,6 +263,7 @@ def batch(
     on_done: Callable[[bool], None] | None = None,
     on_warning: Callable[[str], None] | None = None,
     on_skip: Callable[[bool], None] | None = None,
+    on_note: Callable[[str], None] | None = None,
 ) -> BatchCounts:
     """Run every line of ``input`` (JSONL: OpenAI batch or short form) through
     the workers at ``targets`` (``"host:port,host:port"`` or a list; default
@@ -214,7 +277,11 @@ def batch(
     (:class:`~mmctl.errors.OutputFailed`). ``on_start(total)`` and
     ``on_done(succeeded)`` report progress (``on_skip(answered)``, when given,
     the items ``output`` holds already, which cost no time), ``on_warning(message)`` a target
-    taken out of the fleet or put back.
+    taken out of the fleet or put back, ``on_note(message)`` a choice mmctl made
+    by itself (the workers preprocess a model no mmctl family handles: said
+    once). ``processing`` and ``media_ref`` are ``send``'s (``auto``: mmctl
+    preprocesses the families it has, the workers any other model, through
+    ``media_refs``).
 
     The local engine spawns its preprocessing processes, which import the
     calling script again (Python's ``spawn``): call it from under
@@ -236,6 +303,7 @@ def batch(
         raise UsageError("--ray-address needs --engine ray")
     if keep_failed and not resume:
         raise UsageError("--keep-failed goes with --resume")
+    SendOptions.of(processing=processing, media_ref=media_ref, pixel_dtype=pixel_dtype)
     warn = on_warning or (lambda message: None)
     source_path, out_path = Path(input), Path(output)
     if not source_path.is_file():
@@ -265,6 +333,8 @@ def batch(
             prompt=prompt,
             max_tokens=max_tokens,
             pixel_dtype=pixel_dtype,
+            processing=processing,
+            media_ref=media_ref,
             remote_cap=remote_cap,
             headers=headers,
             tls=tls,
@@ -277,6 +347,7 @@ def batch(
             on_done=on_done,
             on_skip=on_skip,
             on_warning=warn,
+            on_note=on_note or (lambda message: None),
             start=start,
         )
     finally:
@@ -333,6 +404,8 @@ def _run(
     prompt: str | None,
     max_tokens: int | None,
     pixel_dtype: str | None,
+    processing: Processing | str,
+    media_ref: MediaRef | str,
     remote_cap: int | None,
     headers: Mapping[str, str] | Sequence[str] | None,
     tls: bool | str | Path | None,
@@ -345,6 +418,7 @@ def _run(
     on_done: Callable[[bool], None] | None,
     on_skip: Callable[[bool], None] | None,
     on_warning: Callable[[str], None],
+    on_note: Callable[[str], None],
     start: float,
 ) -> BatchCounts:
     pool = None
@@ -373,6 +447,9 @@ def _run(
             prompt=prompt,
             sampling=Sampling(max_tokens=max_tokens),
             pixel=pixel_dtype,
+            processing=processing,
+            media_ref=media_ref,
+            on_note=on_note,
         )
         with Items(source_path, remote_cap=remote_cap) as items:
             total = items.count()

@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from mmctl.checkpoint.source import ModelSource
-from mmctl.choices import DEFAULT_MAX_TOKENS, PixelFormat
+from mmctl.choices import DEFAULT_MAX_TOKENS, MediaRef, PixelFormat
 from mmctl.dataset import Item
 from mmctl.errors import MmctlError
-from mmctl.models.model import Model
+from mmctl.media.probe import MediaKind
+from mmctl.models.model import Model, WorkerModel
 from mmctl.models.registry import refuse_kind
 from mmctl.request.build import MediaItem, RequestPlan, Sampling
 from mmctl.values.items import DEFAULT_OPTIONS
@@ -41,6 +42,9 @@ class Settings:
     context_length: int = 0
     prompt: str | None = None
     sampling: Sampling = field(default_factory=Sampling)
+    #: How the workers are sent the media they preprocess themselves (``media_refs``);
+    #: ``None``: mmctl preprocesses (the family's tensors).
+    media_ref: MediaRef | None = None
 
 
 @dataclass
@@ -79,6 +83,8 @@ class Preprocessed:
     preprocess_s: float
     #: The Ray node that preprocessed it (``None``: this process's pool).
     node: str | None = None
+    #: Worker processing: each medium as a (kind, URL) ``media_ref`` (``media`` empty).
+    refs: list[tuple[MediaKind, str]] = field(default_factory=list)
 
 
 class Preparer:
@@ -90,11 +96,22 @@ class Preparer:
     ``__call__`` runs both (a Ray actor). Failures come back as
     :class:`Failure`, never as exceptions."""
 
-    def __init__(self, settings: Settings, model: Model | None = None) -> None:
-        from mmctl.models.model import load_model
+    def __init__(self, settings: Settings, model: Model | WorkerModel | None = None) -> None:
+        from mmctl.models.model import load_any, load_model
 
         self.settings = settings
-        self.model: Model = model or load_model(source=settings.source, family=settings.family)
+        self.model: Model | WorkerModel = model or (
+            load_any(source=settings.source)
+            if settings.media_ref is not None
+            else load_model(source=settings.source, family=settings.family)
+        )
+
+    @property
+    def family(self) -> Model:
+        """The model with its family, for mmctl's own preprocessing."""
+        if isinstance(self.model, WorkerModel):
+            raise self.model.unknown
+        return self.model
 
     def __call__(self, item: Item, number: int) -> Prepared | Failure:
         refused = self.check_prompt(item, number)
@@ -138,12 +155,18 @@ class Preparer:
         from mmctl.request.limits import check_item_limits
 
         start = time.perf_counter()
-        s, model = self.settings, self.model
+        s = self.settings
         if not item.media:
             raise _NoMedia("the line names no media (mmctl batch sends video and images)")
         # The worker's item limit, before anything is decoded.
         check_item_limits([_kind_of(p) for p in item.media], s.item_limits, "the worker")
         kinds = [check_media(p) for p in item.media]
+        if s.media_ref is not None:  # the worker preprocesses: its refs only
+            from mmctl.request.refs import media_refs
+
+            refs = media_refs(item.media, kinds, s.media_ref)
+            return Preprocessed(item, number, [], time.perf_counter() - start, refs=refs)
+        model = self.family
         media = []
         for path, kind in zip(item.media, kinds, strict=True):
             refuse_kind(model.spec, kind)
@@ -159,6 +182,8 @@ class Preparer:
 
         start = time.perf_counter()
         s, item = self.settings, done.item
+        if s.media_ref is not None:
+            return self._compose_refs(done, start)
         check_encoder_budget(
             [(f"{it.kind.value} {n + 1}", it.pre.num_tokens) for n, it in enumerate(done.media)],
             s.encoder_budget,
@@ -168,12 +193,12 @@ class Preparer:
         composed = compose_items(
             done.media,
             item.prompt if item.prompt is not None else s.prompt,
-            self.model,
+            self.family,
             system=item.system,
             sampling=sampling,
         )
         if not composed.check.ok:
-            raise _LayoutFailed(self.model.spec.check_failed(composed.check.reason))
+            raise _LayoutFailed(self.family.spec.check_failed(composed.check.reason))
         check_context(len(composed.plan.input_ids), self._max_tokens(item), s.context_length)
         return Prepared(
             id=item.id,
@@ -183,6 +208,32 @@ class Preparer:
             payload_bytes=sum(b.pixel_values.nbytes for b in composed.plan.batches),
             preprocess_s=done.preprocess_s + time.perf_counter() - start,
             warnings=composed.warnings,
+            node=done.node,
+        )
+
+    def _compose_refs(self, done: Preprocessed, start: float) -> Prepared:
+        """A request of ``media_refs`` (send's builder); the workers expand and
+        preprocess, so no tensor is made and the pixel cache does not apply."""
+        from mmctl.request.limits import check_context
+        from mmctl.request.refs import refs_plan
+
+        s, item = self.settings, done.item
+        sampling = self._sampling(item)
+        plan = refs_plan(
+            done.refs,
+            item.prompt if item.prompt is not None else s.prompt,
+            self.model,
+            system=item.system,
+            sampling=sampling,
+        )
+        check_context(len(plan.input_ids), self._max_tokens(item), s.context_length)
+        return Prepared(
+            id=item.id,
+            number=done.number,
+            plan=plan,
+            kinds=[kind.value for kind, _ in done.refs],
+            payload_bytes=0,
+            preprocess_s=done.preprocess_s + time.perf_counter() - start,
             node=done.node,
         )
 
