@@ -33,17 +33,20 @@ from typing import Any, Protocol
 import grpc
 
 from mmctl.bench import floors, schedule
-from mmctl.bench.workload import Prepared, WorkItem, prepare
+from mmctl.bench.workload import Prepared, WorkItem, prepare, prepare_refs
 from mmctl.choices import (
     BENCH_BURSTINESS,
     BENCH_NUM_PROMPTS,
     BENCH_WARMUP,
+    MediaRef,
     PixelFormat,
+    Processing,
     Transport,
 )
 from mmctl.client.channel import Target, generate_method, open_aio_channel, response
 from mmctl.client.client import Client
-from mmctl.client.negotiate import choose_pixels
+from mmctl.client.negotiate import Decision, choose_pixels
+from mmctl.client.options import Hooks, SendOptions
 from mmctl.client.placement import THREAD_MIN_BYTES
 from mmctl.client.route import Route, choose, fixed
 from mmctl.client.stream import TokenStream
@@ -56,18 +59,23 @@ from mmctl.transport.shm import ShmArena, own_files
 
 @dataclass(frozen=True)
 class Arm:
-    """One way of sending: a transport and a pixel dtype."""
+    """One way of sending: a transport and a pixel dtype (``None``: ``media_refs``,
+    the worker preprocesses)."""
 
     transport: Transport
-    fmt: PixelFormat
+    fmt: PixelFormat | None
 
     @property
     def name(self) -> str:
-        return f"{self.transport.value}/{self.fmt.value}"
+        return f"{self.transport.value}/{self.fmt.value if self.fmt else MEDIA_REFS}"
 
     @property
     def route(self) -> Route:
         return fixed(self.transport, f"bench arm {self.name}")
+
+
+#: The arm name's second half when the worker preprocesses.
+MEDIA_REFS = "media_refs"
 
 
 @dataclass
@@ -112,7 +120,9 @@ class Record:
 class BenchConfig:
     targets: tuple[str, ...]
     items: tuple[WorkItem, ...]
-    transports: tuple[Transport, ...] = (Transport.INLINE, Transport.SHM)
+    #: ``None``: inline and shm, inline alone where the worker preprocesses
+    #: (a ``media_refs`` request has no tensor to place in shared memory).
+    transports: tuple[Transport, ...] | None = None
     #: ``None``: what each worker expects (as ``send`` negotiates it).
     pixel_dtypes: tuple[PixelFormat | None, ...] = (None,)
     num_prompts: int = BENCH_NUM_PROMPTS
@@ -132,6 +142,8 @@ class BenchConfig:
     tls: bool | str | Path | None = None
     model_dir: Path | None = None
     bundle: Path | None = None
+    processing: Processing = Processing.AUTO
+    media_ref: MediaRef = MediaRef.DATA
 
     def __post_init__(self) -> None:
         if not self.targets:
@@ -150,10 +162,16 @@ class BenchConfig:
             raise UsageError(f"--warmup must not be negative, got {self.warmup}")
         if any(not 0 < p < 100 for p in self.percentiles):
             raise UsageError("--percentiles: values between 0 and 100 (exclusive)")
-        if not self.transports:
+        if self.transports is not None and not self.transports:
             raise UsageError("--transport: inline, shm or both")
-        if any(t not in (Transport.INLINE, Transport.SHM) for t in self.transports):
+        if any(t not in (Transport.INLINE, Transport.SHM) for t in self.transports or ()):
             raise UsageError("--transport: each arm is inline or shm (auto picks one of them)")
+        self.options()
+
+    def options(self) -> SendOptions:
+        """The run's processing options, checked as ``send`` checks them."""
+        fmt = next((f for f in self.pixel_dtypes if f is not None), None)
+        return SendOptions.of(processing=self.processing, media_ref=self.media_ref, pixel_dtype=fmt)
 
 
 @dataclass
@@ -183,13 +201,15 @@ class Resources:
 class BenchResult:
     config: BenchConfig
     arms: list[Arm]
-    prepared: dict[tuple[int, PixelFormat], Prepared]
+    prepared: dict[tuple[int, PixelFormat | None], Prepared]
     levels: list[Level]
     floors: dict[str, dict[str, Any]]
     resources: Resources
     model: dict[str, Any]
     #: The signal that stopped the run early (SIGINT, SIGTERM), if one did.
     interrupted_by: str | None = None
+    #: Who preprocessed (client: mmctl's tensors; worker: media_refs), and why.
+    processing: Decision | None = None
 
     @property
     def interrupted(self) -> bool:
@@ -198,11 +218,14 @@ class BenchResult:
 
 class Progress(Protocol):
     """What the runner reports as it goes (the CLI draws it): a stage with its
-    total, or one more step of it; each request's record when it ends."""
+    total, or one more step of it; each request's record when it ends; a
+    choice mmctl made by itself (``note``: the worker preprocesses)."""
 
     def stage(self, text: str, total: int | None = None) -> None: ...
 
     def done(self, record: Record) -> None: ...
+
+    def note(self, message: str) -> None: ...
 
 
 class _Quiet:
@@ -210,6 +233,9 @@ class _Quiet:
         pass
 
     def done(self, record: Record) -> None:
+        pass
+
+    def note(self, message: str) -> None:
         pass
 
 
@@ -230,8 +256,25 @@ def _clients(cfg: BenchConfig) -> list[Client]:
     ]
 
 
-def _arms(cfg: BenchConfig, clients: Sequence[Client]) -> list[Arm]:
-    """Every transport × pixel dtype, each checked against every target."""
+def _processing(cfg: BenchConfig, clients: Sequence[Client], progress: Progress) -> Decision:
+    """Who preprocesses, as ``send`` decides it (every target able to), said once a run."""
+    session = clients[0].session()
+    others = [c.facts() for c in clients[1:]]
+    return session.processing(cfg.options(), Hooks(on_note=progress.note), others).decision
+
+
+def _arms(cfg: BenchConfig, clients: Sequence[Client], worker: bool) -> list[Arm]:
+    """Every transport × pixel dtype, each checked against every target; where the
+    worker preprocesses, one arm: media_refs, inline."""
+    if worker:
+        if cfg.transports is not None and Transport.SHM in cfg.transports:
+            raise UsageError(
+                "--transport shm: with worker processing a request carries media_refs, "
+                "no tensor to place in shared memory",
+                hint="drop --transport (worker-processed requests go inline)",
+            )
+        return [Arm(Transport.INLINE, None)]
+    transports = cfg.transports or (Transport.INLINE, Transport.SHM)
     fmts: list[PixelFormat] = []
     for client in clients:
         facts = client.facts()
@@ -239,26 +282,36 @@ def _arms(cfg: BenchConfig, clients: Sequence[Client]) -> list[Arm]:
             decided = choose_pixels(facts, wanted).format
             if decided not in fmts:
                 fmts.append(decided)
-        if Transport.SHM in cfg.transports:
+        if Transport.SHM in transports:
             decision = choose(Transport.AUTO, facts).decision
             if decision.value != "shm":
                 raise CheckFailed(
                     f"--transport shm: {client.target.address}: {decision.reason}",
                     hint="shared memory works only with a worker on this host; use inline",
                 )
-    return [Arm(t, f) for f in fmts for t in cfg.transports]
+    return [Arm(t, f) for f in fmts for t in transports]
 
 
 def _prepare_all(
-    cfg: BenchConfig, clients: Sequence[Client], fmts: Sequence[PixelFormat], progress: Progress
-) -> dict[tuple[int, PixelFormat], Prepared]:
-    model = clients[0].session().family_model()
+    cfg: BenchConfig,
+    clients: Sequence[Client],
+    fmts: Sequence[PixelFormat | None],
+    progress: Progress,
+) -> dict[tuple[int, PixelFormat | None], Prepared]:
+    session = clients[0].session()
     limits = WorkerLimits.of(c.facts() for c in clients)
-    prepared = {}
+    prepared: dict[tuple[int, PixelFormat | None], Prepared] = {}
     progress.stage("preparing", len(cfg.items) * len(fmts))
     for n, item in enumerate(cfg.items):
         for fmt in fmts:
-            prepared[(n, fmt)] = prepare(item, model, fmt, cfg.prompt, cfg.sampling, limits)
+            if fmt is None:
+                prepared[(n, fmt)] = prepare_refs(
+                    item, session.model, cfg.media_ref, cfg.prompt, cfg.sampling, limits
+                )
+            else:
+                prepared[(n, fmt)] = prepare(
+                    item, session.family_model(), fmt, cfg.prompt, cfg.sampling, limits
+                )
             progress.stage("preparing")
     return prepared
 
@@ -371,7 +424,7 @@ async def _level(
     gaps: Sequence[float],
     concurrency: int,
     arms: Sequence[Arm],
-    prepared: dict[tuple[int, PixelFormat], Prepared],
+    prepared: dict[tuple[int, PixelFormat | None], Prepared],
     items: Sequence[WorkItem],
     stop: asyncio.Event,
 ) -> Level:
@@ -452,21 +505,25 @@ def run(cfg: BenchConfig, progress: Progress | None = None) -> BenchResult:
     progress = progress or _Quiet()
     clients = _clients(cfg)
     try:
-        arms = _arms(cfg, clients)
+        processing = _processing(cfg, clients, progress)
+        arms = _arms(cfg, clients, processing.value == "worker")
         fmts = list(dict.fromkeys(a.fmt for a in arms))
         prepared = _prepare_all(cfg, clients, fmts, progress)
         session = clients[0].session()
-        measured_floors = _floors(cfg, prepared, progress)
-        return asyncio.run(
+        # The floors are a tensor's (memcpy, a /dev/shm file): none without pixels here.
+        measured_floors = _floors(cfg, prepared, progress) if None not in fmts else {}
+        result = asyncio.run(
             _run_async(cfg, clients, arms, prepared, measured_floors, session, progress)
         )
+        result.processing = processing
+        return result
     finally:
         for client in clients:
             client.close()
 
 
 def _floors(
-    cfg: BenchConfig, prepared: dict[tuple[int, PixelFormat], Prepared], progress: Progress
+    cfg: BenchConfig, prepared: dict[tuple[int, PixelFormat | None], Prepared], progress: Progress
 ) -> dict[str, dict[str, Any]]:
     if not cfg.floors:
         return {}
@@ -487,7 +544,7 @@ async def _measure(
     cfg: BenchConfig,
     sender: _Sender,
     arms: list[Arm],
-    prepared: dict[tuple[int, PixelFormat], Prepared],
+    prepared: dict[tuple[int, PixelFormat | None], Prepared],
     progress: Progress,
     stop: asyncio.Event,
 ) -> tuple[list[Level], Resources]:
@@ -518,7 +575,7 @@ async def _run_async(
     cfg: BenchConfig,
     clients: Sequence[Client],
     arms: list[Arm],
-    prepared: dict[tuple[int, PixelFormat], Prepared],
+    prepared: dict[tuple[int, PixelFormat | None], Prepared],
     measured_floors: dict[str, dict[str, Any]],
     session: Any,
     progress: Progress,

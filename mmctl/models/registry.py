@@ -47,7 +47,7 @@ def supported_hint() -> str:
     names = canonical_names()
     return (
         f"mmctl preprocesses {', '.join(names[:-1])} and {names[-1]} models itself; "
-        "any other model the worker preprocesses: --processing worker (send)"
+        "any other model the worker preprocesses: --processing worker (send, bench, batch)"
     )
 
 
