@@ -263,18 +263,26 @@ def _processing(cfg: BenchConfig, clients: Sequence[Client], progress: Progress)
     return session.processing(cfg.options(), Hooks(on_note=progress.note), others).decision
 
 
+def arm_transports(requested: tuple[Transport, ...] | None, worker: bool) -> tuple[Transport, ...]:
+    """``--transport``'s arms (``None``: not given): inline and shm, inline alone
+    where the worker preprocesses (a media_refs request has no tensor to place)."""
+    if not worker:
+        return requested or (Transport.INLINE, Transport.SHM)
+    if requested is not None and Transport.SHM in requested:
+        raise UsageError(
+            "--transport shm: with worker processing a request carries media_refs, "
+            "no tensor to place in shared memory",
+            hint="drop --transport (worker-processed requests go inline)",
+        )
+    return (Transport.INLINE,)
+
+
 def _arms(cfg: BenchConfig, clients: Sequence[Client], worker: bool) -> list[Arm]:
     """Every transport × pixel dtype, each checked against every target; where the
     worker preprocesses, one arm: media_refs, inline."""
+    transports = arm_transports(cfg.transports, worker)
     if worker:
-        if cfg.transports is not None and Transport.SHM in cfg.transports:
-            raise UsageError(
-                "--transport shm: with worker processing a request carries media_refs, "
-                "no tensor to place in shared memory",
-                hint="drop --transport (worker-processed requests go inline)",
-            )
-        return [Arm(Transport.INLINE, None)]
-    transports = cfg.transports or (Transport.INLINE, Transport.SHM)
+        return [Arm(t, None) for t in transports]
     fmts: list[PixelFormat] = []
     for client in clients:
         facts = client.facts()
