@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mmctl.choices import MediaRef, prompt_text
+from mmctl.choices import MediaRef
 from mmctl.errors import UsageError
 from mmctl.media.probe import MediaKind, media_type
 from mmctl.request.build import RequestPlan, Sampling, new_request_id
@@ -55,7 +55,7 @@ def refs_plan(
 ) -> RequestPlan:
     """The request: the chat text with one placeholder per medium, its ids, the refs."""
     from mmctl.models.model import WorkerModel
-    from mmctl.prompt.chat import render
+    from mmctl.request.compose import render_prompt
 
     if not chat and isinstance(model, WorkerModel):
         raise UsageError(
@@ -63,19 +63,10 @@ def refs_plan(
             "the model's chat template writes it",
             hint="drop --no-chat",
         )
-    text = prompt_text(prompt)
-    kinds = [kind for kind, _ in refs]
-    parts: list[MediaKind | str] = [*kinds, text] if text else list(kinds)
-    rendered = render(
-        parts,
-        model.tokenizer,
-        model.source,
-        model.chat,
-        system=system,
-        chat=chat,
+    rendered, ids = render_prompt(
+        [kind for kind, _ in refs], prompt, model, system=system, chat=chat,
         allow_special_tokens=allow_special_tokens,
-    )
-    ids = model.tokenizer.encode(rendered.text)
+    )  # fmt: skip
     return RequestPlan(
         text=rendered.text,
         input_ids=np.asarray(ids, dtype=np.int64),

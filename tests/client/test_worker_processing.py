@@ -358,8 +358,8 @@ def test_batch_goes_through_the_worker_each_id_once(
             "--engine", engine, "--json")  # fmt: skip
     assert r.code == 7, r.err  # the missing file and the second "image" are error lines
     counts = json.loads(r.out)  # stdout is the one document
-    assert (counts["succeeded"], counts["failed"]) == (3, 2)
     lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert (counts["succeeded"], counts["failed"]) == (3, 2), (counts, lines, r.err)
     ids = [d["custom_id"] for d in lines]
     # one line per input line; the second "image" is its duplicate_id error line
     assert sorted(ids) == ["both", "image", "image", "missing", "video"]
