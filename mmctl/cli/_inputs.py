@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
+    from mmctl.choices import Transport
     from mmctl.request.build import Sampling
 
 
@@ -70,6 +71,16 @@ def sampling(
         seed=seed,
         stop=tuple(stop or ()),
     )
+
+
+def transport(mode: Transport, *, shm: bool, inline: bool) -> Transport:
+    """``--transport`` with its shorthands ``--shm`` / ``--inline`` applied."""
+    from mmctl.choices import Transport
+    from mmctl.errors import UsageError
+
+    if shm and inline:
+        raise UsageError("--shm and --inline contradict each other")
+    return Transport.SHM if shm else Transport.INLINE if inline else mode
 
 
 def item_limits(label: str | None) -> dict[str, int] | None:

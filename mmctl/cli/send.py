@@ -165,21 +165,17 @@ def send(
     from mmctl.cli._output import Output
     from mmctl.cli._render import follow, render_comparison, render_report
     from mmctl.client.client import Client
-    from mmctl.client.options import Hooks, SendOptions, media_inputs, refuse, request_inputs
+    from mmctl.client.options import Hooks, SendOptions, send_inputs
     from mmctl.errors import UsageError
     from mmctl.models.settings import VisionOverrides
     from mmctl.timing import Timeline
 
     output = Output(json_mode=json_out)
-    if shm and inline:
-        raise UsageError("--shm and --inline contradict each other")
-    if bool(media) == (request is not None):
-        raise UsageError("give MEDIA files or --request FILE (one of the two)")
     timeline = Timeline(on_lap=follow(output))
     output.status("checking the inputs…")
     opts = SendOptions(
         prompt=_inputs.prompt_text(prompt, prompt_file),
-        transport=Transport.SHM if shm else Transport.INLINE if inline else transport,
+        transport=_inputs.transport(transport, shm=shm, inline=inline),
         shm_min_bytes=shm_min_bytes,
         pixel_dtype=pixel_dtype,
         processing=processing,
@@ -209,11 +205,7 @@ def send(
             max_pixels=max_pixels,
         ),
     )
-    if request is not None:
-        refuse("--request replays a recorded request", opts.shaping_a_request())
-        inputs = request_inputs(request)
-    else:
-        inputs = media_inputs(media or [])
+    inputs = send_inputs(media or [], request, opts)
     client = Client(
         target,
         headers=header,

@@ -174,30 +174,21 @@ def stub_worker(
 ) -> None:
     from mmctl.cli import _inputs
     from mmctl.cli._output import Output
-    from mmctl.errors import Interrupted, UsageError
+    from mmctl.errors import Interrupted
     from mmctl.worker import checks
     from mmctl.worker.handlers import StubConfig, load_served
-    from mmctl.worker.server import check_bindable, start
+    from mmctl.worker.server import check_bindable, ready_event, start, tls_files
 
     output = Output(json_mode=json_out)
-    if delay_ms < 0 or mm_encoder_budget < 0:
-        raise UsageError("--delay-ms and --mm-encoder-budget must not be negative")
-    if allowed_local_media_path is not None and not allowed_local_media_path.is_dir():
-        raise UsageError(f"--allowed-local-media-path {allowed_local_media_path} is not a folder")
-    limits = _inputs.item_limits(mm_item_limits)
-    if record_dir is not None:
-        try:
-            record_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as err:
-            raise UsageError(f"--record {record_dir}: {err.strerror or err}") from None
     check_bindable(host, port)  # before the model loads: a taken port fails at once
+    tls = tls_files(tls_cert, tls_key)
     model, device_normalize = load_served(
         model_dir, bundle, family, device_normalize, record_dir is not None
     )
     policy = checks.Policy(
         device_normalize=device_normalize,
         legacy_proto=legacy_proto,
-        item_limits=limits or {},
+        item_limits=_inputs.item_limits(mm_item_limits) or {},
         encoder_budget=mm_encoder_budget,
         shm_owners=frozenset(shm_allowed_uid or [os.getuid()]),
     )
@@ -212,38 +203,23 @@ def stub_worker(
         record_dir=record_dir,
         served_model_name=served_model_name,
     )
-    tls = None
-    if (tls_cert is None) != (tls_key is None):
-        raise UsageError("--tls-cert and --tls-key go together")
-    if tls_cert is not None and tls_key is not None:
-        try:
-            tls = (tls_key.read_bytes(), tls_cert.read_bytes())
-        except OSError as err:
-            raise UsageError(f"cannot read the TLS files: {err.strerror}") from None
     running = start(cfg, host, port, tls=tls)
     # From here on a stop signal is the normal way out (exit 0), even one that
     # arrives right after the ready line a script was waiting for.
     try:
         for warning in model.warnings:
             output.warn(warning)
-        address = f"{host}:{running.port}"
-        doc = {
-            "event": "ready",
-            "address": address,
-            "port": running.port,
-            "model": model.source.label,
-            "family": model.name,
-            "device_normalize": device_normalize,
-            "legacy_proto": legacy_proto,
-            "tls": tls is not None,
-        }
+        doc = ready_event(cfg, running, host, tls is not None)
+        extras = [
+            f
+            for f, on in (("device-normalize", device_normalize), ("legacy proto", legacy_proto))
+            if on
+        ]
         output.result(
             doc,
             human=lambda console: console.print(
-                f"mmctl stub-worker listening on {address} ({model.name}, {model.source.label}"
-                + (", device-normalize" if device_normalize else "")
-                + (", legacy proto" if legacy_proto else "")
-                + ")"
+                f"mmctl stub-worker listening on {doc['address']} "
+                f"({', '.join([model.name, model.source.label, *extras])})"
             ),
         )
         running.wait()

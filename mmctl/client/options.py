@@ -177,6 +177,19 @@ def media_inputs(media: str | Path | Sequence[str | Path]) -> Inputs:
     return Inputs(paths, tuple(check_media(p) for p in paths))
 
 
+def send_inputs(
+    media: Sequence[str | Path], request: str | Path | None, opts: SendOptions
+) -> Inputs:
+    """``send``'s MEDIA files or its ``--request FILE`` (one of the two); a replay
+    refuses the options that would shape a new request."""
+    if bool(media) == (request is not None):
+        raise UsageError("give MEDIA files or --request FILE (one of the two)")
+    if request is None:
+        return media_inputs(media)
+    refuse("--request replays a recorded request", opts.shaping_a_request())
+    return request_inputs(request)
+
+
 def request_inputs(request: Any) -> Inputs:
     """A recorded request: a ``GenerateRequest``, its bytes, or a file holding them."""
     from mmctl.request.view import batch_kind, batches, parse_request, read_request

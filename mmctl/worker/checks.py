@@ -98,6 +98,10 @@ class Policy:
     #: uids whose /dev/shm files this worker reads (default: its own).
     shm_owners: frozenset[int] = field(default_factory=lambda: frozenset({os.getuid()}))
 
+    def __post_init__(self) -> None:
+        if self.encoder_budget < 0:
+            raise UsageError(f"--mm-encoder-budget must not be negative, got {self.encoder_budget}")
+
     @property
     def dtypes(self) -> frozenset[str]:
         return LEGACY_DTYPES if self.legacy_proto else frozenset(WIRE_DTYPES)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import grpc
 
 from mmctl.checkpoint.source import build_bundle
-from mmctl.errors import InputError
+from mmctl.errors import InputError, UsageError
 from mmctl.media.probe import MediaKind
 from mmctl.models.model import Model, WorkerModel
 from mmctl.models.registry import supported_hint
@@ -71,6 +71,24 @@ class StubConfig:
     record_dir: Path | None = None
     #: What GetModelInfo reports as ``served_model_name`` (``None``: mmctl-stub/<family>).
     served_model_name: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.delay_ms < 0:
+            raise UsageError(f"--delay-ms must not be negative, got {self.delay_ms}")
+        if not 1 <= self.max_message_mb <= 2047:
+            raise UsageError(f"--max-message-mb must be 1-2047, got {self.max_message_mb}")
+        if self.max_concurrent_requests < 1:
+            raise UsageError(
+                f"--max-concurrent-requests must be at least 1, got {self.max_concurrent_requests}"
+            )
+        folder = self.allowed_local_media_path
+        if folder is not None and not folder.is_dir():
+            raise UsageError(f"--allowed-local-media-path {folder} is not a folder")
+        if self.record_dir is not None:
+            try:
+                self.record_dir.mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                raise UsageError(f"--record {self.record_dir}: {err.strerror or err}") from None
 
 
 def load_served(

@@ -18,7 +18,8 @@ from __future__ import annotations
 import asyncio
 import threading
 from concurrent import futures
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
@@ -125,6 +126,33 @@ def check_bindable(host: str, port: int) -> None:
             raise UsageError(f"cannot listen on {host}:{port}: {_why(err)}") from None
 
 
+def tls_files(cert: Path | None, key: Path | None) -> tuple[bytes, bytes] | None:
+    """``--tls-cert PEM --tls-key PEM`` as :func:`start` takes them (key, chain);
+    ``None``: plain text."""
+    if (cert is None) != (key is None):
+        raise UsageError("--tls-cert and --tls-key go together")
+    if cert is None or key is None:
+        return None
+    try:
+        return key.read_bytes(), cert.read_bytes()
+    except OSError as err:
+        raise UsageError(f"cannot read the TLS files: {err.strerror}") from None
+
+
+def ready_event(cfg: StubConfig, running: Running, host: str, tls: bool) -> dict[str, Any]:
+    """The line a script waits for: where the stub listens and what it serves."""
+    return {
+        "event": "ready",
+        "address": f"{host}:{running.port}",
+        "port": running.port,
+        "model": cfg.model.source.label,
+        "family": cfg.model.name,
+        "device_normalize": cfg.policy.device_normalize,
+        "legacy_proto": cfg.policy.legacy_proto,
+        "tls": tls,
+    }
+
+
 def _why(err: OSError) -> str:
     import errno
 
@@ -164,12 +192,6 @@ def start(
     connections between them.
     """
     check_bindable(host, port)
-    if not 1 <= cfg.max_message_mb <= 2047:
-        raise UsageError(f"--max-message-mb must be 1-2047, got {cfg.max_message_mb}")
-    if cfg.max_concurrent_requests < 1:
-        raise UsageError(
-            f"--max-concurrent-requests must be at least 1, got {cfg.max_concurrent_requests}"
-        )
     loop = asyncio.new_event_loop()
     ready: futures.Future[tuple[grpc.aio.Server, int, StubServicer]] = futures.Future()
 
