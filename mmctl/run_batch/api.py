@@ -385,7 +385,7 @@ def _finish_unsent(
         if on_start is not None:
             on_start(total)
         for entry in items.entries():
-            if skip_done(out, entry, tally):
+            if skip_done(out, entry, tally, seen):
                 skip(entry.id not in out.kept_failed)
             elif write_entry_error(out, entry, tally, seen):
                 done(False)
