@@ -24,9 +24,12 @@ their time. Two scenes:
   *local* and *ray* (running head).
 
 Every contender's answers must be identical within a scene. ``--stream N``
-then runs ``mmctl batch --engine ray`` in a child process over 1,000 and
-over N items (one short clip repeated, a stub answering at once) and
-prints the child's peak RSS for each.
+then runs ``mmctl batch`` (``--engine ray`` on the head, and ``local``) in a
+child process over 1,000 and over N items, each naming one of the 24 flat
+clips at random (seeded), a stub answering at once, the pixel cache at
+``--stream-cache-mb`` (16: room for about two thirds of the clips, so it
+hits, misses and evicts all the way), and prints the child's peak RSS and
+the cache's peak bytes for each: memory holds the budget, not the dataset.
 
 Goals: worker-bound ray ≤ 1.3x local, local ≤ 0.35x loop;
 CPU-bound ray ≤ 1.3x local; a local instance's start-up < 10 s.
@@ -153,11 +156,34 @@ def _timed_batch(data: Path, out: Path, targets: list[str], engine: str, address
     return wall - counts.startup_s, counts.startup_s, counts.pools
 
 
-def _peak_rss_mb(args: list[str], env: dict[str, str]) -> float:
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    _, status, usage = os.wait4(proc.pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0, args
-    return usage.ru_maxrss / 1024
+def _peak_rss_mb(args: list[str], env: dict[str, str], out: Path) -> float:
+    """The child's own peak RSS (``VmHWM``, sampled until it exits: ``ru_maxrss``
+    of a child starts from its parent's peak, so it told this script's)."""
+    peak = 0
+    with out.open("w") as stdout:
+        proc = subprocess.Popen(args, stdout=stdout, stderr=subprocess.DEVNULL, env=env)
+        status = Path(f"/proc/{proc.pid}/status")
+        while proc.poll() is None:
+            try:
+                for line in status.read_text().splitlines():
+                    if line.startswith("VmHWM:"):
+                        peak = max(peak, int(line.split()[1]))
+            except OSError:
+                pass
+            time.sleep(0.1)
+    assert proc.returncode == 0, args
+    return peak / 1024
+
+
+def _random_dataset(path: Path, clips: list[Path], count: int) -> Path:
+    import random
+
+    rng = random.Random(34)
+    with path.open("w") as f:
+        for n in range(count):
+            clip = rng.choice(clips)
+            f.write(json.dumps({"id": f"item{n}", "prompt": PROMPT, "media": [str(clip)]}) + "\n")
+    return path
 
 
 def main() -> int:
@@ -166,6 +192,8 @@ def main() -> int:
     parser.add_argument("--delay-ms", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--stream", type=int, default=0, metavar="N")
+    parser.add_argument("--stream-cache-mb", type=int, default=16, metavar="MIB")
+    parser.add_argument("--stream-only", action="store_true", help="Only the --stream runs.")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
@@ -191,6 +219,7 @@ def main() -> int:
     pools: dict[str, dict[str, int]] = {}
     answers: dict[str, dict[str, str]] = {}
     rss: dict[str, float] = {}
+    cached: dict[str, dict[str, int]] = {}
 
     def note(name: str, wall: float) -> None:
         walls.setdefault(name, []).append(wall)
@@ -200,7 +229,7 @@ def main() -> int:
         targets = [address for _, address in slow]
         with mmctl.Client(targets[0]) as client:
             client.send(flat[0], PROMPT)  # its set-up outside the clock
-            for _ in range(args.rounds):
+            for _ in range(0 if args.stream_only else args.rounds):
                 start = time.perf_counter()
                 answers["loop"] = {
                     f"item{n}": client.send(flat[n % len(flat)], PROMPT).answer
@@ -227,17 +256,27 @@ def main() -> int:
                     wall, _, pools[name] = _timed_batch(cpu_bound, out, [fast[1]], engine, address)
                     note(name, wall)
                     answers[name] = _answers(out)
-        scene = ("loop", "local", "ray", "ray-own")
-        assert all(answers[k] == answers["loop"] for k in scene), "answers differ"
-        assert answers["cpu-ray"] == answers["cpu-local"], "answers differ (CPU-bound)"
+        if not args.stream_only:
+            scene = ("loop", "local", "ray", "ray-own")
+            assert all(answers[k] == answers["loop"] for k in scene), "answers differ"
+            assert answers["cpu-ray"] == answers["cpu-local"], "answers differ (CPU-bound)"
         if args.stream:
             env = {**os.environ, **SINGLE_HOST}
-            for n in (1000, args.stream):
-                data = _dataset(work / f"stream{n}.jsonl", flat[:1] * n, n)
-                cmd = [sys.executable, "-m", "mmctl", "batch", str(data), "-o",
-                       str(work / f"stream{n}.out"), "-t", fast[1], "--engine", "ray",
-                       "--ray-address", head.address, "--overwrite"]  # fmt: skip
-                rss[f"{n} items"] = _peak_rss_mb(cmd, env)
+            for engine in ("ray", "local"):
+                for n in (1000, args.stream):
+                    data = _random_dataset(work / f"stream{n}.jsonl", flat, n)
+                    summary = work / f"stream-{engine}-{n}.json"
+                    cmd = [sys.executable, "-m", "mmctl", "batch", str(data), "-o",
+                           str(work / f"stream{n}.out"), "-t", fast[1], "--engine", engine,
+                           "--overwrite", "--json",
+                           "--pixel-cache-mb", str(args.stream_cache_mb)]  # fmt: skip
+                    if engine == "ray":
+                        cmd += ["--ray-address", head.address]
+                    key = f"{engine}, {n} items"
+                    rss[key] = _peak_rss_mb(cmd, env, summary)
+                    counts = json.loads(summary.read_text())
+                    assert counts["succeeded"] == n, counts
+                    cached[key] = counts["pixel_cache"]
     finally:
         head.stop()
         for proc, _ in (*slow, fast):
@@ -245,6 +284,14 @@ def main() -> int:
             proc.wait(10)
         shutil.rmtree(head.folder, ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)  # the generated clips and outputs
+    if args.stream_only:
+        doc: dict = {"peak_rss_mb": {k: round(v) for k, v in rss.items()},
+                     "stream_pixel_cache": cached}  # fmt: skip
+        if args.json:
+            print(json.dumps(doc))
+        else:
+            _print_stream(rss, cached)
+        return 0
     med = {k: statistics.median(v) for k, v in walls.items()}
     doc = {
         "items": args.items,
@@ -259,6 +306,7 @@ def main() -> int:
         "pools": pools,
         "identical_answers": True,
         "peak_rss_mb": {k: round(v) for k, v in rss.items()},
+        "stream_pixel_cache": cached,
     }
     if args.json:
         print(json.dumps(doc))
@@ -279,9 +327,17 @@ def main() -> int:
     print(f"  ray / local       = {doc['cpu_ray_over_local']}  (goal <= 1.3)")
     print(f"Ray pools: {pools['ray']}")
     print("answers identical across contenders")
-    for k, v in rss.items():
-        print(f"mmctl batch --engine ray peak RSS, {k}: {v:.0f} MB")
+    _print_stream(rss, cached)
     return 0
+
+
+def _print_stream(rss: dict[str, float], cached: dict[str, dict[str, int]]) -> None:
+    for k, v in rss.items():
+        c = cached[k]
+        print(f"mmctl batch --engine {k}: peak RSS {v:.0f} MB; pixel cache peak "
+              f"{c['peak_bytes'] / 2**20:.1f} of {c['budget_bytes'] / 2**20:.0f} MiB, "
+              f"{c['hits'] + c['shared']} hits, {c['misses']} misses, "
+              f"{c['evictions']} evictions")  # fmt: skip
 
 
 if __name__ == "__main__":

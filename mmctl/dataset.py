@@ -7,10 +7,13 @@ One JSON object a line, either
   {"type": "video_url", "video_url": {"url": …}}, …]}], "max_tokens": …}}``, or
 * ``{"id": …, "prompt": …, "media": ["clip.mp4", …], "max_tokens": …}``.
 
-Media are local files: a path (relative to the dataset's folder), a
-``file://`` URL on this host, a ``data:`` URL (written to a temporary file,
-removed on close), or — only when the caller allows it — an ``http(s)://``
-URL fetched with a size cap. A line that cannot map onto a gRPC request is an
+Media are a path (relative to the dataset's folder), a ``file://`` URL on
+this host, a ``data:`` URL (decoded here; its bytes travel with the item:
+:class:`Embedded`), or — only when the caller allows it — an ``http(s)://``
+URL (:class:`Remote`), fetched with a size cap by the process that
+preprocesses the item: on a Ray cluster, that node, never through a folder
+of the driver's that other nodes cannot read. :func:`local_paths` turns an
+item's media into files for the time they are read, and removes them. A line that cannot map onto a gRPC request is an
 :class:`InputError` naming the line and the field; :meth:`Items.entries`
 yields it as an :class:`Entry` with that error, so a batch can write it as
 an error line and go on. No line can stop :meth:`Items.entries`: one that is
@@ -27,8 +30,10 @@ import base64
 import binascii
 import json
 import mimetypes
+import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,13 +49,95 @@ MAX_LINE_BYTES = 512 * 2**20
 _BOM = b"\xef\xbb\xbf"
 
 
+@dataclass(frozen=True)
+class Embedded:
+    """A medium the line carries (a ``data:`` URL): its bytes, and the file
+    suffix its media type names."""
+
+    data: bytes = field(repr=False)
+    suffix: str
+
+    @property
+    def label(self) -> str:
+        return f"data:…{self.suffix} ({len(self.data):,} bytes)"
+
+
+@dataclass(frozen=True)
+class Remote:
+    """An ``http(s)://`` medium, fetched (at most ``cap`` bytes) where it is read."""
+
+    url: str
+    cap: int
+    #: The line it came from (``FILE:N``), for the error of a failed fetch.
+    where: str
+
+    @property
+    def label(self) -> str:
+        return self.url
+
+
+#: A dataset's medium: a file here (shared storage, on a cluster), or one that
+#: travels with the item and becomes a file only where it is read.
+Medium = Path | Embedded | Remote
+
+
+def label(medium: Medium) -> str:
+    """How messages and output name a medium."""
+    return str(medium) if isinstance(medium, Path) else medium.label
+
+
+@contextmanager
+def local_paths(media: Sequence[Medium]) -> Iterator[list[Path]]:
+    """The media as files of this process's host for the ``with`` block:
+    paths as they are; embedded bytes and fetched remote media written to a
+    private temporary folder (this host's ``$TMPDIR``), removed at the end."""
+    folder: Path | None = None
+    try:
+        paths = []
+        for n, medium in enumerate(media):
+            if isinstance(medium, Path):
+                paths.append(medium)
+                continue
+            if folder is None:
+                folder = Path(tempfile.mkdtemp(prefix="mmctl-media-"))
+            if isinstance(medium, Embedded):
+                data, suffix = medium.data, medium.suffix
+            else:
+                data, suffix = fetch(medium)
+            path = folder / f"{n}{suffix}"
+            path.write_bytes(data)
+            paths.append(path)
+        yield paths
+    finally:
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def fetch(remote: Remote) -> tuple[bytes, str]:
+    """A remote medium's bytes (at most its cap) and the file suffix it gets."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(remote.url, timeout=30) as response:
+            raw = response.read(remote.cap + 1)
+            kind = response.headers.get_content_type()
+    except (urllib.error.URLError, OSError, ValueError) as err:
+        reason = getattr(err, "reason", err)
+        raise InputError(f"{remote.where}: cannot fetch {remote.url}: {reason}") from None
+    if len(raw) > remote.cap:
+        raise InputError(f"{remote.where}: {remote.url} is over the {remote.cap:,}-byte cap")
+    suffix = Path(urlparse(remote.url).path).suffix or mimetypes.guess_extension(kind) or ".bin"
+    return raw, suffix
+
+
 @dataclass
 class Item:
     """One request a dataset line asks for."""
 
     id: str
     prompt: str
-    media: list[Path]
+    media: list[Medium]
     system: str | None = None
     #: ``Sampling`` fields, checked for type (``stop`` a tuple): ``replace(sampling, **this)``.
     sampling: dict[str, Any] = field(default_factory=dict)
@@ -93,24 +180,14 @@ def id_key(value: Any) -> str:
 
 
 class Items:
-    """The items of a dataset file; ``data:`` and fetched media live in a
-    folder removed on close. ``remote_cap``: the most bytes an ``http(s)://``
-    medium may have (``None``: remote media are refused). ``fetch=False``
-    reads the lines for their ids and errors only: ``data:`` media are
-    checked but not written and ``http(s)://`` media not fetched (their
-    paths are the URLs)."""
+    """The items of a dataset file. ``data_urls``: whether ``data:`` media
+    are taken; ``remote_cap``: the most bytes an ``http(s)://`` medium may
+    have (``None``: remote media are refused)."""
 
     def __init__(
-        self,
-        path: Path,
-        *,
-        data_urls: bool = True,
-        remote_cap: int | None = None,
-        fetch: bool = True,
+        self, path: Path, *, data_urls: bool = True, remote_cap: int | None = None
     ) -> None:
         self.path, self.data_urls, self.remote_cap = path, data_urls, remote_cap
-        self.fetch = fetch
-        self._tmp: tempfile.TemporaryDirectory[str] | None = None
 
     def __enter__(self) -> Items:
         return self
@@ -119,9 +196,7 @@ class Items:
         self.close()
 
     def close(self) -> None:
-        if self._tmp is not None:
-            self._tmp.cleanup()
-            self._tmp = None
+        """Nothing to remove: media become files only where they are read (:func:`local_paths`)."""
 
     def __iter__(self) -> Iterator[Item]:
         """Every item; the first bad line raises its :class:`InputError`."""
@@ -225,7 +300,7 @@ class Items:
         if unknown:
             raise InputError(f"{where}: body.{unknown[0]} has no gRPC equivalent")
         texts: list[str] = []
-        media: list[Path] = []
+        media: list[Medium] = []
         system = None
         for n, message in enumerate(body["messages"]):
             role = message.get("role") if isinstance(message, dict) else None
@@ -259,18 +334,18 @@ class Items:
             sampling=_sampling(body, where),
         )
 
-    def _media(self, ref: str, where: str) -> Path:
+    def _media(self, ref: str, where: str) -> Medium:
         parsed = urlparse(ref)
         if parsed.scheme in ("http", "https"):
             if self.remote_cap is None:
                 raise InputError(
                     f"{where}: {ref}: remote media is not fetched without --allow-remote-media"
                 )
-            return self._fetch(ref, where) if self.fetch else Path(ref)
+            return Remote(ref, self.remote_cap, where)
         if parsed.scheme == "data":
             if not self.data_urls:
                 raise InputError(f"{where}: data: URLs are not accepted here; use a file")
-            return self._data_url(ref, where)
+            return _data_url(ref, where)
         if parsed.scheme == "file":
             if parsed.netloc not in ("", "localhost"):
                 raise InputError(f"{where}: {ref}: a file:// URL must name this host")
@@ -280,42 +355,16 @@ class Items:
         path = Path(ref).expanduser()
         return path if path.is_absolute() else self.path.parent / path
 
-    def _data_url(self, ref: str, where: str) -> Path:
-        head, sep, payload = ref.partition(",")
-        if not sep or not head.endswith(";base64"):
-            raise InputError(f"{where}: a data: URL must be base64 (data:video/mp4;base64,…)")
-        try:
-            raw = base64.b64decode(payload, validate=True)
-        except (binascii.Error, ValueError):
-            raise InputError(f"{where}: the data: URL is not valid base64") from None
-        if not self.fetch:
-            return Path(head)
-        return self._keep(raw, mimetypes.guess_extension(head[5:].split(";")[0]) or ".bin")
 
-    def _fetch(self, ref: str, where: str) -> Path:
-        import urllib.error
-        import urllib.request
-
-        assert self.remote_cap is not None
-        try:
-            with urllib.request.urlopen(ref, timeout=30) as response:
-                raw = response.read(self.remote_cap + 1)
-                kind = response.headers.get_content_type()
-        except (urllib.error.URLError, OSError, ValueError) as err:
-            reason = getattr(err, "reason", err)
-            raise InputError(f"{where}: cannot fetch {ref}: {reason}") from None
-        if len(raw) > self.remote_cap:
-            raise InputError(f"{where}: {ref} is over the {self.remote_cap:,}-byte cap")
-        suffix = Path(urlparse(ref).path).suffix or mimetypes.guess_extension(kind) or ".bin"
-        return self._keep(raw, suffix)
-
-    def _keep(self, raw: bytes, suffix: str) -> Path:
-        if self._tmp is None:
-            self._tmp = tempfile.TemporaryDirectory(prefix="mmctl-media-")
-        folder = Path(self._tmp.name)
-        path = folder / f"{sum(1 for _ in folder.iterdir())}{suffix}"
-        path.write_bytes(raw)
-        return path
+def _data_url(ref: str, where: str) -> Embedded:
+    head, sep, payload = ref.partition(",")
+    if not sep or not head.endswith(";base64"):
+        raise InputError(f"{where}: a data: URL must be base64 (data:video/mp4;base64,…)")
+    try:
+        raw = base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError):
+        raise InputError(f"{where}: the data: URL is not valid base64") from None
+    return Embedded(raw, mimetypes.guess_extension(head[5:].split(";")[0]) or ".bin")
 
 
 def _id(doc: dict[str, Any], key: str, where: str) -> str:

@@ -80,7 +80,8 @@ def run_demo(
     hooks.note(f"stub worker on {running.address}; clip {path}")
     try:
         modes = [Transport.INLINE, Transport.SHM] if shm_dir().is_dir() else [Transport.INLINE]
-        with Client(running.address) as client:
+        # Every round pays the whole request, decoding included: the cache off.
+        with Client(running.address, pixel_cache_mb=0) as client:
             done = compare(
                 client,
                 [path],

@@ -108,7 +108,7 @@ def write_for_worker(
         )
     # A request file carries mmctl's tensors: a model no family handles is refused.
     options = options.but(processing=Processing.CLIENT)
-    with Client(target, **connection) as client:
+    with Client(target, **connection, pixel_cache_mb=0) as client:  # one request: nothing to reuse
         built = client.build(list(media), **vars(options))
     run = built.run
     return {

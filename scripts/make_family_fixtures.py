@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "fixtures"), str(ROOT / "scripts")]
 
 import hf_cases  # noqa: E402
-from families import glm_golden  # noqa: E402
+from families import gemma4_reference, glm_golden  # noqa: E402
 
 FAMILIES = ROOT / "tests" / "fixtures" / "families"
 OUT = FAMILIES / "goldens"
@@ -51,26 +51,24 @@ LLAMA4_IMAGE = 200090  # <|image|>  # vllm/multimodal/media/video.py VideoMediaI
 IMAGES = {case.name: case for case in hf_cases.IMAGE_CASES}
 VIDEOS = {case.name: case for case in hf_cases.VIDEO_CASES}
 
+# The clips every video family's goldens take: odd frame counts, two frame rates, VFR, …
+CLIPS = ("tiny", "ties", "portrait", "odd_count", "max_frames", "rotated", "vfr", "webm", "gif")
+CLIP_CASES = [(f"video-{name}", (f"v:{name}",)) for name in (*CLIPS, "mov", "ntsc")]
+
 # (golden name, media names); an "v:" prefix is a video.
 CASES = {
     "llava": [(f"image-{n}", (n,)) for n in IMAGES] + [("two_images", ("rgb_odd", "large"))],
     "llava_next": [(f"image-{n}", (n,)) for n in IMAGES] + [("two_images", ("rgb_odd", "large"))],
     "llama4": [(f"image-{n}", (n,)) for n in IMAGES] + [("two_images", ("rgb_odd", "large"))],
     "llava_onevision": [(f"image-{n}", (n,)) for n in IMAGES]
+    + [("two_images", ("rgb_odd", "large")), *CLIP_CASES, ("image_then_video", ("rgba", "v:film"))],
+    "gemma4": [(f"image-{n}", (n,)) for n in IMAGES]
     + [
         ("two_images", ("rgb_odd", "large")),
-        ("video-tiny", ("v:tiny",)),
-        ("video-ties", ("v:ties",)),
-        ("video-portrait", ("v:portrait",)),
-        ("video-odd_count", ("v:odd_count",)),
-        ("video-max_frames", ("v:max_frames",)),
-        ("video-rotated", ("v:rotated",)),
-        ("video-vfr", ("v:vfr",)),
-        ("video-webm", ("v:webm",)),
-        ("video-gif", ("v:gif",)),
-        ("video-mov", ("v:mov",)),
-        ("video-ntsc", ("v:ntsc",)),
+        *CLIP_CASES,
+        ("video-shrink", ("v:shrink",)),
         ("image_then_video", ("rgba", "v:film")),
+        ("video_then_image", ("v:ntsc", "gray")),
     ],
 }
 # GLM (scripts/families/glm_golden.py): vLLM takes at most one video per prompt, and
@@ -271,6 +269,19 @@ def llama4_aspect_ratios(processor, images) -> list[tuple[int, int]]:
     return out
 
 
+def prompt_record(text: str, names: list, sums: list, plain: list, ids: list) -> dict:
+    """A golden's prompt keys: the rendered text, the media, the template's ids
+    (unexpanded) and HF's ``input_ids``."""
+    return {
+        "text": np.asarray(text),
+        "prompt": np.asarray(PROMPT),
+        "media": np.asarray(names),
+        "media_sha256": np.asarray(sums),
+        "template_ids": np.asarray(plain, dtype=np.int64),
+        "input_ids": np.asarray(ids, dtype=np.int64),
+    }
+
+
 def family_golden(family: str, processor, media: tuple[str, ...]) -> dict:
     folder = FAMILIES / family
     config = json.loads((folder / "config.json").read_text())
@@ -318,14 +329,7 @@ def family_golden(family: str, processor, media: tuple[str, ...]) -> dict:
     result = processor(**kwargs)
     ids = [int(i) for i in result["input_ids"][0]]
     plain = processor.tokenizer(text, add_special_tokens=False)["input_ids"]
-    out.update(
-        text=np.asarray(text),
-        prompt=np.asarray(PROMPT),
-        media=np.asarray(names),
-        media_sha256=np.asarray(sums),
-        template_ids=np.asarray(plain, dtype=np.int64),
-        input_ids=np.asarray(ids, dtype=np.int64),
-    )
+    out.update(prompt_record(text, names, sums, plain, ids))
     if images:
         out["image_sizes_hw"] = np.asarray([[i.size[1], i.size[0]] for i in images], np.int64)
     if family == "llama4" and images:
@@ -346,6 +350,119 @@ def family_golden(family: str, processor, media: tuple[str, ...]) -> dict:
         if "pixel" in key:
             out[f"{key}_source_dtype"] = np.asarray(str(getattr(value, "dtype", array.dtype)))
         tensor_record(key, array, out)
+    return out
+
+
+def source_fps(path: Path) -> float:
+    """The stream's average rate, else its guessed rate (mmctl's rule; vLLM's OpenCV
+    loader reports ``CAP_PROP_FPS``, compared with these by vllm_check.py)."""
+    import av
+
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        for rate in (stream.average_rate, stream.guessed_rate):
+            if rate and float(rate) > 0:
+                return float(rate)
+    return 0.0
+
+
+def gemma4_golden(family: str, processor, media: tuple[str, ...]) -> dict:
+    """Gemma 4 as vLLM 0.33 processes it (scripts/families/gemma4_reference.py): the
+    tensors under vLLM's names, ``vllm_input_ids`` by its prompt updates; HF's own
+    processor on the same prompt and media beside them (``input_ids``, its video
+    processor on the same frames with their metadata) to say where the two differ."""
+    import torch
+
+    ref = gemma4_reference
+    config = json.loads((FAMILIES / family / "config.json").read_text())
+    tokenizer = processor.tokenizer
+    images, content, names, sums = [], [], [], []
+    replacements: dict[str, list] = {"image": [], "video": []}
+    videos, metadata, video_parts = [], [], []
+    out: dict = {}
+    for name in media:
+        if name.startswith("v:"):
+            path = hf_cases.media_path(VIDEOS[name[2:]])
+            frames, indices, total = load_video(path)
+            fps = source_fps(path)
+            parts = ref.video_features(processor, frames)
+            seconds = ref.timestamps(indices.tolist(), fps)
+            height, width = frames.shape[1:3]
+            count = ref.soft_tokens(config, height, width, ref.VIDEO_SOFT_TOKENS)
+            per_frame = [count] * len(frames)
+            assert parts["num_soft_tokens_per_frame"] == per_frame, (name, per_frame)
+            replacements["video"].append(
+                ref.video_replacement(tokenizer, config, seconds, per_frame)
+            )
+            k = len(video_parts)
+            video_parts.append(parts)
+            out[f"video{k}_indices"] = indices
+            out[f"video{k}_total_frames"] = np.int64(total)
+            out[f"video{k}_frames_sha256"] = np.asarray(
+                hashlib.sha256(np.ascontiguousarray(frames).tobytes()).hexdigest()
+            )
+            out[f"video{k}_fps"] = np.float64(fps)
+            out[f"video{k}_timestamps"] = np.asarray(seconds, dtype=np.float64)
+            out[f"video{k}_num_soft_tokens"] = np.asarray(per_frame, dtype=np.int64)
+            videos.append(frames)
+            metadata.append(
+                {"total_num_frames": total, "fps": fps, "frames_indices": indices.tolist()}
+            )
+            content.append({"type": "video"})
+        else:
+            path = hf_cases.media_path(IMAGES[name])
+            image = load_image(path)
+            images.append(image)
+            replacements["image"].append(
+                ref.image_replacement(config, image.size[1], image.size[0])
+            )
+            content.append({"type": "image"})
+        names.append(path.name)
+        sums.append(hf_cases.sha256_of(path))
+    content.append({"type": "text", "text": PROMPT})
+    text = processor.apply_chat_template(
+        [{"role": "user", "content": content}], add_generation_prompt=True, tokenize=False
+    )
+    plain = tokenizer(text, add_special_tokens=False)["input_ids"]
+    vllm_ids = ref.expand(plain, config, replacements)
+    kwargs: dict = {"text": [text], "add_special_tokens": False, "return_tensors": "pt"}
+    if images:
+        kwargs["images"] = images
+    if videos:
+        kwargs.update(videos=videos, video_metadata=metadata, do_sample_frames=False)
+    hf = processor(**kwargs)
+    hf_ids = [int(i) for i in hf["input_ids"][0]]
+    out.update(
+        prompt_record(text, names, sums, plain, hf_ids),
+        vllm_input_ids=np.asarray(vllm_ids, dtype=np.int64),
+        vllm_equals_hf=np.bool_(vllm_ids == hf_ids),
+    )
+    if images:
+        parts = ref.image_features(processor, images)
+        out["image_sizes_hw"] = np.asarray([[i.size[1], i.size[0]] for i in images], np.int64)
+        out["num_soft_tokens_per_image"] = np.asarray(parts["num_soft_tokens_per_image"], np.int64)
+        out["hf_image_pixels_equal"] = np.bool_(
+            torch.equal(hf["pixel_values"], parts["pixel_values"])
+        )
+        for key in ("pixel_values", "pixel_position_ids"):
+            if key == "pixel_values":
+                out[f"{key}_source_dtype"] = np.asarray(str(parts[key].dtype))
+            tensor_record(key, parts[key].numpy(), out)
+    if video_parts:
+        joined = {
+            key: torch.cat([part[key] for part in video_parts])
+            for key in ("pixel_values_videos", "pixel_position_ids_videos")
+        }
+        out["hf_video_pixels_equal"] = np.bool_(
+            torch.equal(hf["pixel_values_videos"], joined["pixel_values_videos"])
+        )
+        out["pixel_values_videos_source_dtype"] = np.asarray(
+            str(joined["pixel_values_videos"].dtype)
+        )
+        for key, value in joined.items():
+            tensor_record(key, value.numpy(), out)
+        counts = np.asarray([len(v) for v in videos], dtype=np.int64)
+        tensor_record("video_frame_counts", counts, out)
     return out
 
 
@@ -388,7 +505,8 @@ def main() -> int:
             "tokenizer": type(processor.tokenizer).__name__,
         }
         for name, media in cases:
-            record = family_golden(family, processor, media)
+            golden = gemma4_golden if family == "gemma4" else family_golden
+            record = golden(family, processor, media)
             file = f"{family}-{name}.npz"
             np.savez_compressed(OUT / file, **record)
             written.append(file)

@@ -140,6 +140,32 @@ def no_leaks():
     assert after <= before, f"leaked in /dev/shm: {sorted(after - before)}"
 
 
+@pytest.fixture
+def http_files(tmp_path) -> Iterator[tuple[Path, str]]:
+    """A loopback HTTP server for a fresh folder: (the folder, its base URL)."""
+    import functools
+    import http.server
+    import threading
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+    www = tmp_path / "www"
+    www.mkdir()
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(Quiet, directory=str(www))
+    )
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield www, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
 # ---- what a person sees in a terminal ----
 
 

@@ -167,6 +167,7 @@ def bench_doc(result: BenchResult) -> dict[str, Any]:
             "media_items": sum(len(b.hashes) for b in p.plan.batches) + len(p.plan.media_refs),
             "preprocess_s": p.prepare_s,
             "prompt_tokens": len(p.plan.input_ids),
+            "pixel_cache": list(p.cached),
         }
         for (_, fmt), p in result.prepared.items()
     ]
@@ -184,6 +185,7 @@ def bench_doc(result: BenchResult) -> dict[str, Any]:
         "arms": [a.name for a in result.arms],
         "processing": result.processing.as_dict() if result.processing else None,
         "prepared": prepared,
+        "pixel_cache": result.pixel_cache,
         "floors": result.floors,
         "resources": result.resources.as_dict(),
         "interrupted": result.interrupted,

@@ -38,6 +38,7 @@ from mmctl.choices import (
     BENCH_BURSTINESS,
     BENCH_NUM_PROMPTS,
     BENCH_WARMUP,
+    DEFAULT_PIXEL_CACHE_MB,
     MediaRef,
     PixelFormat,
     Processing,
@@ -53,6 +54,7 @@ from mmctl.client.stream import TokenStream
 from mmctl.errors import CheckFailed, MmctlError, UsageError
 from mmctl.request.build import Sampling, new_request_id
 from mmctl.request.limits import WorkerLimits
+from mmctl.request.pixel_cache import budget_bytes
 from mmctl.signals import stop_signals
 from mmctl.transport.shm import ShmArena, own_files
 
@@ -144,8 +146,11 @@ class BenchConfig:
     bundle: Path | None = None
     processing: Processing = Processing.AUTO
     media_ref: MediaRef = MediaRef.DATA
+    #: Items that share media preprocess them once (``--pixel-cache-mb``).
+    pixel_cache_mb: int = DEFAULT_PIXEL_CACHE_MB
 
     def __post_init__(self) -> None:
+        budget_bytes(self.pixel_cache_mb)
         if not self.targets:
             raise UsageError("--target: at least one worker")
         if not self.items:
@@ -210,6 +215,8 @@ class BenchResult:
     interrupted_by: str | None = None
     #: Who preprocessed (client: mmctl's tensors; worker: media_refs), and why.
     processing: Decision | None = None
+    #: The pixel cache's account of the preparation (``Stats.as_dict``).
+    pixel_cache: dict[str, Any] = field(default_factory=dict)
 
     @property
     def interrupted(self) -> bool:
@@ -251,6 +258,7 @@ def _clients(cfg: BenchConfig) -> list[Client]:
             timeout=cfg.timeout,
             model_dir=cfg.model_dir,
             bundle=cfg.bundle,
+            pixel_cache_mb=cfg.pixel_cache_mb,
         )
         for t in cfg.targets
     ]
@@ -318,8 +326,9 @@ def _prepare_all(
                 )
             else:
                 prepared[(n, fmt)] = prepare(
-                    item, session.family_model(), fmt, cfg.prompt, cfg.sampling, limits
-                )
+                    item, session.family_model(), fmt, cfg.prompt, cfg.sampling, limits,
+                    clients[0].pixel_cache,
+                )  # fmt: skip
             progress.stage("preparing")
     return prepared
 
@@ -524,6 +533,7 @@ def run(cfg: BenchConfig, progress: Progress | None = None) -> BenchResult:
             _run_async(cfg, clients, arms, prepared, measured_floors, session, progress)
         )
         result.processing = processing
+        result.pixel_cache = clients[0].pixel_cache.snapshot().as_dict()
         return result
     finally:
         for client in clients:

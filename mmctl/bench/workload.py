@@ -23,6 +23,7 @@ from mmctl.models.model import Model, WorkerModel
 from mmctl.request.build import RequestPlan, Sampling
 from mmctl.request.compose import compose, compose_items
 from mmctl.request.limits import WorkerLimits
+from mmctl.request.pixel_cache import PixelCache, Pixels
 
 
 @dataclass(frozen=True)
@@ -69,9 +70,9 @@ def from_dataset(path: Path) -> list[WorkItem]:
     items = []
     with Items(path, data_urls=False) as lines:
         for line in lines:
-            items.append(
-                WorkItem(line.id, tuple(line.media), None, line.prompt, line.system, line.sampling)
-            )
+            # Files only: the dataset refuses data: and remote media here.
+            media = tuple(m for m in line.media if isinstance(m, Path))
+            items.append(WorkItem(line.id, media, None, line.prompt, line.system, line.sampling))
     if not items:
         raise UsageError(f"--dataset {path}: no items")
     return items
@@ -94,6 +95,8 @@ class Prepared:
     plan: RequestPlan
     payload_bytes: int
     prepare_s: float
+    #: Per medium, how the pixel cache answered (``hit``: another item had it).
+    cached: tuple[str, ...] = ()
 
 
 def prepare(
@@ -103,6 +106,7 @@ def prepare(
     prompt: str | None,
     sampling: Sampling,
     limits: WorkerLimits | None = None,
+    cache: PixelCache[Pixels] | None = None,
 ) -> Prepared:
     """Decode, preprocess, tokenize and lay out ``item`` for ``fmt``, checked like
     ``send`` (the workers' ``limits`` included); a synthetic size becomes as
@@ -128,7 +132,7 @@ def prepare(
         check_item_limits([k.value for k in kinds], limits.item_limits, "the worker")
         composed = compose(
             list(item.media), text, model, pixel_format=fmt, sampling=sampling,
-            system=item.system, kinds=kinds,
+            system=item.system, kinds=kinds, cache=cache,
         )  # fmt: skip
     check_encoder_budget(
         [(f"{item.label}: {it.kind.value} {n + 1}", it.pre.num_tokens)
@@ -141,7 +145,8 @@ def prepare(
 
         raise CheckFailed(f"{item.label}: {model.spec.check_failed(composed.check.reason)}")
     payload = sum(b.pixel_values.nbytes for b in composed.plan.batches)
-    return Prepared(item, fmt, composed.plan, payload, time.perf_counter() - start)
+    took = time.perf_counter() - start
+    return Prepared(item, fmt, composed.plan, payload, took, tuple(composed.cached))
 
 
 def prepare_refs(

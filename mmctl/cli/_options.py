@@ -216,6 +216,17 @@ PixelDtypesOpt = Annotated[
         show_default=False,
     ),
 ]
+#: `batch`, `bench`: media asked about again are preprocessed once (smg's
+#: `--mm-pixel-cache-mb`, MiB).
+PixelCacheOpt = Annotated[
+    int,
+    typer.Option(
+        "--pixel-cache-mb",
+        metavar="MIB",
+        help="Keep up to this many MiB of preprocessed media, least recently used out first, "
+        "so media asked about again are not decoded again; 0 turns the cache off.",
+    ),
+]
 LayoutOpt = Annotated[
     LayoutKind,
     typer.Option(
@@ -248,8 +259,8 @@ FpsOpt = Annotated[
     typer.Option(
         "--fps",
         metavar="F",
-        help="Qwen families: video frames to sample per second of the source."
-        + default_text("the model's (2)"),
+        help="Qwen families: video frames to sample per second of the source; gemma4: "
+        "at most this many (vLLM's loader's fps)." + default_text("the model's (2); gemma4: none"),
         show_default=False,
     ),
 ]
@@ -259,7 +270,7 @@ NumFramesOpt = Annotated[
         "--num-frames",
         metavar="N",
         help="Sample exactly N video frames (instead of --fps)."
-        + default_text("from --fps; llava-onevision: the model's (32)"),
+        + default_text("from --fps; llava-onevision and gemma4: the model's (32)"),
         show_default=False,
     ),
 ]
@@ -340,8 +351,8 @@ FamilyOpt = Annotated[
     typer.Option(
         "--family",
         metavar="NAME",
-        help="Model family: qwen3-vl, qwen2.5-vl, llava, llava-next, llava-onevision, llama4 "
-        "or glm4v." + default_text("from config.json, else qwen3-vl"),
+        help="Model family: qwen3-vl, qwen2.5-vl, llava, llava-next, llava-onevision, llama4, "
+        "glm4v or gemma4." + default_text("from config.json, else qwen3-vl"),
         show_default=False,
     ),
 ]

@@ -26,8 +26,9 @@ ROWS = (
     ("probe_s", "connect + probe"),
     ("model_files_s", "model files"),
     ("tokenizer_s", "tokenizer load"),
-    ("decode_s", "decode + preprocess"),
     ("hash_s", "content hash"),
+    ("decode_s", "decode + preprocess"),
+    ("pixel_cache_s", "pixel cache"),
     ("tokenize_s", "tokenize + layout + checks"),
     ("handoff_s", "tensor hand-off"),
     ("ttft_s", "time to first token"),
@@ -41,7 +42,8 @@ NEXT_STATUS = {
     "inputs_s": "connecting to the worker…",
     "probe_s": "getting the model files…",
     "model_files_s": "loading the tokenizer…",
-    "tokenizer_s": "decoding and preprocessing…",
+    "tokenizer_s": "hashing the media…",
+    "hash_s": "decoding and preprocessing…",
     "tokenize_s": "handing the tensors over…",
     "handoff_s": "waiting for the first token…",
 }
@@ -86,6 +88,10 @@ def _notes(result: SendResult) -> dict[str, str]:
     notes = {"model_files_s": model_note(result.model)}
     if result.timings.get("decode_s") and result.preprocess_busy_s:
         notes["decode_s"] = f"incl. preprocess {ms(result.preprocess_busy_s)}"
+    cached = result.pixel_cache
+    if cached.get("hits"):
+        n = cached["hits"]
+        notes["pixel_cache_s"] = f"{n} {'hit' if n == 1 else 'hits'}, {size(cached['bytes'])}"
     return notes
 
 

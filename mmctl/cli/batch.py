@@ -7,7 +7,13 @@ from typing import Annotated, Any
 
 import typer
 
-from mmctl.choices import BATCH_MAX_CONCURRENCY, REMOTE_MEDIA_MAX_MB, MediaRef, Processing
+from mmctl.choices import (
+    BATCH_MAX_CONCURRENCY,
+    DEFAULT_PIXEL_CACHE_MB,
+    REMOTE_MEDIA_MAX_MB,
+    MediaRef,
+    Processing,
+)
 from mmctl.cli._options import (
     BundleOpt,
     CaCertOpt,
@@ -16,6 +22,7 @@ from mmctl.cli._options import (
     MaxTokensOpt,
     MediaRefOpt,
     NegotiatedPixelDtypeOpt,
+    PixelCacheOpt,
     ProcessingOpt,
     PromptOpt,
     SendTimeoutOpt,
@@ -51,7 +58,10 @@ tasks on every node's CPUs, one sender per node (pip install 'mmctl[ray]';
 --ray-address, else $RAY_ADDRESS, else a local instance). Several --target workers share the items,
 each to the least busy; each is probed every second, and one that does not
 answer healthy within 5 s (frozen, gone) or whose requests fail is taken out
-(its items go to the others) and put back when a probe answers.
+(its items go to the others) and put back when a probe answers. Media asked
+about again (several questions of one clip) are decoded once: --pixel-cache-mb
+keeps the preprocessed pixels (least recently used out first; on Ray, per
+node, and such items go to the node that holds them).
 
 A model no mmctl family handles is preprocessed by the workers
 (--processing auto, said once on stderr): each item goes as media_refs
@@ -159,6 +169,7 @@ def batch(
     pixel_dtype: NegotiatedPixelDtypeOpt = None,
     processing: ProcessingOpt = Processing.AUTO,
     media_ref: MediaRefOpt = MediaRef.DATA,
+    pixel_cache_mb: PixelCacheOpt = DEFAULT_PIXEL_CACHE_MB,
     allow_remote_media: Annotated[
         bool,
         typer.Option("--allow-remote-media", help="Fetch http(s) media (with --max-remote-mb)."),
@@ -219,6 +230,7 @@ def batch(
             model_dir=model_dir,
             bundle=bundle,
             ray_address=ray_address,
+            pixel_cache_mb=pixel_cache_mb,
             on_start=bar.start,
             on_done=bar.done,
             on_skip=bar.skip,
@@ -276,6 +288,8 @@ def _retry_hint(counts: Any) -> str:
 
 
 def _render(console: Any, doc: dict[str, Any]) -> None:
+    from mmctl.cli._output import size
+
     errors = ", ".join(f"{n} {code}" for code, n in doc["errors"].items())
     skipped = f", {doc['skipped']} already in {doc['output']}"
     if doc["kept_failed"]:
@@ -292,6 +306,15 @@ def _render(console: Any, doc: dict[str, Any]) -> None:
         + (f" ({doc['startup_s']:.1f} s Ray start-up)" if doc["engine"] == "ray" else ""),
         markup=False,
     )
+    cache = doc["pixel_cache"]
+    if cache.get("hits") or cache.get("shared"):
+        console.print(
+            f"  pixel cache: {cache['hits'] + cache['shared']} of "
+            f"{cache['hits'] + cache['shared'] + cache['misses']} media served without decoding "
+            f"({size(cache['hit_bytes'])}); {size(cache['bytes'])} kept of "
+            f"{size(cache['budget_bytes'])}",
+            markup=False,
+        )
     if len(doc["by_target"]) > 1 or any(c["failed"] for c in doc["by_target"].values()):
         for target, c in doc["by_target"].items():
             console.print(f"  {target}: {c['answered']} answered, {c['failed']} failed",

@@ -11,6 +11,7 @@ from mmctl.choices import (
     BENCH_BURSTINESS,
     BENCH_NUM_PROMPTS,
     BENCH_WARMUP,
+    DEFAULT_PIXEL_CACHE_MB,
     MediaRef,
     PixelFormat,
     Processing,
@@ -23,6 +24,7 @@ from mmctl.cli._options import (
     JsonOpt,
     MaxTokensOpt,
     MediaRefOpt,
+    PixelCacheOpt,
     PixelDtypesOpt,
     ProcessingOpt,
     PromptOpt,
@@ -256,6 +258,7 @@ def bench(
     ca_cert: CaCertOpt = None,
     model_dir: WorkerModelDirOpt = None,
     bundle: BundleOpt = None,
+    pixel_cache_mb: PixelCacheOpt = DEFAULT_PIXEL_CACHE_MB,
     json_out: JsonOpt = False,
 ) -> None:
     from mmctl import settings
@@ -310,6 +313,7 @@ def bench(
         bundle=bundle,
         processing=processing,
         media_ref=media_ref,
+        pixel_cache_mb=pixel_cache_mb,
     )
     live = _Live(output)
     try:
@@ -389,6 +393,7 @@ def render(console: Console, result: BenchResult, doc: dict[str, Any]) -> None:
         console.print(
             f"  {prep['item']} ({prep['pixel_dtype']}): {prep['payload_bytes'] / 1e6:.2f} MB of "
             f"pixels, {prep['prompt_tokens']} prompt tokens, prepared in {prep['preprocess_s']:.3f} s"
+            + (" (pixel cache)" if "hit" in prep["pixel_cache"] else "")
         )
     for n, run in enumerate(doc["runs"]):
         arms = run["arms"]

@@ -214,6 +214,9 @@ def send(
         bundle=bundle,
         family=family,
         refresh_bundle=refresh_bundle,
+        # One request a process: nothing to reuse, and --compare-processing
+        # compares what each way of preprocessing costs every time.
+        pixel_cache_mb=0,
     )
     hooks = Hooks(on_note=output.note, on_warning=output.warn)
     with client:

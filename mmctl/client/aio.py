@@ -25,6 +25,7 @@ from mmctl.client.options import Hooks, Inputs, SendOptions, media_inputs, refus
 from mmctl.client.probe import Health
 from mmctl.client.run import Answer, SendResult, finish, prepare
 from mmctl.models.settings import VisionOverrides
+from mmctl.request.pixel_cache import DEFAULT_MB, PixelCache, Pixels
 from mmctl.timing import Timeline
 
 
@@ -43,6 +44,7 @@ class AsyncClient:
         family: str | None = None,
         vision: VisionOverrides | None = None,
         refresh_bundle: bool = False,
+        pixel_cache_mb: int = DEFAULT_MB,
     ) -> None:
         self.sync = Client(
             target,
@@ -54,6 +56,7 @@ class AsyncClient:
             family=family,
             vision=vision,
             refresh_bundle=refresh_bundle,
+            pixel_cache_mb=pixel_cache_mb,
         )
         self.target = self.sync.target
         self._channel: grpc.aio.Channel | None = None
@@ -124,7 +127,7 @@ class AsyncClient:
         await asyncio.to_thread(self.sync.local_source)
         timeline.lap("inputs_s")
         session = await asyncio.to_thread(self.sync.session, timeline)
-        ready = await _prepared(session, opts, inputs, hooks, timeline)
+        ready = await _prepared(session, opts, inputs, hooks, timeline, self.sync.pixel_cache)
         call = generate_method(self._aio())(
             ready.data,
             timeout=opts.timeout or self.sync.timeout,
@@ -146,11 +149,18 @@ class AsyncClient:
 
 
 async def _prepared(
-    session: Any, opts: SendOptions, inputs: Inputs, hooks: Hooks, timeline: Timeline
+    session: Any,
+    opts: SendOptions,
+    inputs: Inputs,
+    hooks: Hooks,
+    timeline: Timeline,
+    cache: PixelCache[Pixels],
 ) -> Any:
     """:func:`prepare` in a thread. Cancelled while it runs, the thread still
     finishes: its shared-memory files are then removed, never left behind."""
-    work = asyncio.ensure_future(asyncio.to_thread(prepare, session, opts, inputs, hooks, timeline))
+    work = asyncio.ensure_future(
+        asyncio.to_thread(prepare, session, opts, inputs, hooks, timeline, cache)
+    )
     try:
         return await asyncio.shield(work)
     except asyncio.CancelledError:

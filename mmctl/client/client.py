@@ -48,6 +48,7 @@ from mmctl.client.session import Session
 from mmctl.errors import UsageError
 from mmctl.models.model import Model, WorkerModel
 from mmctl.models.settings import VisionOverrides
+from mmctl.request.pixel_cache import DEFAULT_MB, pixel_cache
 from mmctl.timing import Timeline
 
 #: Probing calls wait at most this long, whatever the client's deadline.
@@ -83,7 +84,9 @@ class Client:
     ``Generate``, seconds (none by default; probing calls wait at most 10 s).
     ``model_dir`` / ``bundle``: local model files instead of the worker's
     own bundle; ``family`` forces a model family; ``vision`` changes the
-    model's sampling and pixel budget for every request.
+    model's sampling and pixel budget for every request. ``pixel_cache_mb``:
+    MiB of preprocessed media kept for later requests about the same media
+    (LRU; 0 turns it off; :mod:`mmctl.request.pixel_cache`).
     """
 
     def __init__(
@@ -98,7 +101,9 @@ class Client:
         family: str | None = None,
         vision: VisionOverrides | None = None,
         refresh_bundle: bool = False,
+        pixel_cache_mb: int = DEFAULT_MB,
     ) -> None:
+        self.pixel_cache = pixel_cache(pixel_cache_mb)
         if isinstance(target, Target):
             self.target = target
         else:
@@ -373,7 +378,7 @@ class Client:
         self.local_model()
         timeline.lap("inputs_s")
         session = self.session(timeline)
-        return prepare(session, opts, inputs, hooks, timeline)
+        return prepare(session, opts, inputs, hooks, timeline, self.pixel_cache)
 
     def run(
         self, opts: SendOptions, inputs: Inputs, hooks: Hooks, timeline: Timeline

@@ -43,6 +43,7 @@ from mmctl.request.limits import (
     check_prompt_length,
     parse_item_limits,
 )
+from mmctl.request.pixel_cache import PixelCache, Pixels, Stats, describe
 from mmctl.timing import Timeline
 from mmctl.transport.shm import ShmArena, sweep_dead
 
@@ -81,6 +82,8 @@ class Run:
     preprocess_busy_s: float = 0.0
     #: Files of dead mmctl processes removed from /dev/shm before sending.
     swept: list[str] = field(default_factory=list)
+    #: This request's pixel-cache account (:func:`mmctl.request.pixel_cache.describe`).
+    pixel_cache: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -93,7 +96,8 @@ class SendResult:
     completion_tokens: int
     #: Consecutive phases in the order they ran — ``inputs_s``, then the
     #: set-up when this call paid for it (``probe_s``, ``model_files_s``,
-    #: ``tokenizer_s``), ``decode_s``, ``hash_s``, ``tokenize_s``,
+    #: ``tokenizer_s``), ``hash_s``, ``decode_s`` (``pixel_cache_s`` for
+    #: media the pixel cache had), ``tokenize_s``,
     #: ``handoff_s`` (``queued_s`` when :meth:`Client.send_many` built it
     #: ahead), ``ttft_s``, ``generation_s`` — and ``total_s``, exactly their sum.
     timings: dict[str, float]
@@ -108,6 +112,10 @@ class SendResult:
     #: Resize + normalize + patchify busy time, inside ``decode_s``.
     preprocess_busy_s: float = 0.0
     warnings: list[str] = field(default_factory=list)
+    #: ``hits``/``misses`` of this request's media and the ``bytes`` served from
+    #: the pixel cache, with the cache's own account (``cache``; its
+    #: ``budget_bytes`` 0 when off); empty for replays and worker processing.
+    pixel_cache: dict[str, Any] = field(default_factory=dict)
 
     @property
     def tokens_per_s(self) -> float | None:
@@ -144,6 +152,7 @@ class SendResult:
             "shm_files": self.shm_files,
             "shm_swept": self.shm_swept,
             "warnings": self.warnings,
+            "pixel_cache": self.pixel_cache,
         }
 
 
@@ -162,10 +171,16 @@ class Ready:
 
 
 def prepare(
-    session: Session, opts: SendOptions, inputs: Inputs, hooks: Hooks, timeline: Timeline
+    session: Session,
+    opts: SendOptions,
+    inputs: Inputs,
+    hooks: Hooks,
+    timeline: Timeline,
+    cache: PixelCache[Pixels] | None = None,
 ) -> Ready:
     """Everything before ``Generate``; the arena's files are the caller's to
-    remove (:func:`finish`) from here on."""
+    remove (:func:`finish`) from here on. ``cache``: where preprocessed media
+    are kept across requests (the client's)."""
     run = Run(timeline, kinds=inputs.kinds)
     route = choose(opts.transport, session.facts, opts.shm_min_bytes)
     run.decisions["transport"] = route.decision
@@ -184,7 +199,7 @@ def prepare(
             run.decisions["processing"] = choice.decision
             single = all(n == 1 for n in Counter(inputs.kinds).values())
             allocator = route.allocator(arena, single)
-            composed = _client_processing(session, opts, inputs, run, hooks, allocator)
+            composed = _client_processing(session, opts, inputs, run, hooks, allocator, cache)
             request, plan = None, (composed, allocator)
         for warning in run.warnings:
             hooks.warn(warning)
@@ -238,6 +253,7 @@ def _client_processing(
     run: Run,
     hooks: Hooks,
     allocator: ShmAllocator | None,
+    cache: PixelCache[Pixels] | None,
 ) -> Composed:
     facts, model = session.facts, session.family_model()
     _check_limits(session, run, opts.skip_checks)
@@ -271,7 +287,12 @@ def _client_processing(
         allocate=allocator,
         timeline=run.timeline,
         kinds=inputs.kinds,
+        cache=cache,
     )
+    run.pixel_cache = {
+        **describe(composed.cached, composed.cached_bytes),
+        "cache": cache.snapshot().as_dict() if cache is not None else Stats(0).as_dict(),
+    }
     if allocator is not None:
         allocator.release_except([it.pre.pixel_values for it in composed.items])
     budget = int(facts.server.mm_encoder_budget or 0)
@@ -293,8 +314,9 @@ def _client_processing(
             **it.pre.facts.as_dict(),
             "frames": len(it.pre.frame_indices),
             "content_hash": it.content_hash,
+            "pixel_cache": how,
         }
-        for it in composed.items
+        for it, how in zip(composed.items, composed.cached, strict=True)
     ]
     _check_context(session, run, len(composed.layout.ids), opts)
     run.preprocess_busy_s = composed.preprocess_busy_s
@@ -534,4 +556,5 @@ def finish(
         shm_swept=run.swept,
         preprocess_busy_s=run.preprocess_busy_s,
         warnings=run.warnings,
+        pixel_cache=run.pixel_cache,
     )

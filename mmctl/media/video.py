@@ -33,6 +33,17 @@ file's size) are kept and decoded from memory — files over
 repeated pts, a header count that disagrees, a sampled frame that does not
 come out, a decoder error) falls back to the full path above.
 
+**Independent GOPs in parallel.** A long stream whose decode spans IDR
+pictures is cut at IDRs into as many pieces of about equal work as the
+caller has threads for (:func:`split_at_idr`); each piece is decoded by its
+own single-threaded decoder on its own thread (PyAV releases the GIL while
+FFmpeg decodes), so both cores of a small machine decode, without frame
+threads' per-row waits on a chain of P pictures. An IDR empties the
+reference buffer, so every piece's frames are bit-identical to a decode from
+the start. Only for a caller that can take frames from several threads
+(``shared_sink``); pieces under :data:`PARALLEL_MIN_PACKETS` are not worth a
+thread.
+
 Source fps is the stream's average rate, else its guessed rate, else the
 count over the duration. Display rotation (the display matrix) is applied.
 Frame decoding is threaded (FFmpeg frame/slice threads) when frames are
@@ -42,8 +53,10 @@ large enough for threads to pay (:data:`THREADED_PIXELS`).
 from __future__ import annotations
 
 import functools
+import itertools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -205,13 +218,27 @@ class _Pass:
     size: tuple[int, int]  # (height, width) after rotation
 
 
-def decode_sampled(path: Path, sampler: Sampler, sink: FrameSink) -> tuple[VideoInfo, np.ndarray]:
+def decode_sampled(
+    path: Path,
+    sampler: Sampler,
+    sink: FrameSink,
+    *,
+    threads: int = 1,
+    shared_sink: FrameSink | None = None,
+) -> tuple[VideoInfo, np.ndarray]:
     """Decode ``path``, hand each sampled frame to ``sink`` in order.
 
     Returns the source facts and the sampled indices. The sink may be called
     again from position 0 when the frame-count prediction was wrong (see the
     module docstring); it must overwrite, not append.
+
+    ``shared_sink`` with ``threads`` > 1: a sink that several threads may call
+    at once, in any order of positions but position 0 first; a stream whose
+    decode splits into independent pieces is then decoded on up to
+    ``threads`` threads into it (module docstring), else ``sink`` gets the
+    frames as above.
     """
+    parallel = (shared_sink, threads) if shared_sink is not None and threads > 1 else None
     container = _open(path)
     try:
         stream = container.streams.video[0]
@@ -219,7 +246,9 @@ def decode_sampled(path: Path, sampler: Sampler, sink: FrameSink) -> tuple[Video
         codec = stream.codec_context.name
         fmt = container.format.name
         fast = (
-            _skipping_pass(container, path, sampler, sink, header) if codec in SKIPPABLE else None
+            _skipping_pass(container, path, sampler, sink, header, parallel)
+            if codec in SKIPPABLE
+            else None
         )
     finally:
         container.close()
@@ -289,6 +318,9 @@ KEEP_PACKETS_BYTES = 256 * 1024 * 1024
 #: Frames of at least this many pixels are decoded with FFmpeg's frame
 #: threads; below it thread start-up and hand-offs cost more than they save.
 THREADED_PIXELS = 320 * 240
+#: A piece of a parallel decode holds at least this many packets to decode
+#: (fewer: one decoder does it all — a thread and a decoder cost more).
+PARALLEL_MIN_PACKETS = 90
 
 
 def _threads(stream: Any) -> None:
@@ -310,6 +342,7 @@ def _skipping_pass(
     sampler: Sampler,
     sink: FrameSink,
     header: int,
+    parallel: tuple[FrameSink, int] | None = None,
 ) -> tuple[_Pass, int] | None:
     """The fast path (module docstring) on the open ``container``; None means
     "use the full path"."""
@@ -338,7 +371,6 @@ def _skipping_pass(
             return None
         if not kept:  # decode from a second demux rather than hold the file in memory
             container.seek(0)
-        _threads(stream)
         fps, fps_source = _fps(stream, len(pts))
         indices = sampler(len(pts), fps)
         wanted: dict[int, list[int]] = {}
@@ -351,43 +383,167 @@ def _skipping_pass(
         decoding = [False] * (len(order) + 1)  # per packet: inside a run
         for first, last in runs:
             decoding[first : last + 1] = [True] * (last + 1 - first)
-        emitted, rotation, size = 0, 0, (0, 0)
-        seen: list[int] = []
-
-        def emit(frames: list[Any]) -> None:
-            nonlocal emitted, rotation, size
-            for frame in frames:
-                positions = wanted.get(frame.pts)
-                if positions is None or (seen and frame.pts <= seen[-1]):
-                    continue
-                seen.append(frame.pts)
-                rotation = int(frame.rotation or 0)
-                rgb = _rotate(_to_rgb(frame), rotation)
-                size = rgb.shape[:2]
-                for pos in positions:
-                    sink(pos, rgb)
-                emitted += len(positions)
-
-        source = packets if kept else (p for p in container.demux(stream) if p.size)
-        skipping = None
-        for position, packet in enumerate(source):
-            if decoding[position]:
-                skip = "DEFAULT" if packet.pts in wanted else "NONREF"
-                if skip != skipping:
-                    codec.skip_frame = skipping = skip
-                if frames := codec.decode(packet):
-                    emit(frames)
-            if not decoding[position + 1]:  # a run ends: drain the decoder, restart clean
-                if decoding[position]:
-                    emit(codec.decode(None))
-                    codec.flush_buffers()
-                if position >= runs[-1][1]:
-                    break
-        if seen != sorted(wanted) or emitted != len(indices):
+        pieces: list[tuple[int, int]] = []
+        if parallel is not None and kept:
+            idr = [position for position, shown in starts if shown is None]
+            pieces = split_at_idr(decoding, runs, idr, parallel[1])
+        if len(pieces) > 1:
+            assert parallel is not None
+            done = _decode_pieces(codec, packets, decoding, pieces, wanted, parallel[0])
+        else:
+            _threads(stream)
+            source = packets if kept else (p for p in container.demux(stream) if p.size)
+            done = _Emitter(wanted, sink)
+            _decode_range(codec, source, decoding, 0, runs[-1][1], wanted, done.emit)
+        seen = sorted(p for piece in done.seen for p in piece)
+        if seen != sorted(wanted) or done.emitted != len(indices):
             return None  # a sampled frame did not come out: decode everything instead
     except (av.error.FFmpegError, EOFError, ValueError):
         return None
-    return _Pass(fps, fps_source, indices, len(pts), rotation, size), len(pts)
+    return _Pass(fps, fps_source, indices, len(pts), done.rotation, done.size), len(pts)
+
+
+def _decode_range(
+    codec: Any,
+    packets: Any,
+    decoding: list[bool],
+    first: int,
+    last: int,
+    wanted: dict[int, list[int]],
+    emit: Callable[[list[Any]], None],
+) -> None:
+    """Decode the packets at ``first..last`` (decode order) that lie inside a
+    run, skipping the non-reference frames nobody sampled; the decoder is
+    drained at the end of each run and of the range. ``packets``: all of them
+    (a list) or an iterator from the stream's start."""
+    skipping = None
+    ranged = isinstance(packets, list)
+    source = packets[first : last + 1] if ranged else packets
+    for position, packet in enumerate(source, start=first if ranged else 0):
+        if position < first:
+            continue
+        if decoding[position]:
+            skip = "DEFAULT" if packet.pts in wanted else "NONREF"
+            if skip != skipping:
+                codec.skip_frame = skipping = skip
+            if frames := codec.decode(packet):
+                emit(frames)
+        if not decoding[position + 1] or position == last:  # a run ends: drain, restart clean
+            if decoding[position]:
+                emit(codec.decode(None))
+                codec.flush_buffers()
+            if position >= last:
+                break
+
+
+class _Emitter:
+    """Hands a decoder's sampled frames to the sink, in RGB, rotated; counts them."""
+
+    def __init__(
+        self,
+        wanted: dict[int, list[int]],
+        sink: FrameSink,
+        rotation: Callable[[Any], int] | None = None,
+    ) -> None:
+        self.wanted, self.sink = wanted, sink
+        self.rotation_of = rotation or (lambda frame: int(frame.rotation or 0))
+        self.emitted, self.rotation, self.size = 0, 0, (0, 0)
+        self.mine: list[int] = []
+        #: The pts emitted, per piece (one piece: this emitter's).
+        self.seen: list[list[int]] = [self.mine]
+
+    def emit(self, frames: list[Any]) -> None:
+        for frame in frames:
+            positions = self.wanted.get(frame.pts)
+            if positions is None or (self.mine and frame.pts <= self.mine[-1]):
+                continue
+            self.mine.append(frame.pts)
+            self.rotation = self.rotation_of(frame)
+            rgb = _rotate(_to_rgb(frame), self.rotation)
+            self.size = rgb.shape[:2]
+            for pos in positions:
+                self.sink(pos, rgb)
+            self.emitted += len(positions)
+
+
+def split_at_idr(
+    decoding: Sequence[bool], runs: list[tuple[int, int]], idr: Sequence[int], threads: int
+) -> list[tuple[int, int]]:
+    """Up to ``threads`` pieces ``(first, last)`` of the decode, cut only at IDR
+    positions, of about equal work (packets inside runs), none under
+    :data:`PARALLEL_MIN_PACKETS`; one piece (the whole span) when cutting
+    does not pay."""
+    span = (runs[0][0], runs[-1][1])
+    before = [0]  # packets to decode before each position
+    for flag in decoding[: span[1] + 1]:
+        before.append(before[-1] + flag)
+    total = before[span[1] + 1] - before[span[0]]
+    count = min(threads, total // PARALLEL_MIN_PACKETS)
+    cuts: list[int] = []
+    for k in range(1, count):
+        target = before[span[0]] + total * k / count
+        usable = [p for p in idr if span[0] < p <= span[1] and (not cuts or p > cuts[-1])]
+        if not usable:
+            break
+        cuts.append(min(usable, key=lambda p: abs(before[p] - target)))
+    edges = [span[0], *cuts, span[1] + 1]
+    pieces = [(a, b - 1) for a, b in itertools.pairwise(edges)]
+    if any(before[b + 1] - before[a] < PARALLEL_MIN_PACKETS for a, b in pieces):
+        return [span]
+    return pieces
+
+
+def _decode_pieces(
+    codec: Any,
+    packets: list[Any],
+    decoding: list[bool],
+    pieces: list[tuple[int, int]],
+    wanted: dict[int, list[int]],
+    sink: FrameSink,
+) -> _Emitter:
+    """Each piece on its own thread and decoder: the first on the stream's own
+    (its frames carry the stream's display rotation), the others on fresh ones
+    that start after the first piece's first frame and take its rotation (a
+    fresh decoder lacks the stream's side data) — so position 0 reaches the
+    sink first."""
+    import av
+
+    codec.thread_count = 1  # the pieces are the threads
+    first_out = threading.Event()
+    lead = _Emitter(wanted, _first_then(sink, first_out))
+
+    def run_first() -> None:
+        try:
+            _decode_range(codec, packets, decoding, *pieces[0], wanted, lead.emit)
+        finally:
+            first_out.set()
+
+    def run_other(piece: tuple[int, int]) -> _Emitter:
+        decoder = av.CodecContext.create(codec.name, "r")
+        decoder.extradata = codec.extradata
+        decoder.thread_count = 1
+        first_out.wait()
+        emitter = _Emitter(wanted, sink, rotation=lambda frame: lead.rotation)
+        _decode_range(decoder, packets, decoding, *piece, wanted, emitter.emit)
+        return emitter
+
+    with ThreadPoolExecutor(len(pieces), thread_name_prefix="mmctl-gop") as pool:
+        first = pool.submit(run_first)
+        rest = [pool.submit(run_other, piece) for piece in pieces[1:]]
+        others = [future.result() for future in rest]
+        first.result()
+    for other in others:
+        lead.seen.append(other.mine)
+        lead.emitted += other.emitted
+    return lead
+
+
+def _first_then(sink: FrameSink, event: threading.Event) -> FrameSink:
+    def first(pos: int, rgb: np.ndarray) -> None:
+        sink(pos, rgb)
+        event.set()
+
+    return first
 
 
 def _start_kind(packet: Any, codec: str, length_size: int | None) -> str | None:

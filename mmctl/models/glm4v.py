@@ -47,6 +47,7 @@ from mmctl.models.settings import (
     HFClass,
     Resolved,
     Settings,
+    check_vocab,
     processor_class,
     processor_dict,
     setting,
@@ -182,8 +183,7 @@ TOKEN_KEYS = (
     "video_end_token_id",
 )
 #: The ids vLLM takes from the tokenizer rather than config.json (its prompt
-#: targets and the embedding token); config.json must agree, or vLLM's own
-#: start-up profiling (config ids, decoded) finds no placeholder.
+#: targets and the embedding token): :func:`~mmctl.models.settings.check_vocab`.
 VOCAB = {
     "image_token_id": "<|image|>",
     "video_token_id": "<|video|>",
@@ -243,15 +243,7 @@ def glm_tokens(config: Mapping[str, Any], vocab: Callable[[str], int | None]) ->
                 hint="GLM-4.1V/4.6V checkpoints name all six; pass --family only over such a folder",
             )
     ids: GlmTokens = GlmTokens.resolve(ModelFiles(config=config), "GLM").settings
-    for key, token in VOCAB.items():
-        found, want = vocab(token), getattr(ids, key)
-        if found != want:
-            held = f"has {token} at {found}" if found is not None else f"has no {token}"
-            raise InputError(
-                f"config.json's {key} is {want} but the tokenizer {held}; vLLM reads that "
-                "token from the tokenizer and the rest from config.json, so it cannot serve "
-                "this folder"
-            )
+    check_vocab(ids, VOCAB, vocab)
     return ids
 
 

@@ -507,10 +507,6 @@ def global_tile(tiles: np.ndarray, item: ItemFacts) -> np.ndarray:
     return tiles[-1]  # the global tile (the only one for a one-tile image)
 
 
-def concatenate(items: Sequence[np.ndarray]) -> np.ndarray:
-    return items[0] if len(items) == 1 else np.concatenate(items)
-
-
 #: vLLM's ``Mllama4MultiModalProcessor._get_mm_fields_config``: every image's
 #: tiles in one flat ``pixel_values``, split by ``patches_per_image``; that and
 #: ``aspect_ratios`` batched and kept on the CPU.
@@ -555,6 +551,6 @@ FAMILY = Family(
     tokens=llama4_tokens,
     processor=tiled.TileProcessor(NAME, image_item),
     prompt=tiled.RunPrompt(NAME, replacement, media_words=("image",)),
-    wire=tiled.TileWire({MediaKind.IMAGE: FIELDS}, {MediaKind.IMAGE: concatenate}),
+    wire=tiled.TileWire({MediaKind.IMAGE: FIELDS}, {MediaKind.IMAGE: tiled.concatenate}),
     contract=tiled.TileContract(NAME, received_items, expected_pixels, item_tiles, global_tile),
 )

@@ -65,7 +65,7 @@ MAX_NUM_PATCHES = 9
 #: ``_get_num_unpadded_features``: the grid is shrunk only above this ratio.
 SHRINK_ABOVE = 1.1
 #: ``vllm/multimodal/media/video.py`` ``VideoMediaIO(num_frames=32)``.
-NUM_FRAMES = 32
+NUM_FRAMES = tiled.LOADER_FRAMES
 
 _STEPS = {
     "do_resize": True,
@@ -198,21 +198,15 @@ def image_tokens(height: int, width: int, vision: Vision) -> int:
 
 
 def sample_indices(total_frames: int, num_frames: int = NUM_FRAMES) -> np.ndarray:
-    """int64 indices of the frames vLLM's default loader keeps: every frame when
+    """int64 indices of the frames vLLM's default loader keeps
+    (:func:`mmctl.models.tiled.loader_indices`, no target fps): every frame when
     ``total_frames <= num_frames`` (or ``num_frames <= 0``), else
     ``np.linspace(0, total - 1, num_frames, dtype=int)`` — truncated, not rounded.
 
     ``total_frames == 1`` gives ``[0]`` (vLLM's rule does too; its OpenCV
-    decoder may still fail to produce that frame). ``total_frames <= 0`` is
-    refused: vLLM's rule would ask for frame 0 of nothing.
+    decoder may still fail to produce that frame).
     """
-    if total_frames <= 0:
-        raise InputError(f"a video with {total_frames} frames has nothing to sample")
-    count = total_frames if num_frames <= 0 else min(num_frames, total_frames)
-    count = max(1, count)
-    if count == total_frames:
-        return np.arange(total_frames, dtype=np.int64)
-    return np.linspace(0, total_frames - 1, count, dtype=int).astype(np.int64)
+    return tiled.loader_indices(total_frames, 0.0, num_frames)
 
 
 def video_pixels(frames: np.ndarray, vision: Vision) -> np.ndarray:
@@ -344,7 +338,7 @@ FAMILY = Family(
         NAME,
         anyres_image_item(image_pixels, image_tokens),
         video_item,
-        lambda total, vision: sample_indices(total, vision.num_frames),
+        lambda total, fps, vision: sample_indices(total, vision.num_frames),
     ),
     prompt=tiled.RunPrompt(
         NAME, media_words=("image", "video"), chat=chat_format, frame_runs=frames

@@ -16,7 +16,7 @@ from typing import Any
 
 from mmctl.errors import InputError, UnknownFamily, UsageError
 from mmctl.media.probe import MediaKind
-from mmctl.models import glm4v, llama4, llava, llava_next, llava_onevision
+from mmctl.models import gemma4, glm4v, llama4, llava, llava_next, llava_onevision
 from mmctl.models.family import Family
 from mmctl.models.qwen_vl import qwen2_vl, qwen3_vl
 
@@ -28,6 +28,7 @@ FAMILIES: tuple[Family, ...] = (
     llava_onevision.FAMILY,
     llama4.FAMILY,
     glm4v.FAMILY,
+    gemma4.FAMILY,
 )
 ALIASES: dict[str, Family] = {
     name: family for family in FAMILIES for name in (family.name, *family.aliases)

@@ -36,7 +36,7 @@ One resolver (:meth:`Settings.resolve`) reads a folder:
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from enum import StrEnum
 from typing import Any, ClassVar, Self
@@ -161,6 +161,10 @@ class Resolved:
     warnings: tuple[str, ...] = ()
 
 
+#: The origin of a setting no model file holds: the worker's own (vLLM's
+#: ``--media-io-kwargs``), which mmctl's flags stand in for.
+SERVER_DEFAULT = "vLLM server default (no model file holds it)"
+
 _MISSING = object()
 #: A config key the family cannot do without (``Setting.default``): absent is an error.
 REQUIRED: Any = object()
@@ -224,7 +228,8 @@ class Settings:
         vocab = _vocab_size(files.config)
         for f in fields(cls):  # type: ignore[arg-type]
             decl: Setting | None = f.metadata.get("setting")
-            if decl is None:
+            if decl is None:  # a worker's option (the frames its loader keeps), not a file's
+                origins[f.name] = SERVER_DEFAULT
                 continue
             source = sources[decl.file]
             if source.values is None:
@@ -304,6 +309,22 @@ class Settings:
     def settings(self) -> dict[str, Any]:
         """Every setting by name, as plain JSON values (``info``, ``preprocess --json``)."""
         return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}  # type: ignore[arg-type]
+
+
+def check_vocab(ids: object, tokens: Mapping[str, str], vocab: Callable[[str], int | None]) -> None:
+    """For the ids vLLM takes from the tokenizer rather than config.json (its
+    prompt targets): each config.json key of ``tokens`` on ``ids`` must be its
+    token's id in the tokenizer, or vLLM's own start-up profiling (config ids,
+    decoded) finds no placeholder."""
+    for key, token in tokens.items():
+        found, want = vocab(token), getattr(ids, key)
+        if found != want:
+            held = f"has {token} at {found}" if found is not None else f"has no {token}"
+            raise InputError(
+                f"config.json's {key} is {want} but the tokenizer {held}; vLLM reads that "
+                "token from the tokenizer and the rest from config.json, so it cannot serve "
+                "this folder"
+            )
 
 
 def processor_dict(files: ModelFiles, kind: str) -> tuple[Mapping[str, Any] | None, str]:

@@ -21,6 +21,7 @@ vision tower's config keys the LLaVA families share.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -124,16 +125,9 @@ class ClipImage(Settings):
     def normalize(self, frames: np.ndarray) -> np.ndarray:
         """``[..., H, W, 3]`` uint8 → ``[..., 3, H, W]`` float32, rescaled and
         normalized as these settings say (HF's fused float order)."""
-        from mmctl.preprocessing.tiles import rescale_normalize
+        from mmctl.preprocessing.tiles import normalized
 
-        return rescale_normalize(
-            frames,
-            do_rescale=self.do_rescale,
-            rescale_factor=self.rescale_factor,
-            do_normalize=self.do_normalize,
-            mean=self.image_mean,
-            std=self.image_std,
-        )
+        return normalized(frames, self)
 
     def tower_tokens(self) -> int:
         """Tokens of one pass of the vision tower, as vLLM selects them."""
@@ -210,6 +204,9 @@ class Item:
     tensors: Mapping[str, np.ndarray] = field(default_factory=dict)  # its row of each other tensor
     extra: Mapping[str, Any] = field(default_factory=dict)
     rows: int | None = None  # its share of a flat pixel tensor
+    #: (height, width) it was resized to, where the pixels' last axes are not that
+    #: (Gemma 4's patch rows); default: the pixel tensor's last two axes.
+    resized: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -219,8 +216,11 @@ class TileProcessor:
     name: str
     image_item: Callable[[np.ndarray, Any], Item]
     video_item: Callable[[np.ndarray, Any], Item] | None = None
-    #: ``sample_indices(total_frames, settings)``: the frames vLLM's loader keeps.
-    sample_indices: Callable[[int, Any], np.ndarray] | None = None
+    #: ``sample_indices(total_frames, source_fps, settings)``: the frames vLLM's loader keeps.
+    sample_indices: Callable[[int, float, Any], np.ndarray] | None = None
+    #: ``timestamps(indices, source_fps)``: the time of each kept frame that the
+    #: prompt writes (``Preprocessed.patch_times``); ``None``: the prompt writes none.
+    timestamps: Callable[[np.ndarray, float], Sequence[float]] | None = None
     worker_pixels: PixelFormat = PixelFormat.FLOAT32
     device_normalize: bool = False
 
@@ -232,6 +232,7 @@ class TileProcessor:
         start = time.perf_counter()
         indices = np.zeros(0, dtype=np.int64)
         times: tuple[float, ...] = ()
+        stamps: tuple[float, ...] = ()
         source: Any
         if kind is MediaKind.IMAGE:
             source, rgb = load_image(path)
@@ -249,9 +250,11 @@ class TileProcessor:
             loaded = time.perf_counter()
             item = self.video_item(stack, settings)
             times = tuple(float(i) / source.source_fps for i in indices)
+            if self.timestamps is not None:
+                stamps = tuple(self.timestamps(indices, source.source_fps))
             frames = tuple(stack) if options.keep_frames else ()
         end = time.perf_counter()
-        side = int(item.pixels.shape[-1])
+        resized = item.resized or (int(item.pixels.shape[-2]), int(item.pixels.shape[-1]))
         return Preprocessed(
             kind=kind,
             family=self.name,
@@ -259,11 +262,11 @@ class TileProcessor:
             pixel_format=fmt,
             pixel_values=as_format(item.pixels, fmt),
             grid_thw=None,
-            resized=(int(item.pixels.shape[-2]), side),
+            resized=resized,
             source=source,
             frame_indices=indices,
             frame_times=times,
-            patch_times=(),
+            patch_times=stamps,
             num_tokens=item.tokens,
             timings=Timings(decode_s=loaded - start, preprocess_s=end - loaded),
             frames=frames,
@@ -283,7 +286,7 @@ class TileProcessor:
         wanted: dict[str, int] = {}
 
         def sampler(total: int, fps: float) -> np.ndarray:
-            indices = sample(total, settings)
+            indices = sample(total, fps, settings)
             wanted["count"] = len(indices)
             return indices
 
@@ -298,6 +301,35 @@ class TileProcessor:
         if not frames:
             raise InputError(f"{path}: the video decoded to no frames")
         return info, np.stack(frames), np.asarray(indices, dtype=np.int64)
+
+
+#: ``vllm/multimodal/media/video.py`` ``VideoMediaIO(num_frames=32)``: the frames
+#: vLLM's default loader keeps of a clip.
+LOADER_FRAMES = 32
+
+
+def loader_indices(
+    total_frames: int, source_fps: float, num_frames: int = LOADER_FRAMES, fps: float = -1.0
+) -> np.ndarray:
+    """int64 indices of the frames vLLM's default (OpenCV) loader keeps
+    (``VideoBackend.compute_frames_index_to_sample``): ``min(num_frames, total)``
+    frames (every frame when ``num_frames <= 0``), fewer when a target ``fps``
+    (``--media-io-kwargs``) asks for ``floor(duration * fps)``, at least one;
+    every frame when that is all of them, else ``np.linspace(0, total - 1, n,
+    dtype=int)`` — truncated, not rounded.
+
+    ``total_frames <= 0`` is refused: vLLM's rule would ask for frame 0 of nothing.
+    """
+    if total_frames <= 0:
+        raise InputError(f"a video with {total_frames} frames has nothing to sample")
+    count = total_frames if num_frames <= 0 else min(num_frames, total_frames)
+    if fps > 0:
+        duration = total_frames / source_fps if source_fps > 0 else 0.0
+        count = min(count, math.floor(duration * fps))
+    count = max(1, count)
+    if count == total_frames:
+        return np.arange(total_frames, dtype=np.int64)
+    return np.linspace(0, total_frames - 1, count, dtype=int).astype(np.int64)
 
 
 def as_format(pixels: np.ndarray, fmt: PixelFormat) -> np.ndarray:
@@ -349,6 +381,14 @@ class RunPrompt:
     check_name: str = "placeholder_spans"
     #: How a video item's run divides into frames (a family that reads video says).
     frame_runs: Callable[[ItemFacts, ModelView], Frames | None] = no_frames
+    #: What one item's placeholder token is written as in mmctl's own prompt
+    #: (Gemma 4's template sets each on a line of its own).
+    wrap: str = "{}"
+    #: ``span_problem(span_ids, item, model)``: what in a span vLLM's model would
+    #: not read as its item, or ``None``; default: the span must be exactly the
+    #: item's replacement (a family whose replacement needs what a received
+    #: request does not carry — Gemma 4's timestamps — checks its structure).
+    span_problem: Callable[[np.ndarray, ItemFacts, ModelView], str | None] | None = None
 
     def knows_media(self, template: str) -> bool:
         return all(word in template for word in self.media_words)
@@ -363,7 +403,7 @@ class RunPrompt:
                 f"the tokenizer ({model.tokenizer.label}) has no token "
                 f"{model.token_ids.placeholder(kind)} (config.json's {kind.value} token)"
             )
-        return token
+        return self.wrap.format(token)
 
     def chat_format(self, body: str, system: str | None) -> str:
         return (self.chat or no_chat_format(self.name))(body, system)
@@ -388,8 +428,13 @@ class RunPrompt:
             outside = span_outside(span, len(ids))
             if outside is not None:
                 return outside
-            want = np.asarray(self.replacement(item, model), dtype=np.int64)
             got = ids[span.offset : span.end]
+            if self.span_problem is not None:
+                problem = self.span_problem(got, item, model)
+                if problem is not None:
+                    return LayoutCheck(False, f"item {n}: {problem}", n)
+                continue
+            want = np.asarray(self.replacement(item, model), dtype=np.int64)
             embed = model.token_ids.embed(item.kind)
             if len(got) != len(want) or not np.array_equal(got, want):
                 held = int(np.count_nonzero(got == embed))
@@ -416,6 +461,11 @@ def _first_difference(got: np.ndarray, want: np.ndarray) -> int:
 def stack(items: Sequence[np.ndarray]) -> np.ndarray:
     """Items batched one per row (their shapes equal)."""
     return np.stack(items)
+
+
+def concatenate(items: Sequence[np.ndarray]) -> np.ndarray:
+    """Items' rows one after another (a flat tensor split by a sizes tensor)."""
+    return items[0] if len(items) == 1 else np.concatenate(items)
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -161,6 +161,33 @@ def rescale_normalize(
     elif do_rescale:
         chw *= np.float32(rescale_factor)
     return chw
+
+
+class PixelSteps(Protocol):
+    """A processor's rescale and normalize settings (a family's settings class)."""
+
+    @property
+    def do_rescale(self) -> bool: ...
+    @property
+    def rescale_factor(self) -> float: ...
+    @property
+    def do_normalize(self) -> bool: ...
+    @property
+    def image_mean(self) -> tuple[float, float, float]: ...
+    @property
+    def image_std(self) -> tuple[float, float, float]: ...
+
+
+def normalized(frames: np.ndarray, steps: PixelSteps) -> np.ndarray:
+    """:func:`rescale_normalize` as ``steps`` say."""
+    return rescale_normalize(
+        frames,
+        do_rescale=steps.do_rescale,
+        rescale_factor=steps.rescale_factor,
+        do_normalize=steps.do_normalize,
+        mean=steps.image_mean,
+        std=steps.image_std,
+    )
 
 
 def select_best_resolution(

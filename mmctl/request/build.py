@@ -196,7 +196,7 @@ def make_batches(items: Sequence[MediaItem], layout: Layout, model: Model) -> li
             or not (f.optional and len({np.asarray(r).shape for r in rows[f]}) > 1)
         ]
         arrays = {
-            f.key: np.asarray(rows[f], dtype=tensors.WIRE_DTYPES[f.dtype])
+            f.key: _joined(f, rows[f], tensors.WIRE_DTYPES[f.dtype])
             for f in sent
             if f.value != PIXELS
         }
@@ -216,6 +216,13 @@ def make_batches(items: Sequence[MediaItem], layout: Layout, model: Model) -> li
             )
         )
     return batches
+
+
+def _joined(field: WireField, rows: list[object], dtype: np.dtype) -> np.ndarray:
+    """A tensor of the batch: one row per item, or a flat one's items one after another."""
+    if field.layout is FieldLayout.FLAT:
+        return np.concatenate([np.asarray(r, dtype=dtype) for r in rows])
+    return np.asarray(rows, dtype=dtype)
 
 
 def _value(field: WireField, pre: Preprocessed) -> object:

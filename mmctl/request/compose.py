@@ -19,8 +19,9 @@ from mmctl.models.model import Model, WorkerModel
 from mmctl.models.registry import refuse_kind
 from mmctl.prompt.chat import Rendered, render
 from mmctl.request.build import MediaItem, RequestPlan, Sampling, make_batches
-from mmctl.request.hashing import item_hash
+from mmctl.request.hashing import file_digest, item_hash
 from mmctl.request.limits import check_item_limits
+from mmctl.request.pixel_cache import PixelCache, Pixels, lookup, size_of
 from mmctl.timing import Timeline
 from mmctl.values.items import Allocator, ItemFacts, ItemOptions, Preprocessed, empty
 from mmctl.values.layout import Layout, LayoutCheck
@@ -39,6 +40,18 @@ class Composed:
     #: Busy time of resize + normalize + patchify, inside ``decode_s`` (for
     #: video it runs on another thread, overlapped with decoding).
     preprocess_busy_s: float = 0.0
+    #: Per item, how the pixel cache answered: ``hit``, ``shared``, ``miss``, ``off``.
+    cached: list[str] = field(default_factory=list)
+
+    @property
+    def cached_bytes(self) -> int:
+        """Bytes of this request's tensors that came from the pixel cache."""
+        return sum(
+            size_of(it.pre)
+            for it, how in zip(self.items, self.cached, strict=False)
+            if how in ("hit", "shared")
+        )
+
     #: What the model's settings resolver could not take into account.
     model_warnings: tuple[str, ...] = ()
 
@@ -74,9 +87,11 @@ def compose(
     allocate: Allocator | None = None,
     timeline: Timeline | None = None,
     kinds: Sequence[MediaKind] | None = None,
+    cache: PixelCache[Pixels] | None = None,
 ) -> Composed:
-    """Everything a request needs. ``timeline`` gets the laps ``decode_s``
-    (decode + preprocess, per item), ``hash_s`` and ``tokenize_s``.
+    """Everything a request needs. ``timeline`` gets the laps ``hash_s``
+    (the medium's digest), ``decode_s`` (decode + preprocess) or, when
+    ``cache`` had the pixels, ``pixel_cache_s`` — per item — and ``tokenize_s``.
     ``kinds``: the media's kinds, from a caller that has checked the files
     (``mmctl.media.probe.check_media``); without them each file is checked here."""
     timeline = timeline or Timeline()
@@ -90,20 +105,31 @@ def compose(
     if item_limits:
         check_item_limits([k.value for k in kinds], item_limits, "the limit")
     items: list[MediaItem] = []
+    cached: list[str] = []
     busy = 0.0
     for path, kind in zip(media, kinds, strict=True):
-        pre: Preprocessed = model.spec.processor.preprocess(
-            path,
-            kind,
-            model.params,
-            pixel_format,
-            ItemOptions(on_frame=on_frame, allocate=allocate or empty, strict=strict),
-        )
-        busy += pre.timings.preprocess_s + pre.timings.overlapped_s
-        timeline.lap("decode_s")
-        items.append(MediaItem(str(path), pre, item_hash(pre, path)))
+        digest = file_digest(path)
         timeline.lap("hash_s")
-    return compose_items(
+
+        def make(path: Path = path, kind: MediaKind = kind, digest: str = digest) -> Pixels:
+            pre: Preprocessed = model.spec.processor.preprocess(
+                path,
+                kind,
+                model.params,
+                pixel_format,
+                ItemOptions(on_frame=on_frame, allocate=allocate or empty, strict=strict),
+            )
+            return Pixels(pre, item_hash(pre, digest))
+
+        pixels, how = lookup(cache, digest, kind, model, pixel_format, make, strict)
+        if how in ("miss", "off"):
+            busy += pixels.pre.timings.preprocess_s + pixels.pre.timings.overlapped_s
+            timeline.lap("decode_s")
+        else:
+            timeline.lap("pixel_cache_s")
+        items.append(MediaItem(str(path), pixels.pre, pixels.content_hash))
+        cached.append(how)
+    composed = compose_items(
         items,
         prompt,
         model,
@@ -117,6 +143,8 @@ def compose(
         timeline=timeline,
         preprocess_busy_s=busy,
     )
+    composed.cached = cached
+    return composed
 
 
 def render_prompt(

@@ -9,7 +9,9 @@ computed from other input. vLLM keys its encoder cache on this hash: one
 float32 request must not poison the entry a later uint8 request reads.
 sha256 because it is the fastest hashlib digest on CPUs with SHA extensions
 (~1.5 GB/s here, twice blake2b); the file is read in 1 MiB chunks, never
-whole.
+whole, and once: the hash covers the file's own digest (:func:`file_digest`),
+which is also the pixel cache's key (:mod:`mmctl.request.pixel_cache`), so
+an item made again or taken from the cache carries the same hash.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 
 from mmctl.values.items import Preprocessed
 
-VERSION = b"mmctl-mm-hash-v2\0"
+VERSION = b"mmctl-mm-hash-v3\0"
 CHUNK = 1 << 20
 
 
@@ -52,20 +54,29 @@ def pixel_facts(pre: Preprocessed) -> dict[str, Any]:
     }
 
 
-def content_hash(media: Path | bytes, facts: dict[str, Any]) -> str:
-    digest = hashlib.sha256(VERSION)
-    digest.update(json.dumps(facts, sort_keys=True, separators=(",", ":")).encode())
-    digest.update(b"\0")
+def file_digest(media: Path | bytes) -> str:
+    """sha256 of a medium's bytes (a file, read in chunks; or the bytes)."""
     if isinstance(media, bytes | bytearray | memoryview):
-        digest.update(media)
-    else:
-        with open(media, "rb") as f:
-            while chunk := f.read(CHUNK):
-                digest.update(chunk)
+        return hashlib.sha256(media).hexdigest()
+    digest = hashlib.sha256()
+    with open(media, "rb") as f:
+        while chunk := f.read(CHUNK):
+            digest.update(chunk)
     return digest.hexdigest()
 
 
-def item_hash(pre: Preprocessed, media: Path | bytes) -> str:
+def content_hash(media: Path | bytes | str, facts: dict[str, Any]) -> str:
+    """The hash of a medium (its bytes, or their :func:`file_digest` as ``str``)
+    and the facts that shaped its pixels."""
+    digest = media if isinstance(media, str) else file_digest(media)
+    head = hashlib.sha256(VERSION)
+    head.update(json.dumps(facts, sort_keys=True, separators=(",", ":")).encode())
+    head.update(b"\0" + digest.encode())
+    return head.hexdigest()
+
+
+def item_hash(pre: Preprocessed, media: Path | bytes | str) -> str:
+    """``media``: the file, its bytes, or their :func:`file_digest` already taken."""
     return content_hash(media, pixel_facts(pre))
 
 

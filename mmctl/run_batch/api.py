@@ -21,6 +21,7 @@ from typing import Any
 
 from mmctl.choices import (
     BATCH_MAX_CONCURRENCY,
+    DEFAULT_PIXEL_CACHE_MB,
     REMOTE_MEDIA_MAX_MB,
     MediaRef,
     PixelFormat,
@@ -33,6 +34,7 @@ from mmctl.dataset import Items
 from mmctl.errors import CheckFailed, UsageError, WorkerUnavailable
 from mmctl.request.build import Sampling
 from mmctl.request.limits import WorkerLimits
+from mmctl.request.pixel_cache import budget_bytes, pixel_cache
 from mmctl.run_batch.fleet import Member
 from mmctl.run_batch.output import OutputFile
 from mmctl.run_batch.work import Settings
@@ -66,6 +68,11 @@ class BatchCounts:
     #: The Ray engine's sizes (``preprocess_tasks``, ``senders``,
     #: ``calls_per_sender``); empty for the local engine.
     pools: dict[str, int] = field(default_factory=dict)
+    #: Ray: items tried again on other nodes after their node was lost.
+    node_retries: int = 0
+    #: The pixel cache's account (:class:`mmctl.request.pixel_cache.Stats`):
+    #: media asked about again and served without decoding, bytes kept.
+    pixel_cache: dict[str, Any] = field(default_factory=dict)
 
     @property
     def failed_in_output(self) -> int:
@@ -259,6 +266,7 @@ def batch(
     bundle: str | Path | None = None,
     family: str | None = None,
     ray_address: str | None = None,
+    pixel_cache_mb: int = DEFAULT_PIXEL_CACHE_MB,
     on_start: Callable[[int], None] | None = None,
     on_done: Callable[[bool], None] | None = None,
     on_warning: Callable[[str], None] | None = None,
@@ -281,7 +289,9 @@ def batch(
     by itself (the workers preprocess a model no mmctl family handles: said
     once). ``processing`` and ``media_ref`` are ``send``'s (``auto``: mmctl
     preprocesses the families it has, the workers any other model, through
-    ``media_refs``).
+    ``media_refs``; the pixel cache does not apply to those). ``pixel_cache_mb``:
+    MiB of preprocessed media kept for items that ask about the same media
+    again (on Ray, per node; 0 turns it off).
 
     The local engine spawns its preprocessing processes, which import the
     calling script again (Python's ``spawn``): call it from under
@@ -304,6 +314,7 @@ def batch(
     if keep_failed and not resume:
         raise UsageError("--keep-failed goes with --resume")
     SendOptions.of(processing=processing, media_ref=media_ref, pixel_dtype=pixel_dtype)
+    budget_bytes(pixel_cache_mb)
     warn = on_warning or (lambda message: None)
     source_path, out_path = Path(input), Path(output)
     if not source_path.is_file():
@@ -343,6 +354,7 @@ def batch(
             bundle=bundle,
             family=family,
             ray_address=ray_address,
+            pixel_cache_mb=pixel_cache_mb,
             on_start=on_start,
             on_done=on_done,
             on_skip=on_skip,
@@ -357,7 +369,7 @@ def batch(
 def _left_to_send(source: Path, out: OutputFile, remote_cap: int | None) -> bool:
     """Whether a line of ``source`` is still to be sent: one that can be sent
     and OUT does not answer. Read up to the first such line, media untouched."""
-    with Items(source, remote_cap=remote_cap, fetch=False) as items:
+    with Items(source, remote_cap=remote_cap) as items:
         return any(e.error is None and e.id not in out.done for e in items.entries())
 
 
@@ -380,7 +392,7 @@ def _finish_unsent(
     tally, seen = Tally(), set[str]()
     done = on_done or (lambda ok: None)
     skip = on_skip or done
-    with Items(source, remote_cap=remote_cap, fetch=False) as items:
+    with Items(source, remote_cap=remote_cap) as items:
         total = items.count()
         if on_start is not None:
             on_start(total)
@@ -414,6 +426,7 @@ def _run(
     bundle: str | Path | None,
     family: str | None,
     ray_address: str | None,
+    pixel_cache_mb: int,
     on_start: Callable[[int], None] | None,
     on_done: Callable[[bool], None] | None,
     on_skip: Callable[[bool], None] | None,
@@ -423,6 +436,7 @@ def _run(
 ) -> BatchCounts:
     pool = None
     ray_run = None
+    cache = pixel_cache(pixel_cache_mb)
     if engine == "ray":
         from mmctl.run_batch import ray_engine
 
@@ -451,6 +465,9 @@ def _run(
             media_ref=media_ref,
             on_note=on_note,
         )
+        if fleetwide.settings.media_ref is not None:
+            # The workers preprocess: no pixels are made here to keep.
+            cache, pixel_cache_mb = pixel_cache(0), 0
         with Items(source_path, remote_cap=remote_cap) as items:
             total = items.count()
             if on_start is not None:
@@ -476,22 +493,26 @@ def _run(
                         on_done=done,
                         on_warning=on_warning,
                         on_skip=on_skip,
+                        cache=cache,
                     )
                 )
+                cache_doc = cache.snapshot().as_dict()
             else:
                 assert ray_run is not None
                 startup = ray_run.startup_s
                 pools = {k: int(v) for k, v in vars(ray_run.layout).items()}
-                tally = ray_engine.run(
+                tally, cache_doc = ray_engine.run(
                     ray_run, fleetwide, items.entries(), out, timeout=timeout, on_done=done,
-                    on_skip=on_skip,
+                    on_skip=on_skip, pixel_cache_mb=pixel_cache_mb,
                 )  # fmt: skip
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
         if ray_run is not None:
             ray_run.close()
-    return _counts(tally, total, engine, out, start, startup_s=startup, pools=pools)
+    return _counts(
+        tally, total, engine, out, start, startup_s=startup, pools=pools, pixel_cache=cache_doc
+    )
 
 
 def _counts(
@@ -512,5 +533,6 @@ def _counts(
         retried=out.retried,
         kept_failed=tally.kept_failed,
         by_target=tally.by_target,
+        node_retries=tally.node_retries,
         **more,
     )

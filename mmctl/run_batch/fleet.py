@@ -163,6 +163,7 @@ def _extras(
         "worker": member.target.address if member else None,
         "transport": member.route.name if member else None,
         "attempts": attempts,
+        "pixel_cache": prep.cached,
         "timings_s": {"preprocess_s": round(prep.preprocess_s, 6)}
         | {k: round(v, 6) for k, v in timings.items()},
         "bytes": {"payload": prep.payload_bytes, **sizes},

@@ -11,7 +11,9 @@ input lazily, hands items to the pool and prepared requests to the
 :class:`~mmctl.run_batch.fleet.Fleet` (at most ``--max-concurrency`` in
 flight), and appends each output line as it finishes. At most ``workers +
 max_concurrency`` items exist at once — memory is bounded by that many
-items, not by the dataset.
+items and the pixel cache's budget, not by the dataset. Media that an
+earlier item preprocessed come from the pixel cache, in this process
+(:mod:`mmctl.request.pixel_cache`); only the others go to the pool.
 
 Ctrl-C (or SIGTERM) stops reading the input and lets the items in flight
 finish and be written; a second one cancels them (their shm files are
@@ -28,19 +30,30 @@ import asyncio
 import multiprocessing
 import os
 import signal
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Any
 
-from mmctl.dataset import Entry
+from mmctl.dataset import Entry, Item, label
 from mmctl.errors import MmctlError
 from mmctl.models.model import Model
+from mmctl.request.build import MediaItem
+from mmctl.request.pixel_cache import Claim, PixelCache, Pixels, pixel_cache, size_of
 from mmctl.run_batch import output
 from mmctl.run_batch.fleet import Fleet, Member
 from mmctl.run_batch.output import OutputFile
-from mmctl.run_batch.work import Failure, Preparer, Settings, preprocess_in_process, warm
+from mmctl.run_batch.work import (
+    Failure,
+    Preparer,
+    Preprocessed,
+    Settings,
+    media_keys,
+    preprocess_in_process,
+    warm,
+)
 from mmctl.signals import stop_signals
 
 
@@ -57,6 +70,8 @@ class Tally:
     interrupted_by: str | None = None
     #: Per target: ``{"answered": n, "failed": m}`` of the items it was sent.
     by_target: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: Ray: tries again of items whose node was lost while it held them.
+    node_retries: int = 0
 
     def count(self, doc: dict[str, Any]) -> bool:
         ok = doc["error"] is None
@@ -136,10 +151,12 @@ async def run(
     on_done: Callable[[bool], None],
     on_warning: Callable[[str], None] = lambda message: None,
     on_skip: Callable[[bool], None] | None = None,
+    cache: PixelCache[Pixels] | None = None,
 ) -> Tally:
     fleet = Fleet(members, model.tokenizer, model_name, timeout, on_warning=on_warning)
     preparer = Preparer(settings, model)
     job = _Job(pool, preparer, fleet, out, on_done, workers + max_concurrency, max_concurrency)
+    job.cache = cache or pixel_cache(0)
     job.on_skip = on_skip or on_done
     job.tally.by_target = {m.target.address: {"answered": 0, "failed": 0} for m in members}
     try:
@@ -171,6 +188,8 @@ class _Job:
         self.slots = asyncio.Semaphore(slots)
         self.sending = asyncio.Semaphore(sending)
         self.tally = Tally()
+        #: Media preprocessed for earlier items (this process's memory).
+        self.cache: PixelCache[Pixels] = pixel_cache(0)
         self.stop = asyncio.Event()
         self.tasks: set[asyncio.Task[None]] = set()
         self.seen: set[str] = set()
@@ -216,7 +235,6 @@ class _Job:
             )
 
     async def one(self, entry: Entry) -> None:
-        loop = asyncio.get_running_loop()
         try:
             assert entry.item is not None
             # A prompt too long for the workers' context: its error line, from
@@ -226,13 +244,7 @@ class _Job:
                 if refused is not None:
                     done: Any = refused
                 else:
-                    done = await loop.run_in_executor(
-                        self.pool,
-                        preprocess_in_process,
-                        self.preparer.settings,
-                        entry.item,
-                        entry.number,
-                    )
+                    done = await self.preprocessed(entry.item, entry.number)
             except BrokenProcessPool:
                 self.broken = True  # no item can be prepared any more: stop, keep what is done
                 self.stop.set()
@@ -257,6 +269,93 @@ class _Job:
             self._halt(err)
         finally:
             self.slots.release()
+
+    async def preprocessed(self, item: Item, number: int) -> Preprocessed | Failure:
+        """The item's media from the pixel cache where it has them (or another
+        item is making them: then this one waits), the rest from the pool."""
+        loop = asyncio.get_running_loop()
+        settings = self.preparer.settings
+        if not self.cache.enabled:
+            done = await loop.run_in_executor(
+                self.pool, preprocess_in_process, settings, item, number
+            )
+            if isinstance(done, Preprocessed):
+                done.cached = ["off"] * len(done.media)
+            return done
+        start = time.perf_counter()
+        keys = await asyncio.to_thread(
+            media_keys, item.media, self.preparer.family, settings.pixel_format
+        )
+        have, how, mine = await self._claims(keys)
+        # The item's own share of the time: its keys, and waiting for a medium
+        # another item was making (the pool's time comes back in ``done``).
+        lookup_s = time.perf_counter() - start
+        try:
+            if len(have) == len(item.media):
+                media = [
+                    MediaItem(label(m), have[n].pre, have[n].content_hash)
+                    for n, m in enumerate(item.media)
+                ]
+                done = self.preparer.known(item, number, media)
+            else:
+                skip = frozenset(have)
+                done = await loop.run_in_executor(
+                    self.pool, preprocess_in_process, settings, item, number, skip
+                )
+        except BaseException:
+            for claim in mine.values():
+                claim.fail()
+            raise
+        if isinstance(done, Failure):
+            for claim in mine.values():
+                claim.fail()
+            return done
+        if len(done.media) < len(item.media):
+            made = iter(done.media)
+            done.media = []
+            for n, medium in enumerate(item.media):
+                if n in have:
+                    done.media.append(MediaItem(label(medium), have[n].pre, have[n].content_hash))
+                    continue
+                it = next(made)
+                done.media.append(it)
+                if n in mine:
+                    mine[n].fill(Pixels(it.pre, it.content_hash), size_of(it.pre))
+        else:
+            for n, claim in mine.items():
+                it = done.media[n]
+                claim.fill(Pixels(it.pre, it.content_hash), size_of(it.pre))
+        done.cached = [how.get(n, "miss") for n in range(len(item.media))]
+        done.preprocess_s += lookup_s
+        return done
+
+    async def _claims(
+        self, keys: list[str | None]
+    ) -> tuple[dict[int, Pixels], dict[int, str], dict[int, Claim[Pixels]]]:
+        """Per medium: the pixels the cache has (or another item is making:
+        waited for), how, and the keys this item now makes. It waits only
+        while it holds no claim of its own, so two items can never wait on
+        each other; a medium another item is making meanwhile is made here too."""
+        have: dict[int, Pixels] = {}
+        how: dict[int, str] = {}
+        mine: dict[int, Claim[Pixels]] = {}
+        for n, key in enumerate(keys):
+            while key is not None:
+                claim = self.cache.claim(key)
+                if claim.value is not None:
+                    have[n], how[n] = claim.value, "hit"
+                elif claim.future is not None:
+                    if mine:
+                        break
+                    value = await asyncio.wrap_future(claim.future)
+                    if value is None:
+                        continue  # its maker failed: try for ourselves
+                    self.cache.served(value.nbytes)
+                    have[n], how[n] = value, "shared"
+                else:
+                    mine[n] = claim
+                break
+        return have, how, mine
 
     def _halt(self, err: BaseException) -> None:
         if self.fault is None:

@@ -23,11 +23,15 @@ start-up inside the run that plain tasks on warmed workers do not, and a
 Ray Data source built from the driver's items holds them all at once.
 
 Sizes are :mod:`.ray_plan`'s; the model files travel once per node
-(:mod:`.ray_files`). Ray retries a preprocessing task whose node died; a
-send actor that dies (its node lost) fails the item it held with a
-``node_lost`` line (``--resume`` retries it) and the others go on. A reaper
-process (:class:`~mmctl.run_batch.children.RayReaper`) stops a local
-instance if this process is killed.
+(:mod:`.ray_files`); ``data:`` media travel inside their items and remote
+ones are fetched by the node that preprocesses them (no medium by a path of
+the driver's). Items asking about media another item preprocessed go to the
+node holding them (the pixel cache per node, :class:`_Flow`). Ray retries a
+preprocessing task whose node died; the items a lost node held otherwise
+(its send actor's, its preprocessed ones) are made again on the other nodes
+(:data:`NODE_RETRIES`). A reaper process
+(:class:`~mmctl.run_batch.children.RayReaper`) stops a local instance if this
+process is killed.
 """
 
 from __future__ import annotations
@@ -40,8 +44,9 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from mmctl.dataset import Entry
+from mmctl.dataset import Entry, Item
 from mmctl.errors import UsageError
+from mmctl.request.pixel_cache import Claim, PixelCache
 from mmctl.run_batch import output
 from mmctl.run_batch.local import Tally, skip_done, write_entry_error
 from mmctl.run_batch.output import OutputFile
@@ -76,14 +81,18 @@ _PREPARER: tuple[Any, Any] | None = None
 
 def _preprocess(
     item: bytes, number: int, settings: Settings, files: tuple[Any], digest: str
-) -> tuple[str, bytes]:
-    """A Ray task: one item → (this node's id, its preprocessed media or failure, pickled).
+) -> tuple[tuple[str, int], bytes]:
+    """A Ray task: one item → ((this node's id, its pixels' bytes), its
+    preprocessed media or failure, pickled).
 
     The node id comes back to the driver, which picks the send actor by it;
-    the pickled item stays in this node's object store until that actor reads it."""
+    the pickled item stays in this node's object store until that actor
+    reads it (and, for the pixel cache, while the driver keeps its ref).
+    ``data:`` media came inside the item; remote ones are fetched here."""
     global _PREPARER
     import ray
 
+    from mmctl.request.pixel_cache import size_of
     from mmctl.run_batch.ray_files import node_settings
     from mmctl.run_batch.work import Preparer, Preprocessed
 
@@ -91,9 +100,11 @@ def _preprocess(
         _PREPARER = ((settings, digest), Preparer(node_settings(settings, files[0], digest)))
     node = str(ray.get_runtime_context().get_node_id())
     done = _PREPARER[1].preprocess(pickle.loads(item), number)
+    nbytes = 0
     if isinstance(done, Preprocessed):
         done.node = node
-    return node, pickle.dumps(done)
+        nbytes = sum(size_of(it.pre) for it in done.media)
+    return (node, nbytes), pickle.dumps(done)
 
 
 # ---- in this process ------------------------------------------------------------------
@@ -195,7 +206,8 @@ def run(
     timeout: float | None,
     on_done: Callable[[bool], None],
     on_skip: Callable[[bool], None] | None = None,
-) -> Tally:
+    pixel_cache_mb: int = 0,
+) -> tuple[Tally, dict[str, Any]]:
     from mmctl.run_batch.ray_files import model_files
 
     ray = started.ray
@@ -222,34 +234,79 @@ def run(
     sender = None
     if node is not None:
         sender = HereSender(here, fleetwide.members, fleetwide.model_name, timeout)
+    cache: PixelCache[Held] = PixelCache(pixel_cache_mb)
     try:
-        flow = _Flow(started, task, shipped, out, tally, on_done, here, node, sender)
+        flow = _Flow(started, task, shipped, out, tally, on_done, here, node, sender, cache)
         flow.through(_rows(entries, out, tally, on_done, on_skip or on_done, here))
     finally:
         if sender is not None:
             sender.close()
-    return tally
+    return tally, cache.snapshot().as_dict()
+
+
+#: How often an item is tried again after the Ray node preprocessing or sending it
+#: was lost (its worker died, its object went with its node).
+NODE_RETRIES = 3
+
+
+@dataclass(frozen=True)
+class Held:
+    """A preprocessed item kept for the pixel cache: the node holding it, its
+    pickle (a ref into that node's object store), its pixels' bytes."""
+
+    node: str
+    done: Any
+    nbytes: int
 
 
 @dataclass
 class _Item:
-    id: str
+    entry: Entry
     #: Its preprocessed form: a ref (a Ray task's result) or the pickle itself.
-    done: Any
+    done: Any = None
     #: The node that holds it, once preprocessed.
     node: str = ""
+    #: Its media's key in the pixel cache (``None``: not cached) and this item's
+    #: claim on it while it preprocesses them for the others.
+    key: str | None = None
+    claim: Claim[Held] | None = None
+    #: How the pixel cache answered: ``off``, ``miss``, or — another item's
+    #: pixels, this item's id and prompt swapped in by the sender — ``hit``
+    #: (kept) or ``shared`` (waited for).
+    how: str = "off"
+    #: The node whose sender has it (its own, or another's when its node is gone).
+    via: str = ""
+    #: Tries after a lost node.
+    retries: int = 0
+
+    @property
+    def id(self) -> str:
+        return self.entry.id
 
 
 class _Flow:
     """Items through preprocessing tasks and the senders, a bounded number at once.
 
-    At most ``2 x preprocess_tasks`` items are preprocessing or waiting for a
-    send slot (so the CPUs never wait for this loop) and ``in_flight`` are
-    sending: the items alive at once are bounded by the plan, not by the
-    dataset, and the input is read only as the flow drains (backpressure).
-    Items on this process's node are sent by this process
-    (:class:`~mmctl.run_batch.ray_send.HereSender`), the others by their
-    node's actor.
+    At most ``2 x preprocess_tasks`` items are preprocessing, waiting for
+    another item's pixels or waiting for a send slot (so the CPUs never wait
+    for this loop) and ``in_flight`` are sending: the items alive at once are
+    bounded by the plan, not by the dataset, and the input is read only as
+    the flow drains (backpressure). Items on this process's node are sent by
+    this process (:class:`~mmctl.run_batch.ray_send.HereSender`), the others
+    by their node's actor.
+
+    **The pixel cache, per node.** A preprocessed item stays in its node's
+    object store while the cache holds its ref (``--pixel-cache-mb`` per
+    node, least recently used out first). An item whose media another item
+    has (:func:`route_key`) goes to the node holding them when that node's
+    sender has room, and is composed and sent there without decoding; one
+    whose media are being preprocessed waits for them; otherwise it is
+    preprocessed where the places are.
+
+    **A node lost** (its sender actor dies, a task's worker or object goes
+    with it): its items are tried again on the remaining nodes — preprocessed
+    again where their pixels went with it — up to :data:`NODE_RETRIES` times,
+    and its cached items are forgotten. Every item gets exactly one line.
 
     Until a warm-up or preprocessing task has finished (Ray's worker
     processes take seconds to start; ``BENCHMARKS.md``), this process also
@@ -259,7 +316,7 @@ class _Flow:
     def __init__(
         self, started: RayRun, task: Any, shipped: tuple[Any, Any, str], out: OutputFile,
         tally: Tally, on_done: Callable[[bool], None], here: Any, node: str | None,
-        sender: Any,
+        sender: Any, cache: PixelCache[Held],
     ) -> None:  # fmt: skip
         self.ray, self.task, self.shipped = started.ray, task, shipped
         self.senders = dict(started.senders)
@@ -269,9 +326,13 @@ class _Flow:
         self.places = {node: 2 * cpus for node, cpus in started.cpus.items() if cpus > 0}
         self.taken = dict.fromkeys(self.places, 0)
         self.in_flight = started.layout.in_flight
+        #: Sends one node takes at once: what "room" on a node means.
+        self.per_node = started.layout.calls_per_sender
         self.out, self.tally, self.on_done = out, tally, on_done
-        self.preprocessing: dict[Any, _Item] = {}  # its node-id ref → item
+        self.cache = cache
+        self.preprocessing: dict[Any, _Item] = {}  # its (node, bytes) ref → item
         self.ready: list[_Item] = []
+        self.parked = 0  # items waiting for another item's pixels
         self.sending: dict[Any, _Item] = {}  # its line's ref → item
         self.here_sending: dict[Any, _Item] = {}  # its line's future → item
         self.turn = 0
@@ -279,8 +340,9 @@ class _Flow:
         self.warm = list(started.warm)
         self.up = False
         self.here, self.node, self.here_sender = here, node, sender
-        self.bridge: Any = None  # this process's item being preprocessed: (future, entry)
+        self.bridge: Any = None  # this process's item being preprocessed: (future, item)
         self.pool: Any = None
+        self.lost: set[str] = set()
 
     def through(self, entries: Iterator[Entry]) -> None:
         from concurrent.futures import ThreadPoolExecutor
@@ -291,27 +353,30 @@ class _Flow:
         finally:
             self.pool.shutdown(wait=True, cancel_futures=True)
 
+    def _alive(self) -> int:
+        return len(self.preprocessing) + len(self.ready) + self.parked
+
     def _through(self, entries: Iterator[Entry]) -> None:
         more = True
         while True:
-            while more and len(self.preprocessing) + len(self.ready) < self.ahead:
+            while more and self._alive() < self.ahead:
                 entry = next(entries, None)
                 if entry is None:
                     more = False
                     break
-                self._preprocess(entry)
+                self._start(_Item(entry))
             if more and not self.up and self.bridge is None:
                 entry = next(entries, None)
                 if entry is None:
                     more = False
                 else:
-                    job = self.pool.submit(self.here.preprocess, entry.item, entry.number)
-                    self.bridge = (job, entry)
-            while self.ready and len(self.sending) + len(self.here_sending) < self.in_flight:
-                self._send(self.ready.pop(0))
+                    self._start(_Item(entry), bridge=True)
+            self._send_ready()
             waiting = list(self.preprocessing) + list(self.sending) + self.warm
             local = self.bridge is not None or bool(self.here_sending)
             if not waiting and not local:
+                if self.ready or self.parked:
+                    raise RuntimeError("mmctl: Ray items left with nothing running (a bug)")
                 return
             if waiting:
                 done, _ = self.ray.wait(waiting, num_returns=1, timeout=0.01 if local else None)
@@ -320,39 +385,57 @@ class _Flow:
                 _first_done([self.bridge[0]] if self.bridge else [], self.here_sending)
             self._here_done()
 
-    def _arrived(self, done: list[Any]) -> None:
-        for ref in done:
-            if ref in self.preprocessing:
-                self.up = True
-                item = self.preprocessing.pop(ref)
-                if item.node in self.taken:
-                    self.taken[item.node] -= 1
-                item.node = self.ray.get(ref)
-                self.ready.append(item)
-            elif ref in self.sending:
-                self._write(self.sending.pop(ref), functools.partial(self.ray.get, ref))
-            else:
-                self.warm = []  # a worker process is up: the cluster takes it from here
-                self.up = True
+    # ---- an item's way in ----
 
-    def _here_done(self) -> None:
-        for future in [f for f in self.here_sending if f.done()]:
-            self._write(self.here_sending.pop(future), future.result)
-        if self.bridge is None or not self.bridge[0].done():
+    def _start(self, item: _Item, bridge: bool = False) -> None:
+        """Take the cache's pixels (its holder has room), wait for another
+        item's, or preprocess the item — for the others too, holding the
+        claim on its key — on the cluster or (``bridge``) in this process."""
+        assert item.entry.item is not None
+        make = self._bridge if bridge else self._preprocess
+        if item.key is None and self.cache.enabled:
+            item.key = route_key(item.entry.item)
+        if item.key is None:
+            make(item)
             return
-        job, entry = self.bridge
-        self.bridge = None
-        from mmctl.run_batch.work import Preprocessed
+        item.how = "miss"
+        holder = self.cache.where(item.key)
+        if holder is not None and holder not in self.lost and not self._room(str(holder)):
+            make(item)  # its node is full: made again where the places are
+            return
+        claim = self.cache.claim(item.key)
+        if claim.value is not None:
+            self._reuse(item, claim.value, "hit")
+        elif claim.future is not None:
+            self.parked += 1
+            claim.future.add_done_callback(lambda f: self._woken(item, f.result()))
+        else:
+            item.claim = claim
+            make(item)
 
-        done = job.result()
-        if isinstance(done, Preprocessed):
-            done.node = self.node
-        item = _Item(entry.id, pickle.dumps(done), self.node or "")
-        if self.here_sender is None:  # a Ray Client driver: into the cluster's object store
-            item.done = self.ray.put(item.done)
+    def _woken(self, item: _Item, held: Held | None) -> None:
+        # Called where the claim is filled or failed: in this loop's thread.
+        self.parked -= 1
+        if held is None:
+            self._start(item)  # its maker failed or was lost: try again
+        else:
+            self.cache.served(held.nbytes)
+            self._reuse(item, held, "shared")
+
+    def _reuse(self, item: _Item, held: Held, how: str) -> None:
+        item.done, item.node, item.how = held.done, held.node, how
         self.ready.append(item)
 
-    def _preprocess(self, entry: Entry) -> None:
+    def _room(self, node: str) -> bool:
+        busy = sum(i.node == node for i in [*self.sending.values(), *self.here_sending.values()])
+        waiting = sum(i.node == node for i in self.ready)
+        return busy + waiting < self.per_node
+
+    def _bridge(self, item: _Item) -> None:
+        job = self.pool.submit(self.here.preprocess, item.entry.item, item.entry.number)
+        self.bridge = (job, item)
+
+    def _preprocess(self, item: _Item) -> None:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         settings, files, digest = self.shipped
@@ -363,38 +446,210 @@ class _Flow:
             self.taken[where] += 1
             # soft: a node that went away hands its items to the others
             options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(where, soft=True)
-        node, done = self.task.options(**options).remote(
+        entry = item.entry
+        facts, done = self.task.options(**options).remote(
             pickle.dumps(entry.item), entry.number, settings, files, digest
         )
-        self.preprocessing[node] = _Item(entry.id, done, where)
+        item.done, item.node = done, where
+        self.preprocessing[facts] = item
+
+    # ---- arrivals ----
+
+    def _arrived(self, done: list[Any]) -> None:
+        for ref in done:
+            if ref in self.preprocessing:
+                self.up = True
+                item = self.preprocessing.pop(ref)
+                if item.node in self.taken:
+                    self.taken[item.node] -= 1
+                try:
+                    node, nbytes = self.ray.get(ref)
+                except self.ray.exceptions.RayError as err:
+                    if not _lost(self.ray, err):
+                        raise
+                    self._retry(item, item.node, err)
+                    continue
+                item.node = node
+                self._keep(item, nbytes)
+                self.ready.append(item)
+            elif ref in self.sending:
+                item = self.sending.pop(ref)
+                self._write(item, functools.partial(self.ray.get, ref))
+            else:
+                self.warm = []  # a worker process is up: the cluster takes it from here
+                self.up = True
+
+    def _keep(self, item: _Item, nbytes: int) -> None:
+        """Its pixels for the items that ask about the same media (none for a failure)."""
+        claim, item.claim = item.claim, None
+        if claim is None:
+            return
+        if nbytes > 0:
+            claim.fill(Held(item.node, item.done, nbytes), nbytes, group=item.node)
+        else:
+            claim.fail()
+
+    def _here_done(self) -> None:
+        for future in [f for f in self.here_sending if f.done()]:
+            self._write(self.here_sending.pop(future), future.result)
+        if self.bridge is None or not self.bridge[0].done():
+            return
+        job, item = self.bridge
+        self.bridge = None
+        from mmctl.request.pixel_cache import size_of
+        from mmctl.run_batch.work import Preprocessed
+
+        done = job.result()
+        nbytes = 0
+        if isinstance(done, Preprocessed):
+            done.node = self.node
+            nbytes = sum(size_of(it.pre) for it in done.media)
+        item.done, item.node = pickle.dumps(done), self.node or ""
+        if self.here_sender is None:  # a Ray Client driver: into the cluster's object store
+            item.done = self.ray.put(item.done)
+        self._keep(item, nbytes)
+        self.ready.append(item)
+
+    # ---- sending ----
+
+    def _send_ready(self) -> None:
+        """Ready items to their node's sender while it has room (another's
+        when their node is gone), in the order they became ready."""
+        for item in list(self.ready):
+            if len(self.sending) + len(self.here_sending) >= self.in_flight:
+                return
+            if item.node not in self.lost and not self._sendable(item.node):
+                continue
+            self.ready.remove(item)
+            self._send(item)
+
+    def _sendable(self, node: str) -> bool:
+        busy = sum(i.node == node for i in [*self.sending.values(), *self.here_sending.values()])
+        return busy < self.per_node
 
     def _send(self, item: _Item) -> None:
-        if self.here_sender is not None and item.node == self.node:
+        reused = item.how in ("hit", "shared")
+        as_item = pickle.dumps((item.entry.item, item.entry.number)) if reused else None
+        item.via = item.node if item.node in self._places_to_send() else self._any_sender()
+        if item.via == self.node and self.here_sender is not None:
+            # Its node's own, or (rarely: more nodes than senders) fetched here.
             done = item.done if isinstance(item.done, bytes) else self.ray.get(item.done)
-            self.here_sending[self.here_sender.send(done)] = item
+            self.here_sending[self.here_sender.send(done, item.how, as_item)] = item
             return
-        actor = self.senders.get(item.node) or self._any_sender()
-        self.sending[actor.send.remote(item.done)] = item
+        actor = self.senders[item.via]
+        self.sending[actor.send.remote(item.done, item.how, as_item)] = item
 
-    def _any_sender(self) -> Any:
-        if not self.senders:
+    def _places_to_send(self) -> list[str]:
+        """The nodes with a sender: the actors', and this process's node."""
+        here = [self.node] if self.here_sender is not None and self.node else []
+        return here + list(self.senders)
+
+    def _any_sender(self) -> str:
+        """The node of a sender, in turns (for items whose own node has none)."""
+        nodes = self._places_to_send()
+        if not nodes:
             from mmctl.errors import WorkerUnavailable
 
-            raise WorkerUnavailable("every Ray node with a send actor was lost")
+            raise WorkerUnavailable("every Ray node with a sender was lost")
         self.turn += 1
-        return list(self.senders.values())[self.turn % len(self.senders)]
+        return nodes[self.turn % len(nodes)]
 
     def _write(self, item: _Item, line_of: Callable[[], str]) -> None:
-        ray = self.ray
         try:
             line = line_of()
-        except ray.exceptions.RayActorError:  # its node is gone: no more items go there
-            self.senders = {n: a for n, a in self.senders.items() if n != item.node}
-            message = "the Ray node sending it was lost; --resume sends it again"
-            line = json.dumps(output.error_line(item.id, "node_lost", message, 503))
+        except self.ray.exceptions.RayError as err:
+            if not _lost(self.ray, err):
+                raise
+            self._retry(item, item.via or item.node, err)
+            return
         doc = json.loads(line)
         self.out.write(doc)
         self.on_done(self.tally.count(doc))
+
+    def _retry(self, item: _Item, node: str, err: BaseException) -> None:
+        """``node`` (or what it held) went away with ``item``: forget the node,
+        and try the item again elsewhere, or write its ``node_lost`` line."""
+        self._lose(node, err)
+        claim, item.claim = item.claim, None
+        if claim is not None:
+            claim.fail()  # its waiters try for themselves
+        if item.retries < NODE_RETRIES:
+            item.retries += 1
+            self.tally.node_retries += 1
+            item.done, item.how, item.node = None, "off", ""
+            self._start(item)
+            return
+        message = f"the Ray node preprocessing or sending it was lost {item.retries + 1} times"
+        doc = output.error_line(item.id, "node_lost", f"{message}: {_said(err)}", 503)
+        self.out.write(doc)
+        self.on_done(self.tally.count(doc))
+
+    def _lose(self, node: str, err: BaseException) -> None:
+        if not node or node in self.lost:
+            return
+        self.cache.drop_group(node)  # what it held is gone, or may be
+        if isinstance(err, self.ray.exceptions.RayActorError) or not self._node_alive(node):
+            self.lost.add(node)
+            self.senders.pop(node, None)
+            self.places.pop(node, None)
+            self.taken.pop(node, None)
+            # Its items waiting to be sent went with it: made again elsewhere.
+            for item in [i for i in self.ready if i.node == node]:
+                self.ready.remove(item)
+                self._retry(item, node, err)
+
+    def _node_alive(self, node: str) -> bool:
+        try:
+            return any(n["NodeID"] == node and n.get("Alive") for n in self.ray.nodes())
+        except Exception:  # the GCS is busy or gone: the send error decides
+            return True
+
+
+def route_key(item: Item) -> str | None:
+    """What the driver knows of an item's media without reading them: a
+    file's path, size and change time (shared storage; its path alone where
+    this process cannot see it), a ``data:`` medium's content, a remote one's
+    URL. Items with equal keys preprocess to the same pixels (the batch's
+    settings are one), so they share them."""
+    import hashlib
+    import os
+
+    from mmctl.dataset import Embedded, Remote
+
+    if not item.media:
+        return None
+    parts: list[Any] = []
+    for medium in item.media:
+        if isinstance(medium, Embedded):
+            parts.append(["data", hashlib.sha256(medium.data).hexdigest()])
+        elif isinstance(medium, Remote):
+            parts.append(["url", medium.url])
+        else:
+            try:
+                st = os.stat(medium)
+                parts.append(["file", str(medium), st.st_size, st.st_mtime_ns])
+            except OSError:
+                parts.append(["file", str(medium)])
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
+
+
+def _lost(ray: Any, err: BaseException) -> bool:
+    """Whether ``err`` says a node, a worker or an object went away (not an item's fault)."""
+    exc = ray.exceptions
+    gone = (
+        exc.RayActorError, exc.ObjectLostError, exc.WorkerCrashedError, exc.NodeDiedError,
+        exc.TaskUnschedulableError, exc.ActorUnschedulableError, exc.LocalRayletDiedError,
+        exc.OwnerDiedError,
+    )  # fmt: skip
+    if isinstance(err, gone):
+        return True
+    cause = getattr(err, "cause", None)
+    return isinstance(err, exc.RayTaskError) and isinstance(cause, gone)
+
+
+def _said(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return text[0][:200] if text else type(err).__name__
 
 
 def _first_done(*groups: Any) -> None:

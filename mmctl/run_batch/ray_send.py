@@ -68,12 +68,20 @@ class Sender:
         self.fleet = Fleet(members, preparer.model.tokenizer, model_name, timeout)
         self.ready.set()
 
-    async def send(self, done: bytes) -> str:
-        """The output line (JSON text) of one preprocessed item (pickled)."""
+    async def send(self, done: bytes, cached: str = "off", as_item: bytes | None = None) -> str:
+        """The output line (JSON text) of one preprocessed item (pickled).
+        ``cached``: how the pixel cache answered; with ``as_item`` (an item
+        and its number, pickled) ``done`` is another item's, whose media this
+        one shares: its pixels, this item's id and prompt."""
         from mmctl.run_batch.work import Failure
 
         await self.ready.wait()
         item = pickle.loads(done)
+        if not isinstance(item, Failure):
+            if as_item is not None:
+                asked, number = pickle.loads(as_item)
+                item = replace(item, item=asked, number=number, preprocess_s=0.0)
+            item.cached = [cached] * len(item.media)
         prepared = item if isinstance(item, Failure) else self.preparer.compose(item)
         if isinstance(prepared, Failure):
             doc = output.error_line(prepared.id, prepared.code, prepared.message, prepared.status)
@@ -103,8 +111,8 @@ class HereSender:
     def _call(self, coro: Any) -> Future[Any]:
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
 
-    def send(self, done: bytes) -> Future[str]:
-        return self._call(self.sender.send(done))
+    def send(self, done: bytes, cached: str = "off", as_item: bytes | None = None) -> Future[str]:
+        return self._call(self.sender.send(done, cached, as_item))
 
     def close(self) -> None:
         try:

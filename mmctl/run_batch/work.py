@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from mmctl.checkpoint.source import ModelSource
 from mmctl.choices import DEFAULT_MAX_TOKENS, MediaRef, PixelFormat
-from mmctl.dataset import Item
+from mmctl.dataset import Item, Medium, label, local_paths
 from mmctl.errors import MmctlError
 from mmctl.media.probe import MediaKind
 from mmctl.models.model import Model, WorkerModel
@@ -60,6 +60,8 @@ class Prepared:
     warnings: list[str] = field(default_factory=list)
     #: The Ray node that preprocessed it (``None``: this process's pool).
     node: str | None = None
+    #: Per medium, how the pixel cache answered (``hit``, ``shared``, ``miss``, ``off``).
+    cached: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -79,12 +81,15 @@ class Preprocessed:
 
     item: Item
     number: int
+    #: The media in the item's order; only those of ``made`` when some were skipped.
     media: list[MediaItem]
     preprocess_s: float
     #: The Ray node that preprocessed it (``None``: this process's pool).
     node: str | None = None
     #: Worker processing: each medium as a (kind, URL) ``media_ref`` (``media`` empty).
     refs: list[tuple[MediaKind, str]] = field(default_factory=list)
+    #: Per medium, how the pixel cache answered (empty: no cache asked).
+    cached: list[str] = field(default_factory=list)
 
 
 class Preparer:
@@ -143,38 +148,77 @@ class Preparer:
     def _max_tokens(self, item: Item) -> int:
         return self._sampling(item).max_tokens or DEFAULT_MAX_TOKENS
 
-    def preprocess(self, item: Item, number: int) -> Preprocessed | Failure:
-        return _guarded(item, number, lambda: self._preprocess(item, number))
+    def preprocess(
+        self, item: Item, number: int, skip: frozenset[int] = frozenset()
+    ) -> Preprocessed | Failure:
+        """The item's media preprocessed and hashed, but those at ``skip``
+        (the caller has them: :meth:`known`); ``media`` then holds the others."""
+        return _guarded(item, number, lambda: self._preprocess(item, number, skip))
+
+    def known(self, item: Item, number: int, media: list[MediaItem]) -> Preprocessed | Failure:
+        """An item whose media are all at hand (the pixel cache's): its checks only."""
+
+        def checked() -> Preprocessed:
+            start = time.perf_counter()
+            self._check(item, [it.kind.value for it in media])
+            for it in media:
+                refuse_kind(self.family.spec, it.kind)
+            return Preprocessed(item, number, media, time.perf_counter() - start)
+
+        return _guarded(item, number, checked)
 
     def compose(self, done: Preprocessed) -> Prepared | Failure:
         return _guarded(done.item, done.number, lambda: self._compose(done))
 
-    def _preprocess(self, item: Item, number: int) -> Preprocessed:
-        from mmctl.media.probe import check_media
-        from mmctl.request.hashing import item_hash
+    def _check(self, item: Item, kinds: list[str]) -> None:
         from mmctl.request.limits import check_item_limits
 
-        start = time.perf_counter()
-        s = self.settings
         if not item.media:
             raise _NoMedia("the line names no media (mmctl batch sends video and images)")
         # The worker's item limit, before anything is decoded.
-        check_item_limits([_kind_of(p) for p in item.media], s.item_limits, "the worker")
-        kinds = [check_media(p) for p in item.media]
-        if s.media_ref is not None:  # the worker preprocesses: its refs only
-            from mmctl.request.refs import media_refs
+        check_item_limits(kinds, self.settings.item_limits, "the worker")
 
-            refs = media_refs(item.media, kinds, s.media_ref)
-            return Preprocessed(item, number, [], time.perf_counter() - start, refs=refs)
+    def _preprocess(self, item: Item, number: int, skip: frozenset[int]) -> Preprocessed:
+        from mmctl.media.probe import check_media
+        from mmctl.request.hashing import file_digest, item_hash
+
+        start = time.perf_counter()
+        s = self.settings
+        self._check(item, [_kind_of(m) for m in item.media])
+        if s.media_ref is not None:  # the worker preprocesses: its refs only
+            return self._refs(item, number, start)
         model = self.family
-        media = []
-        for path, kind in zip(item.media, kinds, strict=True):
-            refuse_kind(model.spec, kind)
-            pre = model.spec.processor.preprocess(
-                path, kind, model.params, s.pixel_format, DEFAULT_OPTIONS
-            )
-            media.append(MediaItem(str(path), pre, item_hash(pre, path)))
+        with local_paths(item.media) as paths:
+            kinds = [check_media(p) for p in paths]
+            media = []
+            for n, (path, medium, kind) in enumerate(zip(paths, item.media, kinds, strict=True)):
+                refuse_kind(model.spec, kind)
+                if n in skip:
+                    continue
+                pre = model.spec.processor.preprocess(
+                    path, kind, model.params, s.pixel_format, DEFAULT_OPTIONS
+                )
+                media.append(MediaItem(label(medium), pre, item_hash(pre, file_digest(path))))
         return Preprocessed(item, number, media, time.perf_counter() - start)
+
+    def _refs(self, item: Item, number: int, start: float) -> Preprocessed:
+        """The item's media as ``media_refs`` (send's), read where it is preprocessed."""
+        from mmctl.errors import InputError
+        from mmctl.media.probe import check_media
+        from mmctl.request.refs import media_refs
+
+        how = self.settings.media_ref
+        assert how is not None
+        if how is MediaRef.FILE and not all(isinstance(m, Path) for m in item.media):
+            raise InputError(
+                "--media-ref file: the worker reads media by path, and this line names a "
+                "data: or http(s) URL",
+                hint="--media-ref data carries such media inside the request",
+            )
+        with local_paths(item.media) as paths:
+            kinds = [check_media(p) for p in paths]
+            refs = media_refs(paths, kinds, how)
+        return Preprocessed(item, number, [], time.perf_counter() - start, refs=refs)
 
     def _compose(self, done: Preprocessed) -> Prepared:
         from mmctl.request.compose import compose_items
@@ -209,6 +253,7 @@ class Preparer:
             preprocess_s=done.preprocess_s + time.perf_counter() - start,
             warnings=composed.warnings,
             node=done.node,
+            cached=done.cached,
         )
 
     def _compose_refs(self, done: Preprocessed, start: float) -> Prepared:
@@ -238,6 +283,35 @@ class Preparer:
         )
 
 
+def media_keys(media: list[Medium], model: Model, fmt: PixelFormat) -> list[str | None]:
+    """Each medium's pixel-cache key (:func:`mmctl.request.pixel_cache.key_of`):
+    by content for files and ``data:`` media, by URL for remote ones (fetched
+    once a run); ``None`` for one that cannot be read here (its item's
+    preprocessing says why)."""
+    from mmctl.dataset import Embedded
+    from mmctl.media.probe import MediaKind
+    from mmctl.request.hashing import file_digest
+    from mmctl.request.pixel_cache import key_of
+
+    keys: list[str | None] = []
+    for medium in media:
+        kind = _kind_of(medium)
+        try:
+            if kind == "unknown":
+                raise OSError
+            if isinstance(medium, Path):
+                digest = file_digest(medium)
+            elif isinstance(medium, Embedded):
+                digest = file_digest(medium.data)
+            else:
+                digest = "url:" + medium.url
+        except OSError:
+            keys.append(None)
+            continue
+        keys.append(key_of(digest, MediaKind(kind), model, fmt))
+    return keys
+
+
 def _guarded(item: Item, number: int, step: Callable[[], _T]) -> _T | Failure:
     try:
         return step()
@@ -255,9 +329,19 @@ class _LayoutFailed(MmctlError):
     pass
 
 
-def _kind_of(path: Path) -> str:
+def _kind_of(medium: Medium) -> str:
+    """The kind a medium's name says (a file's, or the suffix it will have)."""
+    from urllib.parse import urlparse
+
+    from mmctl.dataset import Embedded
     from mmctl.media.probe import media_kind
 
+    if isinstance(medium, Embedded):
+        path = Path("embedded" + medium.suffix)
+    elif isinstance(medium, Path):
+        path = medium
+    else:
+        path = Path(urlparse(medium.url).path or "remote")
     try:
         return media_kind(path).value
     except (MmctlError, OSError):
@@ -290,8 +374,10 @@ def warm() -> int:
     return 0
 
 
-def preprocess_in_process(settings: Settings, item: Item, number: int) -> Any:
+def preprocess_in_process(
+    settings: Settings, item: Item, number: int, skip: frozenset[int] = frozenset()
+) -> Any:
     global _PREPARER
     if _PREPARER is None or _PREPARER.settings != settings:
         _PREPARER = Preparer(settings)
-    return _PREPARER.preprocess(item, number)
+    return _PREPARER.preprocess(item, number, skip)

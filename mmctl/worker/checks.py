@@ -422,8 +422,10 @@ def _check_batch(batch: ReceivedBatch, model: Model, policy: Policy) -> None:
 
 def _check_batched_fields(batch: ReceivedBatch, facts: list[ItemFacts]) -> None:
     """The tensors the served model's field table names have one row per item
-    (an optional one may be left out); a "t" dimension is each item's temporal
-    patches, as vLLM asserts for Qwen3-VL's timestamps. The flat sizes tensor
+    (an optional one may be left out), or a flat one the items' rows; a "t"
+    dimension is each item's temporal patches, as vLLM asserts for Qwen3-VL's
+    timestamps; another named dimension is the family contract's to check
+    (Gemma 4's patches per item). The flat sizes tensor
     (:data:`~mmctl.values.fields.ROWS`) is the client's to name, so it is
     checked through ``flat_keys`` instead."""
     items = len(facts)
@@ -439,9 +441,14 @@ def _check_batched_fields(batch: ReceivedBatch, facts: list[ItemFacts]) -> None:
             if f.optional:
                 continue
             raise Rejected(f"{batch.label} ({batch.kind.value}) carries no {f.key} tensor")
-        shape = [items, *(t if d == "t" else d for d in f.item_shape)]
+        rows = sum(int(i.rows or 0) for i in facts) if f.layout is FieldLayout.FLAT else items
+        shape: list[int | str] = [rows, *(t if d == "t" else d for d in f.item_shape)]
         got = batch.tensors[name]
-        if list(got.shape) != shape:
+        fits = len(got.shape) == len(shape) and all(
+            g == want or (isinstance(want, str) and want != t)
+            for g, want in zip(got.shape, shape, strict=True)
+        )
+        if not fits:
             raise Rejected(
                 f"{batch.label}.{f.key} has shape {list(got.shape)}; {items} placeholder(s) "
                 f"with grids {grids} need {shape}"

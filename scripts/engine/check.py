@@ -323,7 +323,8 @@ def _reverse_video(req: Any) -> None:
 def _mirror_images(req: Any) -> None:
     """The image negative control: every image batch's pixels mirrored left to
     right — the last axis of a channels-first tensor ([..., 3, H, W]: LLaVA's
-    images, LLaVA-NeXT's and OneVision's tiles, Llama 4's tiles)."""
+    images, LLaVA-NeXT's and OneVision's tiles, Llama 4's tiles), or each of
+    Gemma 4's patch rows reversed ([..., patches, 16·16·3])."""
     import numpy as np
 
     from mmctl.wire import proto

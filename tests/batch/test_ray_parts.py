@@ -122,3 +122,106 @@ def test_a_cluster_that_wants_a_token_is_one_line_and_exit_5(cli, refusing_gcs, 
         "Hint: export RAY_AUTH_MODE=token and RAY_AUTH_TOKEN=<the output of `ray get-auth-token` "
         "on the head> (or RAY_AUTH_TOKEN_PATH=<its file>)",
     ]
+
+
+# ---- a node lost: mmctl's retries, one by one (a real cluster: test_ray_nodes.py) ----
+
+NODE_A, NODE_B = "a" * 56, "b" * 56
+
+
+class _FakeRay:
+    """What the flow asks of Ray: results by ref (an exception is raised), nodes' liveness."""
+
+    def __init__(self) -> None:
+        import ray
+
+        self.exceptions = ray.exceptions
+        self.results: dict[str, object] = {}
+        self.alive = {NODE_A: True, NODE_B: True}
+
+    def get(self, ref: str) -> object:
+        value = self.results[ref]
+        if isinstance(value, BaseException):
+            raise value
+        return value
+
+    def nodes(self) -> list[dict]:
+        return [{"NodeID": n, "Alive": up} for n, up in self.alive.items()]
+
+
+class _FakeCalls:
+    """A remote function or actor method: each call returns fresh refs."""
+
+    def __init__(self, prefix: str, returns: int) -> None:
+        self.prefix, self.returns, self.calls = prefix, returns, []
+
+    def options(self, **options: object) -> _FakeCalls:
+        return self
+
+    def remote(self, *args: object) -> object:
+        self.calls.append(args)
+        n = len(self.calls)
+        refs = tuple(f"{self.prefix}{n}-{k}" for k in range(self.returns))
+        return refs if self.returns > 1 else refs[0]
+
+
+def _flow(tmp_path):
+    from types import SimpleNamespace
+
+    from mmctl.request.pixel_cache import PixelCache
+    from mmctl.run_batch.local import Tally
+    from mmctl.run_batch.ray_engine import _Flow
+
+    ray = _FakeRay()
+    actor = SimpleNamespace(send=_FakeCalls("line", 1))
+    started = SimpleNamespace(
+        ray=ray, senders={NODE_B: actor}, layout=plan(2, 2, None, 4),
+        cpus={NODE_A: 1, NODE_B: 1}, warm=[],
+    )  # fmt: skip
+    written: list[dict] = []
+    out = SimpleNamespace(write=written.append)
+    task = _FakeCalls("task", 2)
+    flow = _Flow(started, task, ("s", ("f",), "d"), out, Tally(), lambda ok: None, None,
+                 NODE_A, None, PixelCache(1))  # fmt: skip
+    return flow, ray, task, actor, written
+
+
+def _entry(tmp_path, name):
+    from mmctl.dataset import Entry, Item
+
+    clip = tmp_path / f"{name}.mp4"
+    clip.write_bytes(name.encode())
+    return Entry(1, name, Item(name, "?", [clip]))
+
+
+def test_items_a_lost_node_held_are_made_again_elsewhere_then_given_up(tmp_path):
+    import ray as real_ray
+
+    from mmctl.run_batch.ray_engine import NODE_RETRIES, _Item
+
+    flow, ray, task, actor, written = _flow(tmp_path)
+    one, two = _Item(_entry(tmp_path, "one")), _Item(_entry(tmp_path, "two"))
+    for item in (one, two):
+        flow._start(item)
+    assert len(task.calls) == 2 and one.how == "miss"
+    for n in (1, 2):  # both made on node B, kept for the cache there
+        ray.results[f"task{n}-0"] = (NODE_B, 1000)
+    flow._arrived(["task1-0", "task2-0"])
+    assert flow.cache.groups() == {NODE_B: 2000}
+    flow.in_flight = 1
+    flow._send_ready()  # one sends on B; two waits, ready, on B
+    assert [i.id for i in flow.ready] == ["two"] and len(actor.send.calls) == 1
+    ray.results["line1-0"] = real_ray.exceptions.RayActorError()
+    ray.alive[NODE_B] = False
+    flow._arrived(["line1-0"])
+    # B is gone: its sender, its places and its cache entries; both items made again.
+    assert NODE_B in flow.lost and not flow.senders and NODE_B not in flow.places
+    assert flow.cache.groups().get(NODE_B, 0) == 0
+    assert len(task.calls) == 4 and flow.tally.node_retries == 2 and not written
+    assert {i.id for i in flow.preprocessing.values()} == {"one", "two"}
+    # Lost again and again: after NODE_RETRIES tries, its line says so (once).
+    item = next(i for i in flow.preprocessing.values() if i.id == "one")
+    for _ in range(NODE_RETRIES):
+        flow._retry(item, NODE_A, real_ray.exceptions.NodeDiedError(NODE_A))
+    assert [d["custom_id"] for d in written] == ["one"]
+    assert written[0]["error"]["code"] == "node_lost"

@@ -126,13 +126,13 @@ def _builtin_files(o: dict[str, Any]) -> bool:
     )
 
 
-def _onevision_frames() -> int:
+def _family_settings(model_type: str) -> Any:
     from pathlib import Path
 
     from mmctl.models.model import load_model
 
-    folder = Path(__file__).resolve().parents[1] / "fixtures" / "families" / "llava_onevision"
-    return int(load_model(model_dir=folder).params.num_frames)
+    folder = Path(__file__).resolve().parents[1] / "fixtures" / "families" / model_type
+    return load_model(model_dir=folder).params
 
 
 def _target(_: dict[str, Any]) -> bool:
@@ -229,11 +229,15 @@ TRUTH: dict[tuple[str, str], Callable[[dict[str, Any]], object]] = {
     ("--request-id", "mmctl-<random>"): lambda o: _request(o)["request_id"].startswith("mmctl-"),
     ("--chat", "--chat"): lambda o: _request(o)["original_text"].startswith("<|im_start|>user"),
     ("--layout", "vllm"): lambda o: o["build"]["layout"] == o["tokens"]["layout"] == "vllm",
-    ("--fps", "the model's (2)"): lambda o: _settings(o, "fps") == 2,
+    ("--fps", "the model's (2); gemma4: none"): lambda o: (
+        _settings(o, "fps") == 2 and _family_settings("gemma4").sample_fps < 0
+    ),
     ("--min-frames", "the model's (4)"): lambda o: _settings(o, "min_frames") == 4,
     ("--max-frames", "the model's (768)"): lambda o: _settings(o, "max_frames") == 768,
-    ("--num-frames", "from --fps; llava-onevision: the model's (32)"): lambda o: (
-        o["preprocess"]["frames"]["sampled_fps"] == 2 and _onevision_frames() == 32
+    ("--num-frames", "from --fps; llava-onevision and gemma4: the model's (32)"): lambda o: (
+        o["preprocess"]["frames"]["sampled_fps"] == 2
+        and _family_settings("llava_onevision").num_frames == 32
+        and _family_settings("gemma4").num_frames == 32
     ),
     ("--min-pixels", "the model's"): lambda o: _settings(o, "video_min_pixels") == 4096,
     ("--max-pixels", "the model's"): lambda o: _settings(o, "video_max_pixels") == 25165824,

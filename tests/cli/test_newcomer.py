@@ -118,8 +118,8 @@ def test_a_video_for_an_image_family_names_the_families_that_read_video(env):
     message, hint = one_error(r.stderr)
     assert message == "llava models read image, not video"
     readers = registry.reading(MediaKind.VIDEO)
-    assert readers == ["qwen3-vl", "qwen2.5-vl", "llava-onevision", "glm4v"]
-    assert hint == "qwen3-vl, qwen2.5-vl, llava-onevision and glm4v models read video"
+    assert readers == ["qwen3-vl", "qwen2.5-vl", "llava-onevision", "glm4v", "gemma4"]
+    assert hint == "qwen3-vl, qwen2.5-vl, llava-onevision, glm4v and gemma4 models read video"
     ok = mmctl("inspect-tokens", MEDIA / "tiny.mp4", "--model-dir", FAMILIES / "llava_onevision",
                env=env)  # fmt: skip
     assert ok.returncode == 0, ok.stderr

@@ -186,10 +186,12 @@ def test_out_into_a_missing_folder_is_bad_input(capsys, clip, tmp_path):
     assert err.startswith(f"Error: cannot write {tmp_path / 'no' / 'x.npz'}")
 
 
+# Folders of families mmctl does not serve yet (their facts and goldens come first) wait.
+NOT_WIRED = ("goldens", "gemma4")
 FAMILY_FOLDERS = sorted(
     p
     for p in (Path(__file__).resolve().parents[1] / "fixtures" / "families").iterdir()
-    if p.name != "goldens"
+    if p.name not in NOT_WIRED
 )
 
 

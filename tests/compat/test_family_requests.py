@@ -1,4 +1,4 @@
-"""``mmctl build``'s requests for the LLaVA families, Llama 4 and GLM-4.1V/4.6V against the goldens.
+"""``mmctl build``'s requests for the LLaVA families, Llama 4, GLM-4.1V/4.6V and Gemma 4 against the goldens.
 
 Each golden (``scripts/make_family_fixtures.py``: transformers 5.20.2's fast
 processors, vLLM 0.33's expansion; ``scripts/families/vllm_check.py`` ran vLLM's
@@ -6,6 +6,7 @@ own processor on all of them) is rebuilt through mmctl's request path —
 the family chosen from the folder's ``config.json`` — and the request must
 carry the golden's prompt ids and every tensor bit for bit: float32 pixels
 as HF batches them, ``image_sizes``, ``aspect_ratios``, ``patches_per_image``, the grids,
+Gemma 4's patch positions and frame counts,
 with one placeholder per item covering exactly its embedding tokens.
 """
 
@@ -28,7 +29,7 @@ from mmctl.request.view import read_request
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 FAMILIES = FIXTURES / "families"
-MODEL_TYPES = ("llava", "llava_next", "llama4", "llava_onevision", "glm4v", "glm46v")
+MODEL_TYPES = ("llava", "llava_next", "llama4", "llava_onevision", "glm4v", "glm46v", "gemma4")
 # The families mmctl serves; goldens of families still being wired (issue 32) wait.
 GOLDENS = sorted(
     p for p in (FAMILIES / "goldens").glob("*.npz") if p.stem.split("-", 1)[0] in MODEL_TYPES
@@ -40,6 +41,9 @@ WIRE = {
     "pixel_values_videos": ("VIDEO", "pixel_values"),
     "image_grid_thw": ("IMAGE", "image_grid_thw"),
     "video_grid_thw": ("VIDEO", "video_grid_thw"),
+    "pixel_position_ids": ("IMAGE", "pixel_position_ids"),
+    "pixel_position_ids_videos": ("VIDEO", "pixel_position_ids_videos"),
+    "video_frame_counts": ("VIDEO", "video_frame_counts"),
 }
 
 
@@ -59,7 +63,7 @@ def models() -> dict:
 
 def test_every_family_has_goldens():
     assert {_family(g) for g in GOLDENS} == set(MODEL_TYPES)
-    assert len(GOLDENS) == 98
+    assert len(GOLDENS) == 122
 
 
 def test_the_family_comes_from_config_json(models):
@@ -72,6 +76,7 @@ def test_the_family_comes_from_config_json(models):
         # vLLM's processor class, not the model type, picks GLM's processing.
         "glm4v": "glm4v",
         "glm46v": "glm4v",
+        "gemma4": "gemma4",
     }
     variants = {t: models[t].params.variant for t in ("glm4v", "glm46v")}
     assert variants == {"glm4v": "glm4v", "glm46v": "glm46v"}

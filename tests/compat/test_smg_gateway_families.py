@@ -1,6 +1,7 @@
 """The smg gateway 1.13.0 as a peer client of the stub serving the other families.
 
-The gateway serves LLaVA, LLaVA-NeXT and Llama 4 (not OneVision, not GLM-4.1V/4.6V); for each
+The gateway serves LLaVA, LLaVA-NeXT, Llama 4 and Gemma 4 (not OneVision, not
+GLM-4.1V/4.6V); for each
 it builds the request itself from the same published-values folder
 (``tests/fixtures/families/``). Where its layout is vLLM's, the stub accepts
 the request and it equals mmctl's in prompt ids, placeholders, ``im_token_id``
@@ -8,7 +9,9 @@ and every tensor but the pixels — whose values the gateway computes with its
 own resize (``crates/multimodal/src/vision/processors/``; transformers 5 and
 vLLM use torchvision's, as mmctl does: scripts/families/README.md). Where its
 layout is not vLLM's (LLaVA-NeXT's token count), the stub refuses it as vLLM's
-model would fail on it, in one sentence. Needs what tests/compat/test_smg_gateway.py needs.
+model would fail on it, in one sentence. For Gemma 4 its processor ports
+torchvision's uint8 antialiased bicubic and HF's rescale, and its requests equal
+mmctl's in every tensor, pixels included. Needs what tests/compat/test_smg_gateway.py needs.
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mmctl.modality import servicer_kind as modality_kind
 from mmctl.request.view import batches, read_request
+from mmctl.worker.checks import worker_key
 from tests.compat.test_smg_gateway import LOCAL, _running, _tensors
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -37,6 +42,7 @@ PUBLISHED = {
     "llava_onevision": "llava-hf/llava-onevision-qwen2-7b-ov-hf",
     "glm4v": "zai-org/GLM-4.1V-9B-Thinking",
     "glm46v": "zai-org/GLM-4.6V",
+    "gemma4": "google/gemma-4-31B-it",
 }
 MIME = {
     ".png": ("image", "image/png"),
@@ -147,3 +153,48 @@ def test_the_gateway_has_no_glm4v(smg_exe, model_type, tmp_path):
     for status, body in answers:
         assert status != 200
         assert "no media spec for its family" in body, body
+
+
+def test_the_gateways_gemma4_requests_equal_mmctls_bit_for_bit(smg_exe, tmp_path):
+    """smg 1.13.0's Gemma 4 spec (``registry/gemma4.rs``, ``processors/gemma4.rs``):
+    an image and a video in one chat give two batches equal to mmctl's — prompt
+    ids (each frame's time included), placeholders, ``im_token_id`` per batch,
+    key lists and every tensor, the pixels too (scripts/families/smg_capture.py
+    found the same on all 24 goldens)."""
+    paths = [FIXTURES / "media" / "rgb_odd.png", FIXTURES / "media" / "odd_count.mp4"]
+    with _gateway(smg_exe, "gemma4", tmp_path) as pair:
+        status, body = _chat(pair.http, PUBLISHED["gemma4"], paths)
+        assert status == 200, f"{body}\n{pair.log.getvalue()}"
+        [recorded] = pair.recorded()
+        gateway = read_request(recorded)
+        dtype = batches(gateway)[0].pixel_values.dtype
+        mine = pair.client.build(paths, prompt=PROMPT, pixel_dtype=dtype).request
+    assert list(gateway.tokenized.input_ids) == list(mine.tokenized.input_ids)
+    theirs = {b.modality: b for b in batches(gateway)}
+    ours = {b.modality: b for b in batches(mine)}
+    assert set(theirs) == set(ours) and len(ours) == 2
+    for modality, b in ours.items():
+        a = theirs[modality]
+        kind = modality_kind(modality)
+
+        def at_worker(keys, kind=kind):  # the servicer's rename of the primary tensor
+            return {worker_key(k, kind) for k in keys}
+
+        assert a.im_token_id == b.im_token_id
+        assert [(p.offset, p.length) for p in a.mm_placeholders] == [
+            (p.offset, p.length) for p in b.mm_placeholders
+        ]
+        # The gateway names the video's pixels pixel_values_videos (encoder_input_key),
+        # mmctl pixel_values: the servicer registers both as pixel_values_videos.
+        assert at_worker(a.batched_keys) == at_worker(b.batched_keys)
+        flat = [
+            {worker_key(k, kind): worker_key(v, kind) for k, v in x.flat_keys.items()}
+            for x in (a, b)
+        ]
+        assert flat[0] == flat[1]
+        assert at_worker(b.keep_on_cpu_keys) <= at_worker(a.keep_on_cpu_keys)
+        x, y = _tensors(a), _tensors(b)
+        assert set(x) == set(y)
+        for key in y:
+            assert x[key][0] == y[key][0], key  # the wire dtype
+            assert np.array_equal(x[key][1], y[key][1]), key

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from mmctl.dataset import Items
+from mmctl.dataset import Embedded, Items, Remote, local_paths
 from mmctl.errors import InputError
 
 
@@ -55,19 +55,42 @@ def test_both_formats(tmp_path):
     assert b.sampling == {"max_tokens": 16, "temperature": 0, "stop": ("END",)}
 
 
-def test_data_urls_become_files_removed_on_close(tmp_path):
+def test_data_urls_travel_as_bytes_and_are_files_only_while_read(tmp_path):
     url = "data:video/mp4;base64," + base64.b64encode(b"not really a video").decode()
-    data = _write(tmp_path / "d.jsonl", {"id": "1", "prompt": "", "media": [url]})
+    data = _write(tmp_path / "d.jsonl", {"id": "1", "prompt": "", "media": [url, "x.mp4"]})
     with Items(data) as items:
         (item,) = list(items)
-        assert item.media[0].read_bytes() == b"not really a video"
-        assert item.media[0].suffix == ".mp4"
-    assert not item.media[0].exists()
+    embedded, path = item.media
+    assert embedded == Embedded(b"not really a video", ".mp4")
+    assert path == tmp_path / "x.mp4"
+    with local_paths(item.media) as paths:
+        assert paths[0].read_bytes() == b"not really a video" and paths[0].suffix == ".mp4"
+        assert paths[1] == path  # a file stays where it is
+        folder = paths[0].parent
+    assert not folder.exists()  # removed when read
     with (
         pytest.raises(InputError, match="data: URLs are not accepted"),
         Items(data, data_urls=False) as items,
     ):
         list(items)
+
+
+def test_remote_media_are_fetched_where_they_are_read_with_the_cap(tmp_path, http_files):
+    www, base = http_files
+    (www / "clip.mp4").write_bytes(b"x" * 100)
+    data = _write(tmp_path / "d.jsonl", {"id": "1", "media": [f"{base}/clip.mp4"]})
+    with Items(data, remote_cap=100) as items:
+        (item,) = list(items)
+    assert item.media == [Remote(f"{base}/clip.mp4", 100, "d.jsonl:1")]  # not fetched yet
+    with local_paths(item.media) as (path,):
+        assert path.read_bytes() == b"x" * 100 and path.suffix == ".mp4"
+    assert not path.exists()
+    for url, says in (("clip.mp4", r".* is over the 99-byte cap"), ("missing.mp4", "cannot fetch")):
+        with (
+            pytest.raises(InputError, match=f"d.jsonl:1: {says}"),
+            local_paths([Remote(f"{base}/{url}", 99, "d.jsonl:1")]),
+        ):
+            pass
 
 
 @pytest.mark.parametrize(

@@ -147,7 +147,7 @@ def test_engine_flags(engine_check: Any) -> None:
 
 
 # The families whose mmctl spec takes video; the others are image-only.
-VIDEO_FAMILIES = {"qwen3-vl", "qwen2.5-vl", "llava-onevision", "glm4v", "glm46v"}
+VIDEO_FAMILIES = {"qwen3-vl", "qwen2.5-vl", "llava-onevision", "glm4v", "glm46v", "gemma4"}
 # The workers' device normalization: the Qwen families both ways; GLM (which vLLM
 # normalizes on the device too) only as a default worker does, to keep CI short;
 # the others cannot.
@@ -204,7 +204,10 @@ def test_the_family_table_covers_the_issue(engine_check: Any) -> None:
             assert (ROOT / family.files_dir / "tokenizer.json").is_file()
             # the tiny model keeps the published image geometry (mmctl's shapes follow it)
             published = json.loads((ROOT / family.files_dir / "config.json").read_text())
-            for key in ("image_size", "patch_size"):
+            geometry = ("image_size", "patch_size", "pooling_kernel_size", "default_output_length")
+            keys = [k for k in geometry if k in published["vision_config"]]
+            assert "patch_size" in keys, family.name
+            for key in keys:
                 assert vision[key] == published["vision_config"][key], (family.name, key)
             assert text["vocab_size"] >= published["text_config"]["vocab_size"]
             # a two-image case (the batch layout), for each mmctl family

@@ -1,4 +1,4 @@
-"""The stub worker serving the LLaVA families and Llama 4: what mmctl sends is
+"""The stub worker serving the LLaVA families, Llama 4, GLM and Gemma 4: what mmctl sends is
 accepted and read back right (the colours answer comes from the pixels), and
 what vLLM's model for the family would refuse is refused with one sentence.
 
@@ -26,7 +26,7 @@ from mmctl.wire import proto
 from tests.conftest import Stub, _stub
 
 FAMILIES = Path(__file__).resolve().parents[1] / "fixtures" / "families"
-MODEL_TYPES = ("llava", "llava_next", "llama4", "llava_onevision")
+MODEL_TYPES = ("llava", "llava_next", "llama4", "llava_onevision", "gemma4")
 
 
 @pytest.fixture(scope="module")
@@ -154,9 +154,10 @@ def _mmctl(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_batch_and_bench_run_a_family(tmp_path, images, red_blue):
-    """OneVision's images and video through ``mmctl batch`` and ``mmctl bench``."""
-    model = load_model(model_dir=FAMILIES / "llava_onevision")
+@pytest.mark.parametrize("model_type", ["llava_onevision", "gemma4"])
+def test_batch_and_bench_run_a_family(model_type, tmp_path, images, red_blue):
+    """Images and video through ``mmctl batch`` and ``mmctl bench``."""
+    model = load_model(model_dir=FAMILIES / model_type)
     running = _stub(model)
     try:
         lines = [
@@ -185,7 +186,7 @@ def test_batch_and_bench_run_a_family(tmp_path, images, red_blue):
 #: What ``vllm serve FOLDER`` (``--dtype auto``, a GPU with bfloat16) serves each fixture in:
 #: its config.json's top-level ``torch_dtype``.
 SERVED_DTYPE = {"llava": "float16", "llava_next": "float16", "llama4": "bfloat16",
-                "llava_onevision": "float16"}  # fmt: skip
+                "llava_onevision": "float16", "gemma4": "bfloat16"}  # fmt: skip
 
 
 def test_the_stub_reports_the_folders_dtype_and_send_picks_it(served, images):
@@ -285,3 +286,75 @@ def test_glm_two_videos_are_refused_before_sending(glm, red_blue):
     model_type, stub = glm
     with _client(stub, model_type) as client, pytest.raises(mmctl.MmctlError, match="2 videos"):
         client.send([red_blue, red_blue], "Colours?")
+
+
+# ---- Gemma 4: float patch rows with their positions; frames flat by video_frame_counts ----
+#
+# Each batch embeds at its own placeholder (<|image|>, <|video|>) inside spans that
+# hold <|image>/<image|> around every image and frame, and each frame's time.
+
+
+@pytest.fixture(scope="module")
+def gemma() -> Iterator[Stub]:
+    running = _stub(load_model(model_dir=FAMILIES / "gemma4"))
+    try:
+        yield running
+    finally:
+        running.close()
+
+
+@pytest.mark.parametrize("transport", ["inline", "shm"])
+def test_gemma4_image_and_video_come_back_as_their_colours(gemma, images, red_blue, transport):
+    with _client(gemma, "gemma4") as client:
+        result = client.send([images[1], red_blue], "Which colours?", transport=transport)
+    assert result.answer == "blue; red, blue"
+    # Floats in the model's dtype (the folder's config.json: bfloat16), never uint8.
+    assert result.decisions["pixel_dtype"].value == "bfloat16"
+    check = next(c for c in result.checks if c.name == "placeholder_spans")
+    assert check.ran and check.ok
+
+
+def test_gemma4_batches_embed_at_their_own_placeholders(gemma, images, red_blue):
+    req = _built(gemma, "gemma4", [images[0], red_blue])
+    image, video = req.mm_inputs, req.extra_mm_inputs[0]
+    assert (image.im_token_id, video.im_token_id) == (258880, 258884)
+    assert dict(video.flat_keys) == {
+        "pixel_values": "video_frame_counts",
+        "pixel_position_ids_videos": "video_frame_counts",
+    }
+    assert list(video.keep_on_cpu_keys) == ["video_frame_counts"]
+    span = video.mm_placeholders[0]
+    ids = list(req.tokenized.input_ids)[span.offset : span.offset + span.length]
+    assert span.length > ids.count(video.im_token_id) > 0  # markers and times between runs
+    video.ClearField("im_token_id")
+    assert "would receive embeddings" in _refused(gemma, req)
+
+
+def test_gemma4_positions_that_are_not_the_pixels_are_refused(gemma, images):
+    req = _built(gemma, "gemma4", [images[0]])
+    td = req.mm_inputs.model_specific_tensors["pixel_position_ids"]
+    positions = tensors.from_bytes(td.inline, td.shape, td.dtype)
+    req.mm_inputs.model_specific_tensors["pixel_position_ids"].CopyFrom(
+        tensors.inline(np.ascontiguousarray(positions[:, :630]), td.dtype)
+    )
+    assert "pixel_position_ids is int64 [1, 630, 2]" in _refused(gemma, req)
+
+
+def test_gemma4_frame_counts_that_do_not_split_the_frames_are_refused(gemma, red_blue):
+    req = _built(gemma, "gemma4", [red_blue])
+    td = req.mm_inputs.model_specific_tensors["video_frame_counts"]
+    counts = tensors.from_bytes(td.inline, td.shape, td.dtype)
+    req.mm_inputs.model_specific_tensors["video_frame_counts"].CopyFrom(
+        tensors.inline(counts + 1, td.dtype)
+    )
+    assert "pixel_position_ids_videos" in _refused(gemma, req)
+
+
+def test_gemma4_a_frame_without_its_time_is_refused(gemma, red_blue):
+    req = _built(gemma, "gemma4", [red_blue])
+    span = req.mm_inputs.mm_placeholders[0]
+    ids = list(req.tokenized.input_ids)
+    del ids[span.offset : span.offset + 5]  # "00:00" of "00:00 " before the first frame
+    ids[span.offset : span.offset] = [0] * 5  # as many tokens, not a time: <pad>
+    req.tokenized.input_ids[:] = ids
+    assert "placeholder spans failed: item 1: frame 1 of" in _refused(gemma, req)

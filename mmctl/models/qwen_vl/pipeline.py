@@ -11,10 +11,17 @@ parts, so on two cores decoding and preprocessing overlap. At most
 whatever the clip's length. Frames under ``THREADED_FRAME_PIXELS`` skip the
 thread: the calling thread assembles them itself (a thread's start-up and
 hand-offs cost more than a small frame's resize).
+
+A long video whose decode splits at IDR pictures is decoded in pieces on
+several threads instead (:func:`mmctl.media.video.decode_sampled`, one per
+CPU this process may use): each piece's thread resizes and patchifies its
+own frames, and the assembler takes them in any order, a temporal patch
+written once its frames are in.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -48,6 +55,14 @@ P = TypeVar("P", bound=PatchVision)
 MAX_PENDING_FRAMES = 8
 #: Source frames of at least this many pixels are resized on the helper thread.
 THREADED_FRAME_PIXELS = 320 * 240
+
+
+def decode_threads() -> int:
+    """Threads a parallel decode may use: the CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
 
 
 def preprocess(
@@ -111,7 +126,12 @@ def _image(
 
 
 class _VideoAssembler(Generic[P]):
-    """The worker-thread side: resize each frame, patchify complete temporal patches."""
+    """Resize each frame, patchify each temporal patch once its frames are in.
+
+    Safe to call from several threads at once and in any order of positions
+    (a parallel decode's pieces, :func:`mmctl.media.video.decode_sampled`),
+    position 0 first: a temporal patch's frames wait, resized, until the
+    patch is complete, and each patch writes its own rows of the output."""
 
     def __init__(
         self,
@@ -132,50 +152,67 @@ class _VideoAssembler(Generic[P]):
         self.allocate = allocate
         self.busy_s = 0.0
         self.count = 0
+        self.done = 0
         self.out: np.ndarray | None = None
+        self.lock = threading.Lock()
+        self.local = threading.local()  # per thread: the float scratch rows
 
     def start(self, count: int, height: int, width: int) -> None:
         """A (new) pass over ``count`` sampled frames of ``height``×``width``."""
         p = self.params
         self.count = count
+        self.done = 0
         self.size = self.spec.video_size(count, height, width, p)
         self.grid = grid_for(count, *self.size, p)
         rows_per_t = self.grid[1] * self.grid[2]
         self.out = self.allocate((self.grid[0] * rows_per_t, p.patch_dim), self.fmt.numpy_dtype)
         self.rows_per_t = rows_per_t
-        self.pair = np.empty((p.temporal_patch_size, *self.size, 3), dtype=np.uint8)
-        self.scratch = (
-            np.empty((rows_per_t, p.patch_dim), dtype=np.float32)
-            if self.fmt.needs_scratch
-            else None
-        )
+        #: temporal patch -> its resized frames so far (by place in the patch)
+        self.waiting: dict[int, dict[int, np.ndarray]] = {}
+        self.local = threading.local()
         self.frames: list[np.ndarray | None] = [None] * count if self.keep else []
 
     def add(self, pos: int, rgb: np.ndarray) -> None:
         began = time.perf_counter()
         tp = self.params.temporal_patch_size
         resized = resize_rgb(rgb, *self.size)
-        self.pair[pos % tp] = resized
-        if self.keep:
-            self.frames[pos] = resized
-        if pos % tp == tp - 1:
-            self._flush(pos // tp)
-        elif pos == self.count - 1:
-            self.pair[pos % tp + 1 :] = resized  # temporal pad: repeat the last frame
-            self._flush(pos // tp)
-        self.busy_s += time.perf_counter() - began
+        t = pos // tp
+        # The last patch of a count that Tp does not divide: pad with the last frame.
+        need = tp if (t + 1) * tp <= self.count else self.count - t * tp
+        with self.lock:
+            if self.keep:
+                self.frames[pos] = resized
+            got = self.waiting.setdefault(t, {})
+            got[pos % tp] = resized
+            complete = len(got) == need
+            if complete:
+                del self.waiting[t]
+        if complete:
+            pair = np.empty((tp, *self.size, 3), dtype=np.uint8)
+            for k in range(tp):
+                pair[k] = got[min(k, need - 1)]  # temporal pad: repeat the last frame
+            self._flush(t, pair)
+        spent = time.perf_counter() - began
+        with self.lock:
+            self.busy_s += spent
+            self.done += 1
+            done = self.done
         if self.on_frame is not None:
-            self.on_frame(pos + 1, self.count)
+            self.on_frame(done, self.count)
 
     def output(self) -> np.ndarray:
         if self.out is None:
             raise InputError("the video decoded to no frames")
         return self.out
 
-    def _flush(self, t: int) -> None:
+    def _flush(self, t: int, pair: np.ndarray) -> None:
         assert self.out is not None, "start() sizes the output before the first frame"
         rows = self.out[t * self.rows_per_t : (t + 1) * self.rows_per_t]
-        patchify_into(rows, self.pair, self.params, self.fmt, self.scratch)
+        scratch = getattr(self.local, "scratch", None)
+        if scratch is None and self.fmt.needs_scratch:
+            scratch = self.local.scratch = np.empty((self.rows_per_t, self.params.patch_dim),
+                                                    dtype=np.float32)  # fmt: skip
+        patchify_into(rows, pair, self.params, self.fmt, scratch)
 
 
 def _video(
@@ -192,8 +229,19 @@ def _video(
         sampled["count"] = len(indices)
         return indices
 
+    started = threading.Lock()
+
+    def shared(pos: int, rgb: np.ndarray) -> None:
+        # A parallel decode's frames, on its threads: position 0 comes first.
+        if pos == 0:
+            with started:
+                assembler.start(sampled["count"], rgb.shape[0], rgb.shape[1])
+        assembler.add(pos, rgb)
+
     with _HandOff(assembler, lambda: sampled["count"]) as hand_off:
-        info, indices = decode_sampled(path, sampler, hand_off)
+        info, indices = decode_sampled(
+            path, sampler, hand_off, threads=decode_threads(), shared_sink=shared
+        )
         hand_off.finish()
     decoded = time.perf_counter()
     times = tuple(float(i) / info.source_fps for i in indices)

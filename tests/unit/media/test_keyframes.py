@@ -2,6 +2,8 @@
 it), found in the packets' bytes, and the decode of sparse samples from
 there is the full decode's, exactly."""
 
+import threading
+
 import av
 import numpy as np
 import pytest
@@ -137,3 +139,100 @@ def test_sparse_samples_decode_exactly_from_the_nearest_start(
     else:  # decoding starts at the IDR/CRA before each group of samples
         assert (runs[0][0] > 0) == (min(wanted) >= 15)
         assert sum(last - first + 1 for first, last in runs) < 120
+
+
+# ---- independent GOPs on several threads ----
+
+
+@pytest.mark.parametrize("clip", CLOSED + OPEN)
+@pytest.mark.parametrize("threads", [2, 3])
+def test_pieces_cut_at_idr_decode_on_threads_exactly(fixtures, monkeypatch, clip, threads):
+    path = fixtures / "clips" / clip
+    monkeypatch.setattr(video, "PARALLEL_MIN_PACKETS", 10)  # these clips are 120 frames
+    cut: list[list[tuple[int, int]]] = []
+    split = video.split_at_idr
+    monkeypatch.setattr(video, "split_at_idr", lambda *a: cut.append(split(*a)) or cut[-1])
+    wanted = list(range(0, 120, 7))
+    frames: dict[int, np.ndarray] = {}
+    callers: set[str] = set()
+    first: list[int] = []
+
+    def shared(pos: int, rgb: np.ndarray) -> None:
+        if not first:
+            first.append(pos)
+        callers.add(threading.current_thread().name)
+        frames[pos] = rgb
+
+    info, indices = video.decode_sampled(
+        path, lambda total, fps: np.asarray(wanted), frames.__setitem__,
+        threads=threads, shared_sink=shared,
+    )  # fmt: skip
+    full = _full_decode(path)
+    assert info.frame_count_source.startswith("packets")  # the fast path, not the fallback
+    assert indices.tolist() == wanted and len(frames) == len(wanted)
+    for pos, index in enumerate(wanted):
+        assert np.array_equal(frames[pos], full[index]), f"frame {index} differs"
+    pieces = cut[-1]
+    idr = [p for p, shown in _starts(path) if shown is None]
+    if idr == [0]:  # no IDR after the first (open GOPs: CRA or recovery points): one decoder
+        assert len(pieces) == 1 and not callers
+    else:
+        assert len(pieces) == threads and all(first in idr for first, _ in pieces[1:])
+        # On the pool's threads (a quick piece may leave its thread to the next),
+        # position 0 first.
+        assert callers and all(name.startswith("mmctl-gop") for name in callers)
+        assert first == [0]
+
+
+def _starts(path):
+    from mmctl.media import keyframes as kf
+
+    out = [(0, None)]
+    with av.open(str(path)) as c:
+        s = c.streams.video[0]
+        size = kf.nal_length_size(s.codec_context.name, s.codec_context.extradata)
+        n = 0
+        for p in c.demux(s):
+            if not p.size:
+                continue
+            if p.is_keyframe and n:
+                kind = kf.start_kind(memoryview(p), s.codec_context.name, size)
+                if kind:
+                    out.append((n, None if kind == "idr" else p.pts))
+            n += 1
+    return out
+
+
+def test_split_keeps_pieces_of_equal_work_and_never_small_ones(monkeypatch):
+    monkeypatch.setattr(video, "PARALLEL_MIN_PACKETS", 10)
+    decoding = [True] * 100 + [False]
+    assert video.split_at_idr(decoding, [(0, 99)], [25, 50, 75], 2) == [(0, 49), (50, 99)]
+    assert video.split_at_idr(decoding, [(0, 99)], [25, 50, 75], 4) == [
+        (0, 24), (25, 49), (50, 74), (75, 99),
+    ]  # fmt: skip
+    assert video.split_at_idr(decoding, [(0, 99)], [95], 2) == [(0, 99)]  # a 5-packet piece
+    assert video.split_at_idr(decoding, [(0, 99)], [], 2) == [(0, 99)]  # nowhere to cut
+    monkeypatch.setattr(video, "PARALLEL_MIN_PACKETS", 90)
+    assert video.split_at_idr(decoding, [(0, 99)], [50], 2) == [(0, 99)]  # too little work
+
+
+def test_a_rotated_stream_in_pieces_keeps_its_rotation(tmp_path, monkeypatch):
+    from mmctl.media import synth
+
+    # Fresh decoders lack the stream's display matrix: the pieces take the first's.
+    path = synth.pattern_clip(
+        tmp_path / "turned.mp4", 90, 30.0, 48, 64, rotation=90,
+        encoder_options={"x264-params": "keyint=15:min-keyint=15:scenecut=0"},
+    )  # fmt: skip
+    monkeypatch.setattr(video, "PARALLEL_MIN_PACKETS", 10)
+    wanted = list(range(0, 90, 5))
+    serial: dict[int, np.ndarray] = {}
+    pieces: dict[int, np.ndarray] = {}
+    info, _ = video.decode_sampled(path, lambda t, f: np.asarray(wanted), serial.__setitem__)
+    video.decode_sampled(
+        path, lambda t, f: np.asarray(wanted), pytest.fail, threads=2,
+        shared_sink=pieces.__setitem__,
+    )  # fmt: skip
+    assert info.rotation in (90, -90, 270) and serial[0].shape[:2] == (64, 48)
+    assert sorted(pieces) == sorted(serial)
+    assert all(np.array_equal(pieces[p], serial[p]) for p in serial)

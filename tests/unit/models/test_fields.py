@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from mmctl.media.probe import MediaKind
-from mmctl.models import glm4v, llama4, llava, llava_next, llava_onevision
+from mmctl.models import gemma4, glm4v, llama4, llava, llava_next, llava_onevision
 from mmctl.models.qwen_vl import qwen2_vl, qwen3_vl
 from mmctl.values.fields import FieldLayout, WireField
 
 #: After the Qwen rows, each other family's batches, tagged with its name.
-OTHERS = (llava.FAMILY, llava_next.FAMILY, llava_onevision.FAMILY, llama4.FAMILY)
+OTHERS = (llava.FAMILY, llava_next.FAMILY, llava_onevision.FAMILY, llama4.FAMILY, gemma4.FAMILY)
 
 README = Path(__file__).resolve().parents[3] / "README.md"
 

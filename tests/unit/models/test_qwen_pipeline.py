@@ -62,3 +62,24 @@ def test_an_assembly_error_reaches_the_caller_and_no_thread_stays(fixtures, monk
     with pytest.raises(RuntimeError, match="frame 3 failed"):
         _run(fixtures / "media" / "shrink.mp4", on_frame=fail)
     assert {t.ident for t in threading.enumerate()} <= before
+
+
+@pytest.mark.parametrize("fmt", ["uint8", "float32", "bfloat16"])
+def test_a_decode_in_pieces_gives_the_same_tensor(fixtures, monkeypatch, fmt):
+    from mmctl.media import video
+    from mmctl.models.settings import VisionOverrides
+
+    path = fixtures / "clips" / "gop_closed.mp4"
+    params = qwen3_vl.FAMILY.settings().overridden(VisionOverrides(fps=8.0))  # most of 120
+    monkeypatch.setattr(video, "PARALLEL_MIN_PACKETS", 10)
+    cut: list[int] = []
+    split = video.split_at_idr
+    monkeypatch.setattr(video, "split_at_idr", lambda *a: cut.append(len(split(*a))) or split(*a))
+    runs = {}
+    for threads in (1, 3):
+        monkeypatch.setattr(pipeline, "decode_threads", lambda n=threads: n)
+        runs[threads] = pipeline.preprocess(path, qwen3_vl.VARIANT, params, PixelFormat(fmt))
+    assert cut == [3]  # the second run went in pieces
+    one, three = runs[1], runs[3]
+    assert one.grid_thw == three.grid_thw and np.array_equal(one.pixel_values, three.pixel_values)
+    assert one.frame_indices.tolist() == three.frame_indices.tolist()
