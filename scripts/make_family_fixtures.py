@@ -30,6 +30,7 @@ import hashlib
 import json
 import math
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -70,7 +71,30 @@ CASES = {
         ("image_then_video", ("rgba", "v:film")),
         ("video_then_image", ("v:ntsc", "gray")),
     ],
+    # Qwen3.5: Qwen3-VL's processing (vLLM's Qwen3VLMultiModalProcessor) with its own folder.
+    "qwen3_5": [(f"image-{n}", (n,)) for n in IMAGES]
+    + [
+        ("two_images", ("rgb_odd", "large")),
+        ("video-tiny", ("v:tiny",)),
+        ("video-ties", ("v:ties",)),
+        ("video-portrait", ("v:portrait",)),
+        ("video-odd_count", ("v:odd_count",)),
+        ("video-max_frames", ("v:max_frames",)),
+        ("video-min_frames", ("v:min_frames",)),
+        ("video-rotated", ("v:rotated",)),
+        ("video-vfr", ("v:vfr",)),
+        ("video-webm", ("v:webm",)),
+        ("video-ntsc", ("v:ntsc",)),
+        ("video-film", ("v:film",)),
+        ("image_then_video", ("rgba", "v:film")),
+        ("two_videos", ("v:ties", "v:odd_count")),
+        # The 4B-and-larger checkpoints' template, which leaves "<think>\n" open.
+        ("thinking_template", ("rgb_odd",)),
+    ],
 }
+QWEN_FAMILIES = ("qwen3_5",)
+QWEN_THINKING_TEMPLATE = ROOT / "scripts" / "families" / "qwen3_5_thinking_chat_template.jinja"
+QWEN_SAMPLE_FPS = 2  # Qwen3VLVideoBackend.load_bytes(fps=2); min/max frames 4 / 768
 # GLM (scripts/families/glm_golden.py): vLLM takes at most one video per prompt, and
 # refuses clips under 1 s (min_frames.mp4: its loaders keep one frame; vllm_check.py shows it).
 GLM_CASES = (
@@ -97,6 +121,8 @@ GLM_CASES = (
 )
 CASES["glm4v"] = GLM_CASES
 CASES["glm46v"] = GLM_CASES
+# InternVL reads the same media as OneVision: every image, two images, the clips, both kinds.
+CASES["internvl"] = list(CASES["llava_onevision"])
 
 
 def load_image(path: Path):
@@ -117,20 +143,28 @@ def load_image(path: Path):
     return image if image.mode == "RGB" else image.convert("RGB")
 
 
-def load_video(path: Path) -> tuple[np.ndarray, np.ndarray, int]:
-    """Every decoded frame (PyAV rgb24, display rotation applied), then vLLM's default
-    VideoBackend choice: min(32, n) frames, all of them when n <= 32, else
-    linspace(0, n-1, 32) truncated."""
+def decode_video(path: Path) -> tuple[list[np.ndarray], float]:
+    """Every decoded frame (PyAV rgb24, display rotation applied) and the stream's
+    average frame rate."""
     import av
 
     frames = []
     with av.open(str(path)) as container:
-        for frame in container.decode(video=0):
+        stream = container.streams.video[0]
+        for frame in container.decode(stream):
             rgb = frame.to_ndarray(format="rgb24")
             # vLLM's OpenCV decoder honours the display matrix (ran: rotated.mp4 comes
             # out 96x64); PyAV leaves it to the caller.
             quarter = round(int(frame.rotation or 0) / 90) % 4
             frames.append(np.ascontiguousarray(np.rot90(rgb, quarter)) if quarter else rgb)
+        fps = float(stream.average_rate)
+    return frames, fps
+
+
+def load_video(path: Path) -> tuple[np.ndarray, np.ndarray, int]:
+    """Every decoded frame, then vLLM's default VideoBackend choice: min(32, n) frames,
+    all of them when n <= 32, else linspace(0, n-1, 32) truncated."""
+    frames, _ = decode_video(path)
     total = len(frames)
     count = max(1, min(VLLM_NUM_FRAMES, total))
     if count == total:
@@ -282,19 +316,188 @@ def prompt_record(text: str, names: list, sums: list, plain: list, ids: list) ->
     }
 
 
-def family_golden(family: str, processor, media: tuple[str, ...]) -> dict:
+def qwen_sample(total: int, fps: float) -> np.ndarray:
+    """vllm/multimodal/video.py Qwen3VLVideoBackend.compute_frames_index_to_sample (fps 2,
+    4..768 frames, at most every frame): linspace rounded (numpy's half-to-even)."""
+    count = int(total / fps * QWEN_SAMPLE_FPS)
+    count = min(max(count, 4), 768, total)
+    return np.linspace(0, total - 1, count).round().astype(np.int64)
+
+
+def qwen_video_item(path: Path) -> dict:
+    """One video as vLLM's Qwen3-VL loader hands it to the processor: the sampled frames and
+    the HF metadata (VideoLoader.create_hf_metadata: do_sample_frames only when every frame
+    was kept)."""
+    frames, fps = decode_video(path)
+    total = len(frames)
+    indices = qwen_sample(total, fps)
+    sampled = np.stack([frames[i] for i in indices])
+    metadata = {
+        "total_num_frames": total,
+        "fps": fps,
+        "duration": total / fps,
+        "video_backend": "opencv",
+        "frames_indices": indices.tolist(),
+        "do_sample_frames": len(indices) == total,
+    }
+    return {"frames": sampled, "metadata": metadata, "indices": indices, "total": total}
+
+
+def qwen_timestamps(indices: list[int], fps: float, temporal: int) -> list[float]:
+    """Qwen3VLProcessingInfo._calculate_timestamps: the last index repeated up to a multiple
+    of the temporal patch, then the mean time of each patch's first and last frame."""
+    padded = list(indices) + [indices[-1]] * (-len(indices) % temporal)
+    times = [i / fps for i in padded]
+    return [(times[i] + times[i + temporal - 1]) / 2 for i in range(0, len(times), temporal)]
+
+
+def qwen_golden(family: str, processor, media: tuple[str, ...], case: str) -> dict:
+    """Qwen3VLMultiModalProcessor._apply_hf_processor_main as vLLM 0.33 runs it: each video
+    through the HF processor on its own (its sampled frames, do_sample_frames from the
+    loader's metadata), the images together in one call; each tensor twice, as a default
+    vLLM 0.33 worker sends it (mm_device_do_normalize on for Qwen3.5: do_rescale and
+    do_normalize off, ``<key>_raw``) and normalized (``<key>``, the worker started with it
+    off). ``vllm_input_ids``: the template's tokens with each <|image_pad|> and <|video_pad|>
+    replaced as _get_prompt_updates does (get_video_repl: per temporal patch
+    "<t.t seconds>" tokenized alone, <|vision_start|>, pads, <|vision_end|>)."""
+    import torch
+    from transformers.video_utils import VideoMetadata
+
     folder = FAMILIES / family
     config = json.loads((folder / "config.json").read_text())
-    if family in glm_golden.VARIANTS:
-        items = []
-        for name in media:
-            case = VIDEOS[name[2:]] if name.startswith("v:") else IMAGES[name]
-            path = hf_cases.media_path(case)
-            item = ("video", path) if name.startswith("v:") else ("image", load_image(path))
-            items.append((*item, path.name, hf_cases.sha256_of(path)))
-        return glm_golden.golden(family, processor, config, items, PROMPT, tensor_record)
-    images, videos, content, items, sums, names = [], [], [], [], [], []
+    vision = config["vision_config"]
+    merge, temporal = vision["spatial_merge_size"], vision["temporal_patch_size"]
+    images, videos, content, names, sums = [], [], [], [], []
     out: dict = {}
+    for name in media:
+        if name.startswith("v:"):
+            path = hf_cases.media_path(VIDEOS[name[2:]])
+            item = qwen_video_item(path)
+            index = len(videos)
+            videos.append(item)
+            content.append({"type": "video"})
+            out[f"video{index}_indices"] = item["indices"]
+            out[f"video{index}_total_frames"] = np.int64(item["total"])
+            out[f"video{index}_fps"] = np.float64(item["metadata"]["fps"])
+            out[f"video{index}_frames_sha256"] = np.asarray(
+                hashlib.sha256(np.ascontiguousarray(item["frames"]).tobytes()).hexdigest()
+            )
+        else:
+            path = hf_cases.media_path(IMAGES[name])
+            images.append(load_image(path))
+            content.append({"type": "image"})
+        names.append(path.name)
+        sums.append(hf_cases.sha256_of(path))
+    content.append({"type": "text", "text": PROMPT})
+    template = None
+    if case == "thinking_template":
+        template = QWEN_THINKING_TEMPLATE.read_text(encoding="utf-8")
+    text = processor.apply_chat_template(
+        [{"role": "user", "content": content}],
+        add_generation_prompt=True,
+        tokenize=False,
+        chat_template=template,
+    )
+    plain = processor.tokenizer(text, add_special_tokens=False)["input_ids"]
+    out.update(
+        text=np.asarray(text),
+        prompt=np.asarray(PROMPT),
+        media=np.asarray(names),
+        media_sha256=np.asarray(sums),
+        template_ids=np.asarray(plain, dtype=np.int64),
+    )
+    raw = {"do_rescale": False, "do_normalize": False}
+    tensors: dict[str, list] = {}
+    image_counts: list[int] = []
+    if images:
+        out["image_sizes_hw"] = np.asarray([[i.size[1], i.size[0]] for i in images], np.int64)
+        for suffix, extra in (("", {}), ("_raw", raw)):
+            result = processor(text=[""], images=images, return_tensors="pt", **extra)
+            tensors.setdefault(f"pixel_values{suffix}", []).append(result["pixel_values"])
+        grid = processor(text=[""], images=images, return_tensors="pt")["image_grid_thw"]
+        tensors["image_grid_thw"] = [grid]
+        image_counts = [int(g.prod()) // merge**2 for g in grid]
+    video_repls: list[list[int]] = []
+    for index, item in enumerate(videos):
+        meta = {k: v for k, v in item["metadata"].items() if k != "do_sample_frames"}
+        common = {
+            "text": "<|vision_start|><|video_pad|><|vision_end|>",
+            "videos": [[item["frames"]]],
+            "video_metadata": [[VideoMetadata(**meta)]],
+            "do_sample_frames": item["metadata"]["do_sample_frames"],
+            "return_tensors": "pt",
+        }
+        for suffix, extra in (("", {}), ("_raw", raw)):
+            result = processor(**common, **extra)
+            tensors.setdefault(f"pixel_values_videos{suffix}", []).append(
+                result["pixel_values_videos"]
+            )
+        grid = result["video_grid_thw"]
+        tensors.setdefault("video_grid_thw", []).append(grid)
+        stamps = qwen_timestamps(item["indices"].tolist(), item["metadata"]["fps"], temporal)
+        assert len(stamps) == int(grid[0, 0]), (stamps, grid)
+        out[f"video{index}_timestamps"] = np.asarray(stamps, dtype=np.float64)
+        per_frame = int(grid[0, 1:].prod()) // merge**2
+        repl: list[int] = []
+        for stamp in stamps:
+            repl += processor.tokenizer(f"<{stamp:.1f} seconds>", add_special_tokens=False)[
+                "input_ids"
+            ]
+            repl += [config["vision_start_token_id"]]
+            repl += [config["video_token_id"]] * per_frame
+            repl += [config["vision_end_token_id"]]
+        video_repls.append(repl)
+    vllm_ids: list[int] = []
+    image_queue, video_queue = list(image_counts), list(video_repls)
+    for token in plain:
+        if token == config["image_token_id"] and image_queue:
+            vllm_ids += [token] * image_queue.pop(0)
+        elif token == config["video_token_id"] and video_queue:
+            vllm_ids += video_queue.pop(0)
+        else:
+            vllm_ids.append(token)
+    assert not image_queue and not video_queue, "a placeholder the template did not write"
+    # HF's own expansion of the whole prompt in one call, for vllm_equals_hf.
+    full: dict = {"text": [text], "add_special_tokens": False, "return_tensors": "pt"}
+    if images:
+        full["images"] = images
+    if videos:
+        full["videos"] = [item["frames"] for item in videos]
+        full["video_metadata"] = [
+            VideoMetadata(**{k: v for k, v in i["metadata"].items() if k != "do_sample_frames"})
+            for i in videos
+        ]
+        full["do_sample_frames"] = False
+    hf_ids = [int(i) for i in processor(**full)["input_ids"][0]]
+    out["input_ids"] = np.asarray(hf_ids, dtype=np.int64)
+    out["vllm_input_ids"] = np.asarray(vllm_ids, dtype=np.int64)
+    out["vllm_equals_hf"] = np.bool_(vllm_ids == hf_ids)
+    for key, parts in tensors.items():
+        value = torch.cat(parts)
+        array = _float32(value) if value.is_floating_point() else value.numpy()
+        if "pixel" in key:
+            out[f"{key}_source_dtype"] = np.asarray(str(value.dtype))
+        tensor_record(key, array, out)
+    return out
+
+
+@dataclass
+class Loaded:
+    """A golden's media as vLLM loads them, in request order."""
+
+    images: list = field(default_factory=list)
+    videos: list = field(default_factory=list)
+    content: list = field(default_factory=list)  # the chat message's items
+    items: list = field(default_factory=list)  # per item: kind and what counts its tokens
+    names: list = field(default_factory=list)
+    sums: list = field(default_factory=list)
+    record: dict = field(default_factory=dict)  # each video's sampling, for the golden
+
+
+def load_media(media: tuple[str, ...]) -> Loaded:
+    loaded = Loaded()
+    images, videos, content, items = loaded.images, loaded.videos, loaded.content, loaded.items
+    out = loaded.record
     for name in media:
         if name.startswith("v:"):
             case = VIDEOS[name[2:]]
@@ -315,8 +518,31 @@ def family_golden(family: str, processor, media: tuple[str, ...]) -> dict:
             images.append(image)
             content.append({"type": "image"})
             items.append({"kind": "image", "height": image.size[1], "width": image.size[0]})
-        names.append(path.name)
-        sums.append(hf_cases.sha256_of(path))
+        loaded.names.append(path.name)
+        loaded.sums.append(hf_cases.sha256_of(path))
+    return loaded
+
+
+def family_golden(family: str, processor, media: tuple[str, ...]) -> dict:
+    folder = FAMILIES / family
+    config = json.loads((folder / "config.json").read_text())
+    if family in glm_golden.VARIANTS:
+        glm_items = []
+        for name in media:
+            case = VIDEOS[name[2:]] if name.startswith("v:") else IMAGES[name]
+            path = hf_cases.media_path(case)
+            item = ("video", path) if name.startswith("v:") else ("image", load_image(path))
+            glm_items.append((*item, path.name, hf_cases.sha256_of(path)))
+        return glm_golden.golden(family, processor, config, glm_items, PROMPT, tensor_record)
+    loaded = load_media(media)
+    images, videos, content, items, out = (
+        loaded.images,
+        loaded.videos,
+        loaded.content,
+        loaded.items,
+        loaded.record,
+    )
+    names, sums = loaded.names, loaded.sums
     content.append({"type": "text", "text": PROMPT})
     text = processor.apply_chat_template(
         [{"role": "user", "content": content}], add_generation_prompt=True, tokenize=False
@@ -463,6 +689,131 @@ def gemma4_golden(family: str, processor, media: tuple[str, ...]) -> dict:
             tensor_record(key, value.numpy(), out)
         counts = np.asarray([len(v) for v in videos], dtype=np.int64)
         tensor_record("video_frame_counts", counts, out)
+
+
+# ---- InternVL (transformers format) as vLLM 0.33 drives it: interns1.py ----
+
+
+def internvl_processor(folder: Path):
+    """``InternS1ProcessingInfo.get_hf_processor``: the folder's InternVLProcessor with its
+    video processor rebuilt at the image processor's size (``size=`` overrides whatever
+    the video settings say; nothing else of them)."""
+    from transformers import AutoProcessor
+    from transformers.models.internvl.video_processing_internvl import InternVLVideoProcessor
+
+    processor = AutoProcessor.from_pretrained(str(folder))
+    processor.video_processor = InternVLVideoProcessor.from_pretrained(
+        str(folder), size=processor.image_processor.size
+    )
+    return processor
+
+
+def internvl_image_ids(processor, num_patches: int) -> list[int]:
+    """``get_replacement_interns1_image``: ``<img>`` + ``<IMG_CONTEXT>`` x (patches x
+    image_seq_length) + ``</img>``, tokenized without specials."""
+    text = (
+        processor.start_image_token
+        + processor.image_token * (num_patches * processor.image_seq_length)
+        + processor.end_image_token
+    )
+    return processor.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def internvl_video_ids(processor, num_frames: int) -> list[int]:
+    """``get_replacement_interns1_video``: per frame ``Frame{i}: <img>`` + ``<video>`` x
+    image_seq_length + ``</img>``, joined by newlines, tokenized without specials. (HF's
+    own processor writes ``<IMG_CONTEXT>`` where vLLM writes ``<video>``.)"""
+    frame = (
+        processor.start_image_token
+        + processor.video_token * processor.image_seq_length
+        + processor.end_image_token
+    )
+    text = "\n".join(f"Frame{i + 1}: {frame}" for i in range(num_frames))
+    return processor.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def internvl_golden(processor, media: tuple[str, ...]) -> dict:
+    """vLLM's ``InternS1MultiModalProcessor``: the HF processor once per image
+    (``text=<IMG_CONTEXT>``) and once per video (``text=<video>``); the items' pixels
+    concatenated (flat: ``pixel_values`` by ``image_num_patches``,
+    ``pixel_values_videos`` by ``video_num_patches`` = frames); the two token ids as
+    shared tensors; each placeholder of the tokenized prompt replaced as
+    ``_get_prompt_updates`` does. HF's own one-call expansion is kept beside it."""
+    import torch
+
+    loaded = load_media(media)
+    out = loaded.record
+    content = [*loaded.content, {"type": "text", "text": PROMPT}]
+    text = processor.apply_chat_template(
+        [{"role": "user", "content": content}], add_generation_prompt=True, tokenize=False
+    )
+    tokenizer = processor.tokenizer
+    plain = tokenizer(text, add_special_tokens=False)["input_ids"]
+    whole_kwargs: dict = {"text": [text], "add_special_tokens": False, "return_tensors": "pt"}
+    if loaded.images:
+        whole_kwargs["images"] = loaded.images
+    if loaded.videos:
+        whole_kwargs["videos"] = loaded.videos
+    whole = processor(**whole_kwargs)
+    hf_ids = [int(i) for i in whole["input_ids"][0]]
+
+    image_pixels, video_pixels = [], []
+    for image in loaded.images:
+        result = processor(text=processor.image_token, images=image, return_tensors="pt")
+        image_pixels.append(result["pixel_values"])
+    for video in loaded.videos:
+        result = processor(text=processor.video_token, videos=video, return_tensors="pt")
+        video_pixels.append(result["pixel_values"])
+    image_id = processor.image_token_id
+    (video_id,) = tokenizer(processor.video_token, add_special_tokens=False)["input_ids"]
+    queue = {image_id: [len(p) for p in image_pixels], video_id: [len(p) for p in video_pixels]}
+    vllm_ids: list[int] = []
+    spans: dict[int, list[list[int]]] = {image_id: [], video_id: []}  # (offset, length)
+    for token in plain:
+        if queue.get(token):
+            count = queue[token].pop(0)
+            if token == image_id:
+                repl = internvl_image_ids(processor, count)
+            else:
+                repl = internvl_video_ids(processor, count)
+            spans[token].append([len(vllm_ids), len(repl)])
+            vllm_ids += repl
+        else:
+            vllm_ids.append(token)
+    # HF's one call merges images and videos into one pixel_values in prompt order; the
+    # same bytes as vLLM's per-item calls, joined in that order, or the golden is wrong.
+    in_order = [
+        image_pixels.pop(0) if i["kind"] == "image" else video_pixels.pop(0) for i in loaded.items
+    ]
+    assert torch.equal(torch.cat(in_order), whole["pixel_values"]), "per-item pixels != HF's call"
+    image_pixels = [p for p, i in zip(in_order, loaded.items, strict=True) if i["kind"] == "image"]
+    video_pixels = [p for p, i in zip(in_order, loaded.items, strict=True) if i["kind"] == "video"]
+
+    out.update(
+        text=np.asarray(text),
+        prompt=np.asarray(PROMPT),
+        media=np.asarray(loaded.names),
+        media_sha256=np.asarray(loaded.sums),
+        template_ids=np.asarray(plain, dtype=np.int64),
+        input_ids=np.asarray(hf_ids, dtype=np.int64),
+        vllm_input_ids=np.asarray(vllm_ids, dtype=np.int64),
+        vllm_equals_hf=np.bool_(vllm_ids == hf_ids),
+    )
+    if loaded.images:
+        out["image_sizes_hw"] = np.asarray(
+            [[i.size[1], i.size[0]] for i in loaded.images], np.int64
+        )
+        out["image_num_patches"] = np.asarray([len(p) for p in image_pixels], np.int64)
+        out["image_token_id"] = np.int64(image_id)
+        out["image_placeholders"] = np.asarray(spans[image_id], np.int64)
+        out["pixel_values_source_dtype"] = np.asarray(str(image_pixels[0].dtype))
+        tensor_record("pixel_values", _float32(torch.cat(image_pixels)), out)
+    if loaded.videos:
+        out["video_num_patches"] = np.asarray([len(p) for p in video_pixels], np.int64)
+        out["video_token_id"] = np.int64(video_id)
+        out["video_placeholders"] = np.asarray(spans[video_id], np.int64)
+        out["pixel_values_videos_source_dtype"] = np.asarray(str(video_pixels[0].dtype))
+        tensor_record("pixel_values_videos", _float32(torch.cat(video_pixels)), out)
     return out
 
 
@@ -497,7 +848,10 @@ def main() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     written, classes, mismatches = [], {}, []
     for family, cases in CASES.items():
-        processor = AutoProcessor.from_pretrained(str(FAMILIES / family))
+        if family == "internvl":
+            processor = internvl_processor(FAMILIES / family)
+        else:
+            processor = AutoProcessor.from_pretrained(str(FAMILIES / family))
         classes[family] = {
             "processor": type(processor).__name__,
             "image_processor": type(processor.image_processor).__name__,
@@ -505,8 +859,14 @@ def main() -> int:
             "tokenizer": type(processor.tokenizer).__name__,
         }
         for name, media in cases:
-            golden = gemma4_golden if family == "gemma4" else family_golden
-            record = golden(family, processor, media)
+            if family in QWEN_FAMILIES:
+                record = qwen_golden(family, processor, media, name)
+            elif family == "gemma4":
+                record = gemma4_golden(family, processor, media)
+            elif family == "internvl":
+                record = internvl_golden(processor, media)
+            else:
+                record = family_golden(family, processor, media)
             file = f"{family}-{name}.npz"
             np.savez_compressed(OUT / file, **record)
             written.append(file)

@@ -351,8 +351,8 @@ FamilyOpt = Annotated[
     typer.Option(
         "--family",
         metavar="NAME",
-        help="Model family: qwen3-vl, qwen2.5-vl, llava, llava-next, llava-onevision, llama4, "
-        "glm4v or gemma4." + default_text("from config.json, else qwen3-vl"),
+        help="Model family: qwen3-vl, qwen3.5, qwen2.5-vl, llava, llava-next, llava-onevision, "
+        "llama4, glm4v, gemma4 or internvl." + default_text("from config.json, else qwen3-vl"),
         show_default=False,
     ),
 ]

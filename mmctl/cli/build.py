@@ -54,7 +54,7 @@ request (tensors inline) is written to --out as binary protobuf, for
 The pixel type is the one decision a replayed file cannot take back: a
 worker that normalizes on the device reads floats as raw pixels (and the
 reverse), silently. Without --target the request is built for a default
-vLLM worker (0.33: raw uint8 pixels for Qwen2.5-VL and Qwen3-VL); with
+vLLM worker (0.33: raw uint8 pixels for Qwen2.5-VL, Qwen3-VL, Qwen3.5 and GLM); with
 --target the worker is asked, as `send` asks it (pixel type, item limits,
 encoder budget, layout checks). The summary (on stderr; stdout stays empty
 unless --json) says which and why.

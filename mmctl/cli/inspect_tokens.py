@@ -145,8 +145,8 @@ def _cell(row: Row) -> str:
         return f"[magenta]{_esc(row.token or MARKERS.get(row.kind, row.text))}[/]"
     if row.kind == "pads":
         return f"[cyan]{_esc(row.token or f'<|{row.text}_pad|>')}×{row.count}[/]"
-    if row.kind == "timestamp":
-        return f"[yellow]{_esc(row.text)}[/]"
+    if row.kind == "timestamp":  # a frame's text: a line break shown, not made (InternVL's)
+        return f"[yellow]{_esc(row.text.replace(chr(10), chr(92) + 'n'))}[/]"
     return f"[dim]{_esc(repr(row.text))}[/] ({row.count})"
 
 

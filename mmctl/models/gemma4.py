@@ -206,7 +206,7 @@ class Gemma4Vision(Settings):
         if pixels > kinds.MAX_MIN_PIXELS:
             raise InputError(
                 f"{where}: a budget of {self.max_soft_tokens} soft tokens of "
-                f"{self.pooling_kernel_size}x{self.pooling_kernel_size} patches of "
+                f"{self.pooling_kernel_size**2} patches of "
                 f"{self.patch_size} px is {pixels:,} pixels per image, more than "
                 f"{kinds.MAX_MIN_PIXELS:,}"
             )
@@ -455,7 +455,7 @@ def pooled_tokens(positions: np.ndarray, s: Gemma4Vision) -> int:
     if len(positions) % pool**2 or not length:
         raise ContractError(
             f"holds {len(positions)} patches per item, not a whole number of "
-            f"{pool}x{pool} pooling cells; vLLM's pooler refuses it"
+            f"pooling cells of {pool**2} patches; vLLM's pooler refuses it"
         )
     if positions.max(initial=-1) >= s.position_embedding_size or positions.min(initial=-1) < -1:
         raise ContractError(

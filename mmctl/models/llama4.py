@@ -27,9 +27,8 @@ embeddings go to its ``<|patch|>`` tokens (``image_token_index``).
 from __future__ import annotations
 
 import functools
-import itertools
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -42,7 +41,7 @@ from mmctl.models.family import Family, ModelView
 from mmctl.models.settings import File, HFClass, Settings, setting
 from mmctl.preprocessing.resize import Filter, resize_rgb
 from mmctl.preprocessing.tiles import Size
-from mmctl.values.fields import PIXELS, ROWS, FieldLayout, WireField
+from mmctl.values.fields import ROWS, FieldLayout, WireField
 from mmctl.values.items import ItemFacts
 from mmctl.values.received import ContractError, Received, table_rows
 
@@ -372,24 +371,15 @@ class Llama4Tokens:
     ) -> Llama4Tokens:
         """The ids from a tokenizer's ``token_to_id``; :class:`InputError` naming
         the first token the vocabulary lacks."""
-
-        def look_up(token: str) -> int:
-            found = token_to_id(token)
-            if found is None:
-                raise InputError(
-                    f"the tokenizer has no {token} token, which Llama 4's image prompt needs",
-                    hint="check that the model folder's tokenizer.json is Llama 4's",
-                )
-            return found
-
-        return cls(
-            image_start=look_up(IMAGE_START),
-            image_end=look_up(IMAGE_END),
-            image=look_up(image_token),
-            patch=look_up(PATCH),
-            tile_x_separator=look_up(TILE_X_SEPARATOR),
-            tile_y_separator=look_up(TILE_Y_SEPARATOR),
-        )
+        names = {
+            "image_start": IMAGE_START,
+            "image_end": IMAGE_END,
+            "image": image_token,
+            "patch": PATCH,
+            "tile_x_separator": TILE_X_SEPARATOR,
+            "tile_y_separator": TILE_Y_SEPARATOR,
+        }
+        return cls(**tiled.vocab_ids(token_to_id, names, "Llama 4"))
 
     # The family interface's view of them (:class:`~mmctl.models.family.Tokens`).
 
@@ -491,34 +481,13 @@ def received_items(batch: Received, model: ModelView) -> list[ItemFacts]:
     return out
 
 
-def expected_pixels(
-    kind: MediaKind, items: Sequence[ItemFacts], model: ModelView
-) -> tuple[int | str, ...]:
-    side = tiled.settings_of(model, Vision).image_size
-    return (sum(int(it.rows or 0) for it in items), 3, side, side)
-
-
-def item_tiles(pixels: np.ndarray, items: Sequence[ItemFacts]) -> list[np.ndarray]:
-    bounds = np.cumsum([0, *[int(it.rows or 0) for it in items]])
-    return [pixels[a:b] for a, b in itertools.pairwise(bounds.tolist())]
-
-
-def global_tile(tiles: np.ndarray, item: ItemFacts) -> np.ndarray:
-    return tiles[-1]  # the global tile (the only one for a one-tile image)
-
-
 #: vLLM's ``Mllama4MultiModalProcessor._get_mm_fields_config``: every image's
 #: tiles in one flat ``pixel_values``, split by ``patches_per_image``; that and
 #: ``aspect_ratios`` batched and kept on the CPU.
 FIELDS = (
-    WireField(
-        "pixel_values",
-        FieldLayout.FLAT,
-        PIXELS,
-        PIXELS,
-        (3, "S", "S"),
+    tiled.flat_pixels(
         "[Σ tiles, 3, S, S] normalized tiles (bfloat16 values), each image's global tile last",
-        sizes="patches_per_image",
+        "patches_per_image",
     ),
     WireField(
         "patches_per_image",
@@ -552,5 +521,7 @@ FAMILY = Family(
     processor=tiled.TileProcessor(NAME, image_item),
     prompt=tiled.RunPrompt(NAME, replacement, media_words=("image",)),
     wire=tiled.TileWire({MediaKind.IMAGE: FIELDS}, {MediaKind.IMAGE: tiled.concatenate}),
-    contract=tiled.TileContract(NAME, received_items, expected_pixels, item_tiles, global_tile),
+    contract=tiled.TileContract(
+        NAME, received_items, tiled.flat_expected(Vision), tiled.flat_tiles, tiled.last_tile
+    ),
 )

@@ -67,17 +67,7 @@ SHRINK_ABOVE = 1.1
 #: ``vllm/multimodal/media/video.py`` ``VideoMediaIO(num_frames=32)``.
 NUM_FRAMES = tiled.LOADER_FRAMES
 
-_STEPS = {
-    "do_resize": True,
-    "size": {"height": 384, "width": 384},
-    "resample": kinds.BICUBIC,
-    "do_rescale": True,
-    "rescale_factor": kinds.RESCALE,
-    "do_normalize": True,
-    "image_mean": kinds.CLIP_MEAN,
-    "image_std": kinds.CLIP_STD,
-    "do_center_crop": False,
-}
+_STEPS = {**tiled.square_steps(384), "do_center_crop": False}
 IMAGE_CLASS = HFClass(
     "LlavaOnevisionImageProcessor",
     {**_STEPS, "do_pad": True, "image_grid_pinpoints": DEFAULT_PINPOINTS},

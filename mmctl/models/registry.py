@@ -7,6 +7,8 @@ their ``model_type`` exactly (``llava`` must not take ``llava_next``'s or
 OneVision's folders, as smg's name-based matcher does). GLM matches its
 two model types exactly; which GLM processing (4.1V or 4.6V) a folder gets is
 its processor class's, read with its settings (vLLM decides it so too).
+InternVL matches ``internvl`` (the transformers format) only: the remote-code
+``internvl_chat`` folders are another processing in vLLM (``internvl.py``).
 """
 
 from __future__ import annotations
@@ -16,12 +18,13 @@ from typing import Any
 
 from mmctl.errors import InputError, UnknownFamily, UsageError
 from mmctl.media.probe import MediaKind
-from mmctl.models import gemma4, glm4v, llama4, llava, llava_next, llava_onevision
+from mmctl.models import gemma4, glm4v, internvl, llama4, llava, llava_next, llava_onevision
 from mmctl.models.family import Family
-from mmctl.models.qwen_vl import qwen2_vl, qwen3_vl
+from mmctl.models.qwen_vl import qwen2_vl, qwen3_5, qwen3_vl
 
 FAMILIES: tuple[Family, ...] = (
     qwen3_vl.FAMILY,
+    qwen3_5.FAMILY,
     qwen2_vl.FAMILY,
     llava.FAMILY,
     llava_next.FAMILY,
@@ -29,11 +32,23 @@ FAMILIES: tuple[Family, ...] = (
     llama4.FAMILY,
     glm4v.FAMILY,
     gemma4.FAMILY,
+    internvl.FAMILY,
 )
 ALIASES: dict[str, Family] = {
     name: family for family in FAMILIES for name in (family.name, *family.aliases)
 }
 DEFAULT: Family = qwen3_vl.FAMILY
+
+# Model types vLLM serves that no mmctl request can reach, by ``model_type`` and
+# ``--family`` spelling, with the reason (README, "Model families"). The general
+# hint (worker-side processing) would lead nowhere for these.
+UNSERVED: dict[str, str] = {
+    "kimi_k25": (
+        "Kimi-K2.5 models take their media as vLLM's vision_chunk items: mmctl does not "
+        "preprocess them, and the worker's own processing refuses image references"
+    ),
+}
+UNSERVED_NAMES: dict[str, str] = {"kimi-k2.5": "kimi_k25", "kimi_k25": "kimi_k25"}
 
 
 def canonical_names() -> list[str]:
@@ -41,14 +56,22 @@ def canonical_names() -> list[str]:
     return [family.name for family in FAMILIES]
 
 
+def _preprocessed() -> str:
+    names = canonical_names()
+    return f"mmctl preprocesses {', '.join(names[:-1])} and {names[-1]} models itself"
+
+
+def _unserved_hint(model_type: str) -> str:
+    return f'{_preprocessed()}; README "Model families" says why not {model_type}'
+
+
 def supported_hint() -> str:
     """The one sentence that answers "which models can mmctl handle?": the
     families mmctl prepares itself, each once (an alias list invites forcing a
     wrong family on a model it does not fit), and the way to any other model."""
-    names = canonical_names()
     return (
-        f"mmctl preprocesses {', '.join(names[:-1])} and {names[-1]} models itself; "
-        "any other model the worker preprocesses: --processing worker (send, bench, batch)"
+        f"{_preprocessed()}; any other model the worker preprocesses: "
+        "--processing worker (send, bench, batch)"
     )
 
 
@@ -84,6 +107,12 @@ def by_name(name: str) -> Family:
     try:
         return ALIASES[name.lower()]
     except KeyError:
+        unserved = UNSERVED_NAMES.get(name.lower())
+        if unserved:
+            raise UsageError(
+                f"--family {name}: mmctl cannot serve it: {UNSERVED[unserved]}",
+                hint=_unserved_hint(unserved),
+            ) from None
         raise UsageError(
             f"unknown model family {name!r}; known: {', '.join(canonical_names())}"
         ) from None
@@ -94,6 +123,13 @@ def for_config(config: Mapping[str, Any]) -> Family:
     for spec in FAMILIES:
         if spec.matches(config):
             return spec
+    model_type = config.get("model_type")
+    if isinstance(model_type, str) and model_type in UNSERVED:
+        raise InputError(
+            f"config.json describes model_type={model_type!r}, which mmctl cannot serve: "
+            f"{UNSERVED[model_type]}",
+            hint=_unserved_hint(model_type),
+        )
     raise UnknownFamily(
         f"config.json describes model_type={config.get('model_type')!r} "
         f"architectures={list(config.get('architectures') or [])}, which no mmctl model family handles",

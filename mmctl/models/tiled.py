@@ -21,6 +21,7 @@ vision tower's config keys the LLaVA families share.
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -37,7 +38,7 @@ from mmctl.models import kinds
 from mmctl.models.family import ModelView
 from mmctl.models.settings import REQUIRED, File, Settings, setting
 from mmctl.preprocessing.tiles import Size
-from mmctl.values.fields import WireField
+from mmctl.values.fields import PIXELS, FieldLayout, WireField
 from mmctl.values.items import (
     FrameCallback,
     Frames,
@@ -69,6 +70,39 @@ CLIP_IMAGE_DEFAULTS: Mapping[str, Any] = {
     "do_pad": False,
 }
 _BICUBIC_ONLY = kinds.OneOf((kinds.BICUBIC,), "bicubic (3) only")
+
+
+def square_steps(side: int) -> dict[str, Any]:
+    """The class attributes of a processor that resizes to ``side`` x ``side``
+    (bicubic), rescales and normalizes with CLIP's mean/std, as file values
+    (OneVision's image and video processors, InternVL's)."""
+    return {
+        "do_resize": True,
+        "size": {"height": side, "width": side},
+        "resample": kinds.BICUBIC,
+        "do_rescale": True,
+        "rescale_factor": kinds.RESCALE,
+        "do_normalize": True,
+        "image_mean": kinds.CLIP_MEAN,
+        "image_std": kinds.CLIP_STD,
+    }
+
+
+def vocab_ids(
+    token_to_id: Callable[[str], int | None], tokens: Mapping[str, str], family: str
+) -> dict[str, int]:
+    """``{field: id}`` of each ``{field: token}`` from a tokenizer's ``token_to_id``;
+    :class:`InputError` naming the first token the vocabulary lacks."""
+    found: dict[str, int] = {}
+    for name, token in tokens.items():
+        value = token_to_id(token)
+        if value is None:
+            raise InputError(
+                f"the tokenizer has no {token} token, which {family}'s prompt needs",
+                hint=f"check that the model folder's tokenizer.json is {family}'s",
+            )
+        found[name] = value
+    return found
 
 
 @dataclass(frozen=True)
@@ -458,6 +492,13 @@ def _first_difference(got: np.ndarray, want: np.ndarray) -> int:
 # ---- the wire ---------------------------------------------------------------------
 
 
+def flat_pixels(content: str, sizes: str) -> WireField:
+    """A flat ``[Σ rows, 3, S, S]`` pixel tensor split per item by ``sizes``."""
+    return WireField(
+        "pixel_values", FieldLayout.FLAT, PIXELS, PIXELS, (3, "S", "S"), content, sizes=sizes
+    )
+
+
 def stack(items: Sequence[np.ndarray]) -> np.ndarray:
     """Items batched one per row (their shapes equal)."""
     return np.stack(items)
@@ -489,6 +530,32 @@ class TileWire:
 
 def first_tile(tiles: np.ndarray, item: ItemFacts) -> np.ndarray:
     return tiles[0]
+
+
+def flat_expected(
+    cls: type[Any],
+) -> Callable[[MediaKind, Sequence[ItemFacts], ModelView], tuple[int | str, ...]]:
+    """:attr:`TileContract.expected` of a flat pixel tensor: the items' rows of
+    ``[3, S, S]`` tiles, ``S`` the settings' (``cls``) ``image_size``."""
+
+    def expected(
+        kind: MediaKind, items: Sequence[ItemFacts], model: ModelView
+    ) -> tuple[int | str, ...]:
+        side = settings_of(model, cls).image_size
+        return (sum(int(it.rows or 0) for it in items), 3, side, side)
+
+    return expected
+
+
+def last_tile(tiles: np.ndarray, item: ItemFacts) -> np.ndarray:
+    """Llama 4's global tile, InternVL's thumbnail (each the only one of a one-tile image)."""
+    return tiles[-1]
+
+
+def flat_tiles(pixels: np.ndarray, items: Sequence[ItemFacts]) -> list[np.ndarray]:
+    """Each item's share of a flat pixel tensor: its ``rows``, in order."""
+    bounds = np.cumsum([0, *[int(it.rows or 0) for it in items]])
+    return [pixels[a:b] for a, b in itertools.pairwise(bounds.tolist())]
 
 
 @dataclass(frozen=True)

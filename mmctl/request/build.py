@@ -29,7 +29,7 @@ from mmctl.choices import DEFAULT_MAX_TOKENS
 from mmctl.errors import UsageError
 from mmctl.media.probe import MediaKind
 from mmctl.request import tensors
-from mmctl.values.fields import GRID, PIXELS, ROWS, FieldLayout, WireField
+from mmctl.values.fields import EMBED, GRID, PIXELS, ROWS, FieldLayout, WireField
 from mmctl.values.items import Preprocessed
 from mmctl.values.layout import Layout
 from mmctl.wire import splice
@@ -187,7 +187,8 @@ def make_batches(items: Sequence[MediaItem], layout: Layout, model: Model) -> li
         pres = [it.pre for _, it in members]
         fields = spec.wire.fields(kind)
         pixels = spec.wire.batch_pixels(kind, [p.pixel_values for p in pres])
-        rows = {f: [_value(f, p) for p in pres] for f in fields if f.value != PIXELS}
+        embed = model.token_ids.embed(kind)
+        rows = {f: [_value(f, p, embed) for p in pres] for f in fields if f.value != PIXELS}
         # An optional field whose items' rows differ in length stays home.
         sent = [
             f
@@ -207,7 +208,7 @@ def make_batches(items: Sequence[MediaItem], layout: Layout, model: Model) -> li
                 pixel_values=pixels,
                 pixel_dtype=pres[0].pixel_format.value,
                 tensors=arrays,
-                im_token_id=model.token_ids.embed(kind),
+                im_token_id=embed,
                 placeholders=[(s.offset, s.length) for s in spans],
                 hashes=[it.content_hash for _, it in members],
                 batched_keys=[f.key for f in sent if f.layout is FieldLayout.BATCHED],
@@ -219,14 +220,19 @@ def make_batches(items: Sequence[MediaItem], layout: Layout, model: Model) -> li
 
 
 def _joined(field: WireField, rows: list[object], dtype: np.dtype) -> np.ndarray:
-    """A tensor of the batch: one row per item, or a flat one's items one after another."""
+    """A tensor of the batch: one row per item, a flat one's items one after another,
+    or a shared one's single value."""
+    if field.layout is FieldLayout.SHARED:
+        return np.asarray(rows[:1], dtype=dtype)
     if field.layout is FieldLayout.FLAT:
         return np.concatenate([np.asarray(r, dtype=dtype) for r in rows])
     return np.asarray(rows, dtype=dtype)
 
 
-def _value(field: WireField, pre: Preprocessed) -> object:
-    """One item's row of a batched tensor."""
+def _value(field: WireField, pre: Preprocessed, embed: int) -> object:
+    """One item's row of a batched tensor (``embed``: the batch's embedding token)."""
+    if field.value == EMBED:
+        return embed
     if field.key in pre.item_tensors:
         return pre.item_tensors[field.key]
     if field.value == GRID:

@@ -2,8 +2,8 @@
 
 The counterpart of vLLM's per-model ``_get_mm_fields_config``: for each
 modality, which tensors a batch carries, whether each is *flat* (the rows
-of all items together, split per item by a sizes tensor) or *batched* (one
-row per item), its dtype and per-item shape, and whether it stays on the
+of all items together, split per item by a sizes tensor), *batched* (one
+row per item) or *shared* (one value for the batch), its dtype and per-item shape, and whether it stays on the
 CPU. One table per family drives the request builder
 (:func:`mmctl.request.build.make_batches`), the stub worker's checks
 (:mod:`mmctl.worker.checks`) and the README's table (a test keeps them equal).
@@ -25,11 +25,16 @@ PIXELS = "pixels"
 GRID = "grid"
 #: ``WireField.value``: the item's pixel rows, ``t·h·w``.
 ROWS = "rows"
+#: ``WireField.value``: the batch's embedding token id (its ``im_token_id``).
+EMBED = "embed"
 
 
 class FieldLayout(StrEnum):
     FLAT = "flat"  # all items' rows together, split by the sizes tensor
     BATCHED = "batched"  # one row per item
+    #: One value for the whole batch, in no key list: the servicer makes every
+    #: other tensor ``MultiModalFieldConfig.shared`` (InternVL's token ids).
+    SHARED = "shared"
 
 
 @dataclass(frozen=True)
@@ -38,8 +43,9 @@ class WireField:
 
     key: str
     layout: FieldLayout
-    #: What fills it per item: :data:`PIXELS`, :data:`GRID`, :data:`ROWS`, or
-    #: a key of ``Family.video_tensors`` (values the family computes).
+    #: What fills it per item: :data:`PIXELS`, :data:`GRID`, :data:`ROWS`,
+    #: :data:`EMBED` (SHARED: once, shape ``[1]``), or a key of
+    #: ``Family.video_tensors`` (values the family computes).
     value: str
     #: Wire dtype name; :data:`PIXELS` is negotiated (``--pixel-dtype``).
     dtype: str

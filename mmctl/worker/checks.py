@@ -440,7 +440,17 @@ def _check_batched_fields(batch: ReceivedBatch, facts: list[ItemFacts]) -> None:
         if name not in batch.tensors:
             if f.optional:
                 continue
-            raise Rejected(f"{batch.label} ({batch.kind.value}) carries no {f.key} tensor")
+            fails = f"; {ENGINE_FAIL} KeyError" if f.layout is FieldLayout.SHARED else ""
+            raise Rejected(f"{batch.label} ({batch.kind.value}) carries no {f.key} tensor{fails}")
+        if f.layout is FieldLayout.SHARED:
+            # The model reads it as tensor.flatten().unique().item(): one value.
+            held = np.unique(batch.tensors[name]).tolist()
+            if len(held) != 1:
+                raise Rejected(
+                    f"{batch.label}.{f.key} holds {held}, not one value for the batch; "
+                    f"{ENGINE_FAIL} RuntimeError (a tensor of {len(held)} values read as a number)"
+                )
+            continue
         rows = sum(int(i.rows or 0) for i in facts) if f.layout is FieldLayout.FLAT else items
         shape: list[int | str] = [rows, *(t if d == "t" else d for d in f.item_shape)]
         got = batch.tensors[name]
@@ -464,7 +474,11 @@ def _check_declared(batch: ReceivedBatch, facts: list[ItemFacts]) -> None:
     batched, flat = batch.batched(), batch.flat()
     for f in batch.fields:
         name = batch.rename(f.key)
-        if f.value == ROWS or (f.optional and name not in batch.tensors):
+        if (
+            f.value == ROWS
+            or f.layout is FieldLayout.SHARED
+            or (f.optional and name not in batch.tensors)
+        ):
             continue
         if f.layout is FieldLayout.BATCHED and name not in batched:
             raise Rejected(f"{batch.label}.batched_keys lacks {f.key!r} (one row per item)")

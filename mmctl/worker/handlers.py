@@ -84,11 +84,6 @@ class StubConfig:
         folder = self.allowed_local_media_path
         if folder is not None and not folder.is_dir():
             raise UsageError(f"--allowed-local-media-path {folder} is not a folder")
-        if self.record_dir is not None:
-            try:
-                self.record_dir.mkdir(parents=True, exist_ok=True)
-            except OSError as err:
-                raise UsageError(f"--record {self.record_dir}: {err.strerror or err}") from None
 
 
 def load_served(

@@ -192,6 +192,11 @@ def start(
     connections between them.
     """
     check_bindable(host, port)
+    if cfg.record_dir is not None:
+        try:
+            cfg.record_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise UsageError(f"--record {cfg.record_dir}: {err.strerror or err}") from None
     loop = asyncio.new_event_loop()
     ready: futures.Future[tuple[grpc.aio.Server, int, StubServicer]] = futures.Future()
 

@@ -115,6 +115,7 @@ class Family:
 VIDEO = "tests/fixtures/media/tok4.mp4"  # 96x64, 16 frames at 8 fps: 4 sampled, 2 temporal patches
 ODD_VIDEO = "tests/fixtures/media/odd_count.mp4"  # 7 sampled frames: the last pair is padded
 IMAGE = "tests/fixtures/media/rgb_odd.png"
+TINY_IMAGE = "tests/fixtures/media/tiny.png"  # 20x10
 
 _CASES = (
     Case("video", (VIDEO,)),
@@ -642,6 +643,85 @@ GEMMA4 = Family(
     engine={"limit_mm_per_prompt": {"image": {"count": 2}, "video": {"count": 1}}},
 )
 
+# ---- InternVL, transformers format (issue 32) ----------------------------------------
+#
+# vLLM serves InternVLForConditionalGeneration with its InternS1 model. The tiny
+# model keeps the published layout (448 px tiles of 14 px patches, pixel shuffle
+# 0.5: 256 tokens a tile) at toy widths. The vocabulary is Qwen's 151936, not the
+# published 151674: <video> is 151674, and with prompt logprobs asked for, a video
+# prompt over the published vocabulary kills vLLM's engine ("index 151674 is out
+# of bounds for dimension 1 with size 151674", gather_logprobs; ran).
+
+INTERNVL = Family(
+    name="internvl",
+    hf_class="InternVLForConditionalGeneration",
+    config={
+        "architectures": ["InternVLForConditionalGeneration"],
+        "model_type": "internvl",
+        "image_token_id": 151667,
+        "image_seq_length": 256,
+        "downsample_ratio": 0.5,
+        "projector_hidden_act": "gelu",
+        "vision_feature_layer": -1,
+        "vision_feature_select_strategy": "default",
+        "tie_word_embeddings": True,
+        "text_config": {
+            "model_type": "qwen2",
+            **_text(QWEN_VOCAB),
+            "bos_token_id": 151643,
+            "eos_token_id": 151645,
+            "use_sliding_window": False,
+            "tie_word_embeddings": True,
+        },
+        "vision_config": {
+            "model_type": "internvl_vision",
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+            "image_size": [448, 448],
+            "patch_size": [14, 14],
+            "attention_bias": True,
+            "use_qk_norm": False,
+            "norm_type": "layer_norm",
+            "layer_norm_eps": 1e-6,
+            "use_mean_pooling": True,
+            "use_absolute_position_embeddings": True,
+        },
+    },
+    processor_files={},
+    workers=(Worker("float32", False),),
+    # rgb_odd.png is 7 patches (3x2 tiles + thumbnail), tiny.png 3 (2x1 + 1),
+    # odd_count.mp4 7 frames: one flat image batch of two items, a video alone,
+    # both modalities in one prompt (the video's <video> runs between
+    # "FrameN: " texts).
+    cases=(
+        Case("two-images", (IMAGE, TINY_IMAGE)),
+        Case("video", (ODD_VIDEO,)),
+        Case("image+video", (TINY_IMAGE, ODD_VIDEO)),
+        Case("mirrored-image", (IMAGE,), transports=("inline",), mirror=True),
+    ),
+    files_dir="tests/fixtures/families/internvl",
+    generation_config={"bos_token_id": 151643, "eos_token_id": 151645, "pad_token_id": 151643},
+    # transformers 5 saves InternVL's legacy names; the published checkpoints
+    # (and vLLM's loader) use these.
+    weight_renames=(
+        ("language_model.model.", "model.language_model."),
+        ("vision_tower.", "model.vision_tower."),
+        ("multi_modal_projector.", "model.multi_modal_projector."),
+    ),
+    engine={
+        "max_model_len": 8192,
+        # vLLM sizes its encoder cache from its start-up profiling, which counts an
+        # image as one 448 px patch (the file's crop_to_patches: false) and a dummy
+        # video by these frames: 16 x 256 tokens covers 7-patch images and 7 frames.
+        "limit_mm_per_prompt": {
+            "image": {"count": 2, "width": 256, "height": 256},
+            "video": {"count": 1, "num_frames": 16, "width": 256, "height": 256},
+        },
+    },
+)
+
 FAMILIES = {
     f.name: f
     for f in (
@@ -654,5 +734,6 @@ FAMILIES = {
         GLM4V,
         GLM46V,
         GEMMA4,
+        INTERNVL,
     )
 }

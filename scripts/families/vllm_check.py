@@ -4,16 +4,27 @@ Needs a Python with vLLM (CPU build is enough: no model weights are loaded, only
 the model folder's configs and tokenizer), e.g. the environment scripts/engine-check
 caches under ~/.cache/mmctl/engine-env-*/:
 
-    HF_HUB_OFFLINE=1 ENV/bin/python scripts/families/vllm_check.py [PATTERN | GOLDEN.npz ...]
+    HF_HUB_OFFLINE=1 ENV/bin/python scripts/families/vllm_check.py [--tamper] [PATTERN | GOLDEN.npz ...]
 
 For each tests/fixtures/families/goldens/<family>-<case>.npz it loads the same
 committed media with vLLM's loaders (``ImageMediaIO``; ``VideoMediaIO`` with its
-default 32 frames, the default OpenCV backend), builds the processor with
+default 32 frames and the loader vLLM registers for the folder's video processor —
+``qwen3_vl`` for Qwen3.5 — else the default OpenCV backend), builds the processor with
 ``MULTIMODAL_REGISTRY.create_processor`` for the folder, applies it to the
-golden's ``template_ids`` and reports whether vLLM's ``prompt_token_ids``, the
-placeholder ranges and every tensor of ``mm_kwargs`` (sha256 of the float32
-bytes) equal the golden's. Prints one line per golden and a summary; writes
+golden's ``template_ids`` and reports whether vLLM's ``prompt_token_ids`` (the
+golden's ``vllm_input_ids``: its expansion by vLLM's prompt updates, the same as
+HF's ``input_ids`` for every family but InternVL's videos and GLM-4.6V's
+timestamps), every tensor of ``mm_kwargs`` (sha256 of the float32 bytes, or of the
+uint8 bytes for raw pixels; small integer ones whole) and, where the golden records
+them (InternVL), each item's placeholder range and which of its positions take
+embeddings (``is_embed``) equal the golden's. A family whose worker normalizes on the
+device by default (Qwen3.5) is checked twice: as configured by default against the
+goldens' ``<key>_raw`` tensors, and with ``mm_device_do_normalize=False`` against
+the normalized ones. Prints one line per golden and check and a summary; writes
 nothing. Exit 1 if anything differs.
+
+``--tamper`` changes one recorded value of every golden before comparing (the
+first id, the first tensor digest): a check that can fail prints "0 equal".
 """
 
 from __future__ import annotations
@@ -29,15 +40,19 @@ FAMILIES = ROOT / "tests" / "fixtures" / "families"
 MEDIA = ROOT / "tests" / "fixtures" / "media"
 
 
-def _processor(family: str):
+def _processor(family: str, device_normalize: bool | None = False):
     from vllm.config import ModelConfig
     from vllm.multimodal import MULTIMODAL_REGISTRY
 
     folder = str(FAMILIES / family)
-    # GLM (like Qwen) can normalise on the device, vLLM's default for it: its processor
-    # then leaves do_rescale/do_normalize off. The goldens hold HF's normalised values.
+    # mm_device_do_normalize None: vLLM's default for the model (on for Qwen and GLM, which
+    # then leave do_rescale/do_normalize off); False: HF's normalised values.
     config = ModelConfig(
-        model=folder, tokenizer=folder, dtype="float32", seed=0, mm_device_do_normalize=False
+        model=folder,
+        tokenizer=folder,
+        dtype="float32",
+        seed=0,
+        mm_device_do_normalize=device_normalize,
     )
     return MULTIMODAL_REGISTRY.create_processor(config)
 
@@ -63,24 +78,33 @@ def _load(name: str, family: str) -> tuple[str, object]:
     return "video", io.load_bytes(data).media
 
 
-def _sha(value) -> str:
+def _sha(value, dtype: str = "float32") -> str:
     import torch
 
-    array = value.to(torch.float32).numpy() if value.is_floating_point() else value.numpy()
-    if array.dtype == np.int64 or not value.is_floating_point():
-        array = array.astype(np.int64)
+    if dtype == "uint8":  # raw pixels: the bytes a device-normalizing worker reads
+        array = value.to(torch.uint8).numpy()
+    elif value.is_floating_point():
+        array = value.to(torch.float32).numpy()
+    else:
+        array = value.numpy().astype(np.int64)
     return hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()
 
 
-def check(path: Path, processors: dict) -> list[str]:
+def _raw_checked(golden) -> bool:
+    """Goldens of a family whose default worker normalizes on the device hold both."""
+    return any(key.endswith("_raw_sha256") for key in golden.files)
+
+
+def check(path: Path, processors: dict, device_normalize: bool | None = False) -> list[str]:
     from vllm.multimodal.processing.context import TimingContext
     from vllm.multimodal.processing.inputs import ProcessorInputs
 
     family = path.name.split("-", 1)[0]
     golden = np.load(path)
-    if family not in processors:
-        processors[family] = _processor(family)
-    proc = processors[family]
+    if (family, device_normalize) not in processors:
+        processors[family, device_normalize] = _processor(family, device_normalize)
+    proc = processors[family, device_normalize]
+    raw = _raw_checked(golden) and device_normalize is None
     data: dict[str, list] = {}
     for name in golden["media"].tolist():
         modality, item = _load(str(name), family)
@@ -91,10 +115,13 @@ def check(path: Path, processors: dict) -> list[str]:
     result = proc.apply(ProcessorInputs(prompt=prompt, mm_data_items=items), TimingContext())
     ids = list(result["prompt_token_ids"])
     # vllm_input_ids: the goldens' expansion by vLLM's prompt updates (equal to HF's
-    # input_ids for every family but GLM-4.6V's video timestamps).
+    # input_ids for every family but InternVL's videos and GLM-4.6V's video timestamps).
     expected = golden["vllm_input_ids"].tolist()
+    if TAMPER:
+        expected[0] += 1
     if ids != expected:
         problems.append(f"prompt ids differ ({len(ids)} vs {len(expected)})")
+    problems += _placeholders(result, golden, ids)
     problems += _embed_masks(family, ids, result["mm_placeholders"])
     kwargs = result["mm_kwargs"]
     for modality in kwargs:
@@ -103,26 +130,39 @@ def check(path: Path, processors: dict) -> list[str]:
             for key, elem in item.items():
                 fields.setdefault(key, []).append(elem.data)
         for key, values in fields.items():
-            ref = f"{key}_sha256"
             if key in PER_VIDEO:  # Gemma 4's lists, kept per video: video<k>_<name>
                 for k, value in enumerate(values):
                     want = golden[f"video{k}_{PER_VIDEO[key]}"].tolist()
                     if list(value) != want:
                         problems.append(f"{modality}.{key}[{k}]: {list(value)} != {want}")
                 continue
-            if key in golden.files:  # Llama 4's aspect_ratios / patches_per_image, whole
+            if key == "timestamps":  # Qwen3-VL's per-video frame times (batched lists)
+                for index, value in enumerate(values):
+                    want = golden[f"video{index}_timestamps"].tolist()
+                    if [float(t) for t in value] != want:
+                        problems.append(f"{modality}.timestamps[{index}]: {value} != {want}")
+                continue
+            name = f"{key}_raw" if raw and f"{key}_raw_sha256" in golden.files else key
+            ref = f"{name}_sha256"
+            if key in golden.files:  # small integer tensors, whole (Llama 4's, InternVL's)
                 got = np.stack([v.numpy() for v in values]).astype(np.int64)
-                if not np.array_equal(got, golden[key]):
-                    problems.append(f"{modality}.{key}: {got.tolist()} != {golden[key].tolist()}")
+                want = golden[key]
+                if want.ndim == 0:  # a shared field: every item holds the one value
+                    want = np.full(len(values), want, dtype=np.int64)
+                if not np.array_equal(got, want):
+                    problems.append(f"{modality}.{key}: {got.tolist()} != {want.tolist()}")
                 continue
             if ref not in golden.files:
                 problems.append(f"{modality}.{key}: not in the golden")
                 continue
-            got = _joined(key, values, golden)
+            got = _joined(key, values, golden, name)
+            want = str(golden[ref])
+            if TAMPER:
+                want = want[::-1]
             if got is None:
                 problems.append(f"{modality}.{key}: shapes {[tuple(v.shape) for v in values]}")
-            elif _sha(got) != str(golden[ref]):
-                problems.append(f"{modality}.{key}: values differ")
+            elif _sha(got, str(golden[f"{name}_dtype"])) != want:
+                problems.append(f"{modality}.{name}: values differ")
     return problems
 
 
@@ -130,6 +170,28 @@ def check(path: Path, processors: dict) -> list[str]:
 PER_VIDEO = {"video_timestamps": "timestamps", "video_num_soft_tokens": "num_soft_tokens"}
 #: Flat fields (``flat_from_sizes``): one tensor per video, frames joined on axis 0.
 FLAT = ("pixel_values_videos", "pixel_position_ids_videos")
+
+
+def _placeholders(result, golden, ids: list[int]) -> list[str]:
+    """Each item's (offset, length) and embed positions, where the golden records them:
+    embeddings go exactly to the positions holding the modality's embed token."""
+    problems = []
+    for modality in ("image", "video"):
+        key = f"{modality}_placeholders"
+        if key not in golden.files:
+            continue
+        token = int(golden[f"{modality}_token_id"])
+        got = result["mm_placeholders"].get(modality, [])
+        spans = [[p.offset, p.length] for p in got]
+        if spans != golden[key].tolist():
+            problems.append(f"{modality} placeholders {spans} != {golden[key].tolist()}")
+            continue
+        for p in got:
+            want = np.asarray(ids[p.offset : p.offset + p.length]) == token
+            mask = np.ones(p.length, bool) if p.is_embed is None else p.is_embed.numpy()
+            if not np.array_equal(mask, want):
+                problems.append(f"{modality} is_embed at {p.offset}: {int(mask.sum())} positions")
+    return problems
 
 
 def _loaded_video(golden, videos: list) -> list[str]:
@@ -192,17 +254,19 @@ def refused(family: str, clip: str) -> str:
     return ""
 
 
-def _joined(key: str, values: list, golden):
+def _joined(key: str, values: list, golden, name: str):
     """vLLM holds one tensor per item; the golden holds HF's batch."""
     import torch
 
-    shape = tuple(int(x) for x in golden[f"{key}_shape"])
+    shape = tuple(int(x) for x in golden[f"{name}_shape"])
     if key == "pixel_values" and len(shape) == 4 and values[0].dim() == 4:
         joined = torch.cat(values)  # Llama 4: flat tiles
     elif key in FLAT and values[0].dim() == len(shape) == 3:
         joined = torch.cat(values)  # Gemma 4: frames of every video
     elif key.startswith("pixel_values") and len(shape) == 2 and values[0].dim() == 2:
         joined = torch.cat(values)  # GLM: patch rows of every item, flat
+    elif values[0].dim() == len(shape):
+        joined = torch.cat(values)  # InternVL: patches and frames of every item, flat
     else:
         joined = torch.stack(values) if len({tuple(v.shape) for v in values}) == 1 else None
     if joined is None or tuple(joined.shape) != shape:
@@ -210,24 +274,39 @@ def _joined(key: str, values: list, golden):
     return joined
 
 
+TAMPER = False
+
+
 def main() -> int:
+    global TAMPER
+    args = sys.argv[1:]
+    TAMPER = "--tamper" in args
     processors: dict = {}
-    failures = 0
+    failures = checks = 0
     # Optional name patterns (e.g. "glm4v-*") or golden files (e.g. a copy with one digest
     # changed, to see the check fail); else every committed golden.
     files: set[Path] = set()
-    for arg in sys.argv[1:] or ["*"]:
+    for arg in [a for a in args if not a.startswith("--")] or ["*"]:
         path = Path(arg)
         found = [path] if path.suffix == ".npz" and path.is_file() else []
         files.update(found or (FAMILIES / "goldens").glob(f"{arg}.npz"))
+    if not files:
+        print(f"no golden matches {args} (a pattern is a file-name glob: 'qwen3_5-*')")
+        return 2
     for path in sorted(files):
-        try:
-            problems = check(path, processors)
-        except Exception as err:  # report and go on: one line per golden
-            problems = [f"{type(err).__name__}: {err}"]
-        failures += bool(problems)
-        print(f"{'ok  ' if not problems else 'DIFF'} {path.name} {'; '.join(problems)}", flush=True)
-    print(f"{len(files) - failures} equal, {failures} differ")
+        # A family whose default worker normalizes on the device is checked both ways.
+        modes: list[bool | None] = [None, False] if _raw_checked(np.load(path)) else [False]
+        for mode in modes:
+            label = "" if mode is False else " (device normalization, vLLM's default)"
+            try:
+                problems = check(path, processors, mode)
+            except Exception as err:  # report and go on: one line per golden
+                problems = [f"{type(err).__name__}: {err}"]
+            checks += 1
+            failures += bool(problems)
+            mark = "ok  " if not problems else "DIFF"
+            print(f"{mark} {path.name}{label} {'; '.join(problems)}", flush=True)
+    print(f"{checks - failures} equal, {failures} differ")
     # GLM's loaders keep one frame of a clip under 1 s and its processor needs two:
     # vLLM refuses it, so no golden exists; this shows the refusal.
     for family in ("glm4v", "glm46v"):

@@ -97,6 +97,27 @@ def test_an_unknown_family_name_lists_the_families_once(env):
     assert named == canonical(), line
 
 
+@pytest.mark.parametrize("how", ["config.json", "--family"])
+def test_kimi_k25_is_refused_with_the_reason_not_the_worker_way(how, tmp_path, env):
+    # vLLM's own processing refuses a Kimi-K2.5 image reference, so the general
+    # hint (--processing worker) would lead nowhere: the refusal says why instead.
+    folder = tmp_path / "kimi"
+    folder.mkdir()
+    config = {"model_type": "kimi_k25", "architectures": ["KimiK25ForConditionalGeneration"]}
+    (folder / "config.json").write_text(json.dumps(config))
+    args = ("--model-dir", folder) if how == "config.json" else ("--family", "kimi-k2.5")
+    out = tmp_path / "request.pb"
+    r = mmctl("build", MEDIA / "rgb_odd.png", "-o", out, *args, env=env)
+    assert r.returncode == (3 if how == "config.json" else 2)
+    message, hint = one_error(r.stderr)
+    assert "mmctl cannot serve it" in message or "which mmctl cannot serve" in message
+    assert "vision_chunk" in message and "refuses image references" in message
+    named = [w for w in words(hint) if w in set(canonical()) | aliases()]
+    assert named == canonical()
+    assert "--processing worker" not in hint and 'README "Model families"' in hint
+    assert not out.exists()
+
+
 # ---- 3, 4: hints that lead somewhere ----
 
 
@@ -118,8 +139,19 @@ def test_a_video_for_an_image_family_names_the_families_that_read_video(env):
     message, hint = one_error(r.stderr)
     assert message == "llava models read image, not video"
     readers = registry.reading(MediaKind.VIDEO)
-    assert readers == ["qwen3-vl", "qwen2.5-vl", "llava-onevision", "glm4v", "gemma4"]
-    assert hint == "qwen3-vl, qwen2.5-vl, llava-onevision, glm4v and gemma4 models read video"
+    assert readers == [
+        "qwen3-vl",
+        "qwen3.5",
+        "qwen2.5-vl",
+        "llava-onevision",
+        "glm4v",
+        "gemma4",
+        "internvl",
+    ]
+    assert hint == (
+        "qwen3-vl, qwen3.5, qwen2.5-vl, llava-onevision, glm4v, gemma4 and internvl "
+        "models read video"
+    )
     ok = mmctl("inspect-tokens", MEDIA / "tiny.mp4", "--model-dir", FAMILIES / "llava_onevision",
                env=env)  # fmt: skip
     assert ok.returncode == 0, ok.stderr

@@ -161,7 +161,7 @@ def _running(
         record_dir=work / "recorded",
         served_model_name=served_model_name,
     )
-    work.joinpath("recorded").mkdir()
+    work.joinpath("recorded").mkdir(exist_ok=True)  # StubConfig makes it too
     stub = start(cfg, port=0)
     proc = None
     try:

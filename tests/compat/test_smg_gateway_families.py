@@ -1,7 +1,7 @@
 """The smg gateway 1.13.0 as a peer client of the stub serving the other families.
 
-The gateway serves LLaVA, LLaVA-NeXT, Llama 4 and Gemma 4 (not OneVision, not
-GLM-4.1V/4.6V); for each
+The gateway serves LLaVA, LLaVA-NeXT, Llama 4, Gemma 4 and Qwen3.5 (not OneVision,
+GLM-4.1V/4.6V or InternVL); for each
 it builds the request itself from the same published-values folder
 (``tests/fixtures/families/``). Where its layout is vLLM's, the stub accepts
 the request and it equals mmctl's in prompt ids, placeholders, ``im_token_id``
@@ -27,6 +27,7 @@ import pytest
 
 from mmctl.modality import servicer_kind as modality_kind
 from mmctl.request.view import batches, read_request
+from mmctl.wire import proto
 from mmctl.worker.checks import worker_key
 from tests.compat.test_smg_gateway import LOCAL, _running, _tensors
 
@@ -43,6 +44,8 @@ PUBLISHED = {
     "glm4v": "zai-org/GLM-4.1V-9B-Thinking",
     "glm46v": "zai-org/GLM-4.6V",
     "gemma4": "google/gemma-4-31B-it",
+    "qwen3_5": "Qwen/Qwen3.5-0.8B",
+    "internvl": "OpenGVLab/InternVL3-1B-hf",
 }
 MIME = {
     ".png": ("image", "image/png"),
@@ -140,12 +143,13 @@ def test_the_gateway_has_no_onevision(smg_exe, tmp_path):
     assert "not supported" in body or "No vision processor" in body, body
 
 
-@pytest.mark.parametrize("model_type", ["glm4v", "glm46v"])
-def test_the_gateway_has_no_glm4v(smg_exe, model_type, tmp_path):
+@pytest.mark.parametrize("model_type", ["glm4v", "glm46v", "internvl"])
+def test_the_gateway_has_no_glm4v_or_internvl(smg_exe, model_type, tmp_path):
     """No GLM-4.1V/4.5V/4.6V spec in smg 1.13.0 (its one GLM vision processor is
     GLM-5.3-Flash's, matched by ``glm-5.3-flash``/``glm5-next`` in the model
-    name): it refuses image and video before any request reaches the worker, and
-    names worker-side processing (``--mm-processing worker``) as the way."""
+    name), and no InternVL one (no processor or name-table entry; ``IMG_CONTEXT``
+    occurs nowhere in the binary): it refuses image and video before any request
+    reaches the worker, and names worker-side processing as the way."""
     media = [FIXTURES / "media" / "rgb_odd.png", FIXTURES / "media" / "odd_count.mp4"]
     with _gateway(smg_exe, model_type, tmp_path) as pair:
         answers = [_chat(pair.http, PUBLISHED[model_type], [path]) for path in media]
@@ -198,3 +202,43 @@ def test_the_gateways_gemma4_requests_equal_mmctls_bit_for_bit(smg_exe, tmp_path
         for key in y:
             assert x[key][0] == y[key][0], key  # the wire dtype
             assert np.array_equal(x[key][1], y[key][1]), key
+
+
+QWEN3_5_CASES = {
+    "two images": ["rgb_odd.png", "shrink.jpg"],
+    "image + odd-count video": ["rgb_odd.png", "odd_count.mp4"],
+    "a clip sampled at its minimum": ["min_frames.mp4"],
+}
+
+
+def test_the_gateway_s_qwen3_5_equals_mmctl_but_for_one_video_key(smg_exe, tmp_path):
+    """smg 1.13.0 serves Qwen3.5 with its Qwen3-VL spec and processor (picked by
+    ``qwen3.5`` in the model name). Its requests equal mmctl's to the bit — prompt
+    ids (the per-frame timestamps too), placeholders, ``im_token_id``, grids,
+    pixels — but for one key of a video batch: it sends ``video_second_per_grid``
+    (``vision/processors/qwen_vl_base.rs``, its Qwen2.5-VL field) where vLLM's
+    Qwen3-VL processing returns ``timestamps``; Qwen3.5's model reads neither
+    unless video pruning is on."""
+    sent = {}
+    with _gateway(smg_exe, "qwen3_5", tmp_path) as pair:
+        for case, names in QWEN3_5_CASES.items():
+            paths = [FIXTURES / "media" / name for name in names]
+            before = set(pair.recorded())
+            status, body = _chat(pair.http, PUBLISHED["qwen3_5"], paths)
+            assert status == 200, f"{case}: {body}\n{pair.log.getvalue()}"
+            [recorded] = set(pair.recorded()) - before
+            sent[case] = (read_request(recorded), pair.client.build(paths, prompt=PROMPT).request)
+    for case, (gateway, mine) in sent.items():
+        assert list(gateway.tokenized.input_ids) == list(mine.tokenized.input_ids), case
+        for theirs, ours in zip(batches(gateway), batches(mine), strict=True):
+            assert (theirs.modality, theirs.im_token_id) == (ours.modality, ours.im_token_id)
+            assert [(p.offset, p.length) for p in theirs.mm_placeholders] == [
+                (p.offset, p.length) for p in ours.mm_placeholders
+            ], case
+            a, b = _tensors(theirs), _tensors(ours)
+            video = ours.modality == proto.common_pb2.VIDEO
+            assert set(a) - set(b) == ({"video_second_per_grid"} if video else set()), case
+            assert set(b) - set(a) == ({"timestamps"} if video else set()), case
+            for key in set(a) & set(b):
+                assert a[key][0] == b[key][0], (case, key)
+                assert np.array_equal(a[key][1], b[key][1]), (case, key)

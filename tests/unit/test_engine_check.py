@@ -147,7 +147,15 @@ def test_engine_flags(engine_check: Any) -> None:
 
 
 # The families whose mmctl spec takes video; the others are image-only.
-VIDEO_FAMILIES = {"qwen3-vl", "qwen2.5-vl", "llava-onevision", "glm4v", "glm46v", "gemma4"}
+VIDEO_FAMILIES = {
+    "qwen3-vl",
+    "qwen2.5-vl",
+    "llava-onevision",
+    "glm4v",
+    "glm46v",
+    "gemma4",
+    "internvl",
+}
 # The workers' device normalization: the Qwen families both ways; GLM (which vLLM
 # normalizes on the device too) only as a default worker does, to keep CI short;
 # the others cannot.

@@ -1,4 +1,4 @@
-"""The stub worker serving the LLaVA families, Llama 4, GLM and Gemma 4: what mmctl sends is
+"""The stub worker serving the LLaVA families, Llama 4, GLM, Gemma 4 and Qwen3.5: what mmctl sends is
 accepted and read back right (the colours answer comes from the pixels), and
 what vLLM's model for the family would refuse is refused with one sentence.
 
@@ -26,7 +26,7 @@ from mmctl.wire import proto
 from tests.conftest import Stub, _stub
 
 FAMILIES = Path(__file__).resolve().parents[1] / "fixtures" / "families"
-MODEL_TYPES = ("llava", "llava_next", "llama4", "llava_onevision", "gemma4")
+MODEL_TYPES = ("llava", "llava_next", "llama4", "llava_onevision", "gemma4", "internvl")
 
 
 @pytest.fixture(scope="module")
@@ -154,9 +154,9 @@ def _mmctl(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.parametrize("model_type", ["llava_onevision", "gemma4"])
+@pytest.mark.parametrize("model_type", ["llava_onevision", "gemma4", "internvl"])
 def test_batch_and_bench_run_a_family(model_type, tmp_path, images, red_blue):
-    """Images and video through ``mmctl batch`` and ``mmctl bench``."""
+    """A family's images and video through ``mmctl batch`` and ``mmctl bench``."""
     model = load_model(model_dir=FAMILIES / model_type)
     running = _stub(model)
     try:
@@ -186,7 +186,7 @@ def test_batch_and_bench_run_a_family(model_type, tmp_path, images, red_blue):
 #: What ``vllm serve FOLDER`` (``--dtype auto``, a GPU with bfloat16) serves each fixture in:
 #: its config.json's top-level ``torch_dtype``.
 SERVED_DTYPE = {"llava": "float16", "llava_next": "float16", "llama4": "bfloat16",
-                "llava_onevision": "float16", "gemma4": "bfloat16"}  # fmt: skip
+                "llava_onevision": "float16", "gemma4": "bfloat16", "internvl": "bfloat16"}  # fmt: skip
 
 
 def test_the_stub_reports_the_folders_dtype_and_send_picks_it(served, images):
@@ -199,21 +199,36 @@ def test_the_stub_reports_the_folders_dtype_and_send_picks_it(served, images):
     assert result.answer == "red"
 
 
-# ---- GLM-4.1V / GLM-4.6V: Qwen-style patch rows, normalized on the device -------------
+# ---- GLM-4.1V / GLM-4.6V and Qwen3.5: Qwen-style patch rows, normalized on the device ----
 #
-# vLLM normalizes GLM pixels on the device by default, so the default stub takes
-# raw uint8; floats go to a stub started without it. Both batches embed at
-# <|image|>: a video's span holds one <|image|> run per temporal patch.
+# vLLM normalizes their pixels on the device by default, so the default stub takes
+# raw uint8; floats go to a stub started without it. GLM's batches both embed at
+# <|image|>: a video's span holds one <|image|> run per temporal patch. Qwen3.5 is
+# Qwen3-VL's layout with its own folder's ids (248053..248057).
 
 GLM_TYPES = ("glm4v", "glm46v")
+PATCH_TYPES = (*GLM_TYPES, "qwen3_5")
+
+
+def _default_stub(model_type: str) -> Stub:
+    from mmctl.worker import checks
+
+    model = load_model(model_dir=FAMILIES / model_type)
+    return _stub(model, device_normalize=checks.device_normalize_for(model.spec, None))
+
+
+@pytest.fixture(scope="module", params=PATCH_TYPES)
+def patched(request) -> Iterator[tuple[str, Stub]]:
+    running = _default_stub(request.param)
+    try:
+        yield request.param, running
+    finally:
+        running.close()
 
 
 @pytest.fixture(scope="module", params=GLM_TYPES)
 def glm(request) -> Iterator[tuple[str, Stub]]:
-    from mmctl.worker import checks
-
-    model = load_model(model_dir=FAMILIES / request.param)
-    running = _stub(model, device_normalize=checks.device_normalize_for(model.spec, None))
+    running = _default_stub(request.param)
     try:
         yield request.param, running
     finally:
@@ -221,8 +236,8 @@ def glm(request) -> Iterator[tuple[str, Stub]]:
 
 
 @pytest.mark.parametrize("transport", ["inline", "shm"])
-def test_glm_images_and_video_come_back_as_their_colours(glm, images, red_blue, transport):
-    model_type, stub = glm
+def test_patch_images_and_video_come_back_as_their_colours(patched, images, red_blue, transport):
+    model_type, stub = patched
     with _client(stub, model_type) as client:
         result = client.send([*images, red_blue], "Which colours?", transport=transport)
     assert result.answer == "red; blue; red, blue"
@@ -231,11 +246,14 @@ def test_glm_images_and_video_come_back_as_their_colours(glm, images, red_blue, 
     assert check.ran and check.ok
 
 
-def test_glm_floats_read_back_on_a_worker_without_device_normalization(images, red_blue):
-    model = load_model(model_dir=FAMILIES / "glm46v")
+@pytest.mark.parametrize("model_type", ["glm46v", "qwen3_5"])
+def test_patch_floats_read_back_on_a_worker_without_device_normalization(
+    model_type, images, red_blue
+):
+    model = load_model(model_dir=FAMILIES / model_type)
     running = _stub(model, device_normalize=False)
     try:
-        with _client(running, "glm46v") as client:
+        with _client(running, model_type) as client:
             for dtype in ("float32", "bfloat16", "float16"):
                 result = client.send(
                     [images[1], red_blue], "Colours?", pixel_dtype=dtype, skip_checks=True
@@ -261,14 +279,17 @@ def test_glm_batches_embed_at_the_image_token(glm, images, red_blue):
     assert "would receive embeddings" in _refused(stub, req)
 
 
-def test_glm_a_wrong_pixel_shape_is_refused(glm, images):
-    model_type, stub = glm
+@pytest.mark.parametrize("what", ["features", "rows"])
+def test_patch_a_wrong_pixel_shape_is_refused(patched, images, what):
+    model_type, stub = patched
     req = _built(stub, model_type, [images[0]])
     td = req.mm_inputs.pixel_values
     pixels = tensors.from_bytes(td.inline, td.shape, td.dtype)
-    cut = np.ascontiguousarray(pixels[:, :1000])
+    cut = np.ascontiguousarray(pixels[:, :1000] if what == "features" else pixels[:-4])
     req.mm_inputs.pixel_values.CopyFrom(tensors.inline(cut, td.dtype))
-    assert "3*2*14*14 = 1176 features" in _refused(stub, req)
+    patch = {"glm4v": "14*14 = 1176", "glm46v": "14*14 = 1176", "qwen3_5": "16*16 = 1536"}
+    want = f"3*2*{patch[model_type]} features" if what == "features" else "needs sum(t*h*w)"
+    assert want in _refused(stub, req)
 
 
 def test_glm_a_video_run_that_is_not_its_grid_is_refused(glm, red_blue):
@@ -297,6 +318,18 @@ def test_glm_two_videos_are_refused_before_sending(glm, red_blue):
 @pytest.fixture(scope="module")
 def gemma() -> Iterator[Stub]:
     running = _stub(load_model(model_dir=FAMILIES / "gemma4"))
+    try:
+        yield running
+    finally:
+        running.close()
+
+
+# ---- InternVL: flat patches, token ids shared by each batch -------------------------
+
+
+@pytest.fixture(scope="module")
+def internvl() -> Iterator[Stub]:
+    running = _stub(load_model(model_dir=FAMILIES / "internvl"))
     try:
         yield running
     finally:
@@ -358,3 +391,66 @@ def test_gemma4_a_frame_without_its_time_is_refused(gemma, red_blue):
     ids[span.offset : span.offset] = [0] * 5  # as many tokens, not a time: <pad>
     req.tokenized.input_ids[:] = ids
     assert "placeholder spans failed: item 1: frame 1 of" in _refused(gemma, req)
+
+
+def test_qwen3_5_a_frame_block_out_of_place_is_refused(images, red_blue):
+    """Qwen3.5's video span is one ``<t seconds><|vision_start|>pads<|vision_end|>``
+    block per temporal patch (its tokenizer's ids); a pad moved past the block's end
+    breaks vLLM's mrope walk."""
+    stub = _default_stub("qwen3_5")
+    try:
+        req = _built(stub, "qwen3_5", [images[0], red_blue])
+        video = req.extra_mm_inputs[0]
+        assert (req.mm_inputs.im_token_id, video.im_token_id) == (248056, 248057)
+        span = video.mm_placeholders[0]
+        ids = list(req.tokenized.input_ids)
+        block = ids[span.offset : span.offset + span.length]
+        end = block.index(248054)  # the first frame's <|vision_end|>
+        block[end - 1], block[end] = block[end], block[end - 1]
+        ids[span.offset : span.offset + span.length] = block
+        req.tokenized.input_ids[:] = ids
+        assert "mrope walk failed: item 2" in _refused(stub, req)
+    finally:
+        stub.close()
+
+
+@pytest.mark.parametrize("transport", ["inline", "shm"])
+def test_internvl_image_and_video_in_one_request(internvl, images, red_blue, transport):
+    with _client(internvl, "internvl") as client:
+        result = client.send([images[1], red_blue], "Colours?", transport=transport)
+    assert result.answer == "blue; red, blue"
+    req = _built(internvl, "internvl", [images[1], red_blue])
+    batches = [req.mm_inputs, *req.extra_mm_inputs]
+    assert [b.im_token_id for b in batches] == [151667, 151674]  # <IMG_CONTEXT>, <video>
+    for batch, kind in zip(batches, ("image", "video"), strict=True):
+        td = batch.model_specific_tensors[f"{kind}_token_id"]
+        assert list(td.shape) == [1]
+        assert tensors.from_bytes(td.inline, td.shape, td.dtype).tolist() == [batch.im_token_id]
+        assert dict(batch.flat_keys) == {"pixel_values": f"{kind}_num_patches"}
+        assert list(batch.batched_keys) == [f"{kind}_num_patches"]
+        assert f"{kind}_token_id" not in batch.batched_keys  # shared, as vLLM's is
+
+
+def test_internvl_without_its_token_id_is_refused(internvl, images):
+    req = _built(internvl, "internvl", [images[0]])
+    del req.mm_inputs.model_specific_tensors["image_token_id"]
+    assert "carries no image_token_id tensor" in _refused(internvl, req)
+
+
+def test_internvl_a_token_id_of_two_values_is_refused(internvl, images):
+    req = _built(internvl, "internvl", [images[0], images[1]])
+    req.mm_inputs.model_specific_tensors["image_token_id"].CopyFrom(
+        tensors.inline(np.asarray([151667, 151674], dtype=np.int64), "int64")
+    )
+    assert "not one value for the batch" in _refused(internvl, req)
+
+
+def test_internvl_patch_counts_that_are_not_the_spans_are_refused(internvl, images):
+    """Counts that still split the pixels, but give each image embeddings its span
+    does not hold (vLLM: a placeholder/embedding count mismatch)."""
+    req = _built(internvl, "internvl", [images[0], images[1]])
+    td = req.mm_inputs.model_specific_tensors["image_num_patches"]
+    counts = tensors.from_bytes(td.inline, td.shape, td.dtype)
+    shifted = counts + np.asarray([1, -1], dtype=np.int64)
+    td.CopyFrom(tensors.inline(shifted, "int64"))
+    assert "placeholder spans failed: item 1" in _refused(internvl, req)

@@ -20,7 +20,7 @@ import numpy as np
 from mmctl.choices import LayoutKind, PixelFormat
 from mmctl.errors import InputError
 from mmctl.media.probe import MediaKind
-from mmctl.models.family import Family, ModelView
+from mmctl.models.family import Family, ModelView, TokenReader
 from mmctl.models.qwen_vl.settings import PatchVision, QwenVision, TokenIds
 from mmctl.models.qwen_vl.variant import PatchVariant, QwenVariant
 from mmctl.values.fields import GRID, PIXELS, ROWS, FieldLayout, WireField, by_value
@@ -261,6 +261,7 @@ def qwen_family(
     model_types: tuple[str, ...],
     architectures: tuple[str, ...],
     default_system: str | None = None,
+    tokens: TokenReader = qwen_tokens,
 ) -> Family:
     """A Qwen-VL family: the shared parts around its variant, its settings and
     the per-video tensor its video batch adds."""
@@ -277,7 +278,7 @@ def qwen_family(
         architectures=architectures,
         modalities=(MediaKind.IMAGE, MediaKind.VIDEO),
         settings=settings,
-        tokens=qwen_tokens,
+        tokens=tokens,
         processor=QwenProcessor(variant),
         prompt=QwenPrompt(variant, default_system),
         wire=wire,

@@ -5,12 +5,19 @@ from __future__ import annotations
 from pathlib import Path
 
 from mmctl.media.probe import MediaKind
-from mmctl.models import gemma4, glm4v, llama4, llava, llava_next, llava_onevision
+from mmctl.models import gemma4, glm4v, internvl, llama4, llava, llava_next, llava_onevision
 from mmctl.models.qwen_vl import qwen2_vl, qwen3_vl
 from mmctl.values.fields import FieldLayout, WireField
 
 #: After the Qwen rows, each other family's batches, tagged with its name.
-OTHERS = (llava.FAMILY, llava_next.FAMILY, llava_onevision.FAMILY, llama4.FAMILY, gemma4.FAMILY)
+OTHERS = (
+    llava.FAMILY,
+    llava_next.FAMILY,
+    llava_onevision.FAMILY,
+    llama4.FAMILY,
+    gemma4.FAMILY,
+    internvl.FAMILY,
+)
 
 README = Path(__file__).resolve().parents[3] / "README.md"
 
@@ -34,8 +41,11 @@ def expected_rows() -> list[str]:
 
 
 def _row(f: WireField, kind: MediaKind, note: str) -> str:
-    flat = f.layout is FieldLayout.FLAT
-    layout = f"flat, split by `{f.sizes}`" if flat else "batched"
+    layout = {
+        FieldLayout.FLAT: f"flat, split by `{f.sizes}`",
+        FieldLayout.BATCHED: "batched",
+        FieldLayout.SHARED: "shared by the batch's items",
+    }[f.layout]
     layout += ", kept on CPU" if f.keep_on_cpu else ""
     return f"| `{f.key}` | {kind.value}{note} | {f.content} | {layout} |"
 

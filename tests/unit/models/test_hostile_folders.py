@@ -25,8 +25,8 @@ from mmctl.errors import InputError
 from mmctl.models.model import load_model
 
 FAMILIES = Path(__file__).resolve().parents[2] / "fixtures" / "families"
-# Not a family's folder: the goldens.
-NOT_WIRED = ("goldens",)
+#: Not a model folder: the goldens of every family.
+NOT_A_MODEL = {"goldens"}
 
 #: (folder, file, dotted key, value, class). ``None`` as folder: the built-in Qwen3-VL files.
 CASES: list[tuple[str | None, str, str, Any, str]] = [
@@ -110,6 +110,24 @@ CASES: list[tuple[str | None, str, str, Any, str]] = [
     ("gemma4", "processor_config.json", "image_processor.image_std", [1, 0, 1], "non-finite"),
     ("gemma4", "processor_config.json", "image_processor.rescale_factor", math.nan, "non-finite"),
     ("gemma4", "config.json", "video_token_id", 262144, "out of vocabulary"),
+    # Qwen3.5 (its ids are read from config.json, where Qwen3-VL's keys are top level)
+    ("qwen3_5", "video_preprocessor_config.json", "patch_size", 0, "zero"),
+    ("qwen3_5", "preprocessor_config.json", "size.longest_edge", -1, "negative"),
+    ("qwen3_5", "video_preprocessor_config.json", "size.shortest_edge", 10**12, "huge"),
+    ("qwen3_5", "video_preprocessor_config.json", "max_frames", "768", "wrong type"),
+    ("qwen3_5", "video_preprocessor_config.json", "image_std", [0.5, 0, 0.5], "non-finite"),
+    ("qwen3_5", "config.json", "video_token_id", 248320, "out of vocabulary"),
+    ("qwen3_5", "config.json", "vision_start_token_id", -1, "negative"),
+    # InternVL (its token ids are the tokenizer's, as vLLM reads them)
+    ("internvl", "processor_config.json", "image_seq_length", 0, "zero"),
+    ("internvl", "config.json", "vision_config.patch_size", [0, 0], "zero"),
+    ("internvl", "preprocessor_config.json", "max_patches", -1, "negative"),
+    ("internvl", "preprocessor_config.json", "max_patches", 10**9, "huge"),
+    ("internvl", "preprocessor_config.json", "size", {"height": 10**9, "width": 10**9}, "huge"),
+    ("internvl", "preprocessor_config.json", "image_std", [0, 0, 0], "non-finite"),
+    ("internvl", "config.json", "downsample_ratio", math.nan, "non-finite"),
+    ("internvl", "preprocessor_config.json", "min_patches", "1", "wrong type"),
+    ("internvl", "config.json", "vision_config.image_size", "448", "wrong type"),
 ]
 
 
@@ -154,7 +172,7 @@ def test_a_hostile_value_is_one_sentence_naming_it(case, tmp_path: Path) -> None
 def test_the_classes_cover_every_family() -> None:
     assert {c[0] for c in CASES} == {
         None,
-        *(p.name for p in FAMILIES.iterdir() if p.name not in NOT_WIRED),
+        *(p.name for p in FAMILIES.iterdir() if p.name not in NOT_A_MODEL),
     }
     kinds = {c[4] for c in CASES}
     assert kinds == {"zero", "negative", "huge", "wrong type", "non-finite", "out of vocabulary"}
@@ -162,7 +180,7 @@ def test_the_classes_cover_every_family() -> None:
 
 def test_the_published_folders_resolve_without_a_warning() -> None:
     for folder in [BUILTIN_CONFIG_DIR.parent / "qwen3-vl", *sorted(FAMILIES.iterdir())]:
-        if folder.name in NOT_WIRED:
+        if folder.name in NOT_A_MODEL:
             continue
         if folder == BUILTIN_CONFIG_DIR.parent / "qwen3-vl":
             model = load_model()
