@@ -162,9 +162,9 @@ def bench_doc(result: BenchResult) -> dict[str, Any]:
     prepared = [
         {
             "item": p.item.label,
-            "pixel_dtype": fmt.value,
+            "pixel_dtype": fmt.value if fmt else None,
             "payload_bytes": p.payload_bytes,
-            "media_items": sum(len(b.hashes) for b in p.plan.batches),
+            "media_items": sum(len(b.hashes) for b in p.plan.batches) + len(p.plan.media_refs),
             "preprocess_s": p.prepare_s,
             "prompt_tokens": len(p.plan.input_ids),
             "pixel_cache": list(p.cached),
@@ -183,6 +183,7 @@ def bench_doc(result: BenchResult) -> dict[str, Any]:
         "percentiles": list(cfg.percentiles),
         "seed": cfg.seed,
         "arms": [a.name for a in result.arms],
+        "processing": result.processing.as_dict() if result.processing else None,
         "prepared": prepared,
         "pixel_cache": result.pixel_cache,
         "floors": result.floors,

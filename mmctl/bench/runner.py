@@ -32,18 +32,21 @@ from typing import Any, Protocol
 import grpc
 
 from mmctl.bench import floors, schedule
-from mmctl.bench.workload import Prepared, WorkItem, prepare
+from mmctl.bench.workload import Prepared, WorkItem, prepare, prepare_refs
 from mmctl.choices import (
     BENCH_BURSTINESS,
     BENCH_NUM_PROMPTS,
     BENCH_WARMUP,
+    MediaRef,
     PixelFormat,
+    Processing,
     Transport,
 )
 from mmctl.client.channel import Target, generate_method, open_aio_channel, response
 from mmctl.client.client import Client
 from mmctl.client.connection import Connection
-from mmctl.client.negotiate import choose_pixels
+from mmctl.client.negotiate import Decision, choose_pixels
+from mmctl.client.options import Hooks, SendOptions
 from mmctl.client.placement import THREAD_MIN_BYTES
 from mmctl.client.route import Route, choose, fixed
 from mmctl.client.stream import TokenStream
@@ -56,18 +59,23 @@ from mmctl.transport.shm import ShmArena, own_files
 
 @dataclass(frozen=True)
 class Arm:
-    """One way of sending: a transport and a pixel dtype."""
+    """One way of sending: a transport and a pixel dtype (``None``: ``media_refs``,
+    the worker preprocesses)."""
 
     transport: Transport
-    fmt: PixelFormat
+    fmt: PixelFormat | None
 
     @property
     def name(self) -> str:
-        return f"{self.transport.value}/{self.fmt.value}"
+        return f"{self.transport.value}/{self.fmt.value if self.fmt else MEDIA_REFS}"
 
     @property
     def route(self) -> Route:
         return fixed(self.transport, f"bench arm {self.name}")
+
+
+#: The arm name's second half when the worker preprocesses.
+MEDIA_REFS = "media_refs"
 
 
 @dataclass
@@ -112,7 +120,9 @@ class Record:
 class BenchConfig:
     targets: tuple[str, ...]
     items: tuple[WorkItem, ...]
-    transports: tuple[Transport, ...] = (Transport.INLINE, Transport.SHM)
+    #: ``None``: inline and shm, inline alone where the worker preprocesses
+    #: (a ``media_refs`` request has no tensor to place in shared memory).
+    transports: tuple[Transport, ...] | None = None
     #: ``None``: what each worker expects (as ``send`` negotiates it).
     pixel_dtypes: tuple[PixelFormat | None, ...] = (None,)
     num_prompts: int = BENCH_NUM_PROMPTS
@@ -127,6 +137,8 @@ class BenchConfig:
     floors: bool = True
     floor_runs: int = 5
     unique_hashes: bool = True
+    processing: Processing = Processing.AUTO
+    media_ref: MediaRef = MediaRef.DATA
     #: How the workers are reached and whose files describe their model; items
     #: that share media preprocess them once (its ``pixel_cache_mb``).
     connection: Connection = field(default_factory=Connection)
@@ -148,10 +160,16 @@ class BenchConfig:
             raise UsageError(f"--warmup must not be negative, got {self.warmup}")
         if any(not 0 < p < 100 for p in self.percentiles):
             raise UsageError("--percentiles: values between 0 and 100 (exclusive)")
-        if not self.transports:
+        if self.transports is not None and not self.transports:
             raise UsageError("--transport: inline, shm or both")
-        if any(t not in (Transport.INLINE, Transport.SHM) for t in self.transports):
+        if any(t not in (Transport.INLINE, Transport.SHM) for t in self.transports or ()):
             raise UsageError("--transport: each arm is inline or shm (auto picks one of them)")
+        self.options()
+
+    def options(self) -> SendOptions:
+        """The run's processing options, checked as ``send`` checks them."""
+        fmt = next((f for f in self.pixel_dtypes if f is not None), None)
+        return SendOptions.of(processing=self.processing, media_ref=self.media_ref, pixel_dtype=fmt)
 
 
 @dataclass
@@ -181,13 +199,15 @@ class Resources:
 class BenchResult:
     config: BenchConfig
     arms: list[Arm]
-    prepared: dict[tuple[int, PixelFormat], Prepared]
+    prepared: dict[tuple[int, PixelFormat | None], Prepared]
     levels: list[Level]
     floors: dict[str, dict[str, Any]]
     resources: Resources
     model: dict[str, Any]
     #: The signal that stopped the run early (SIGINT, SIGTERM), if one did.
     interrupted_by: str | None = None
+    #: Who preprocessed (client: mmctl's tensors; worker: media_refs), and why.
+    processing: Decision | None = None
     #: The pixel cache's account of the preparation (``Stats.as_dict``).
     pixel_cache: dict[str, Any] = field(default_factory=dict)
 
@@ -198,11 +218,14 @@ class BenchResult:
 
 class Progress(Protocol):
     """What the runner reports as it goes (the CLI draws it): a stage with its
-    total, or one more step of it; each request's record when it ends."""
+    total, or one more step of it; each request's record when it ends; a
+    choice mmctl made by itself (``note``: the worker preprocesses)."""
 
     def stage(self, text: str, total: int | None = None) -> None: ...
 
     def done(self, record: Record) -> None: ...
+
+    def note(self, message: str) -> None: ...
 
 
 class _Quiet:
@@ -210,6 +233,9 @@ class _Quiet:
         pass
 
     def done(self, record: Record) -> None:
+        pass
+
+    def note(self, message: str) -> None:
         pass
 
 
@@ -220,8 +246,33 @@ def _clients(cfg: BenchConfig) -> list[Client]:
     return [Client(t, cfg.connection) for t in cfg.targets]
 
 
-def _arms(cfg: BenchConfig, clients: Sequence[Client]) -> list[Arm]:
-    """Every transport × pixel dtype, each checked against every target."""
+def _processing(cfg: BenchConfig, clients: Sequence[Client], progress: Progress) -> Decision:
+    """Who preprocesses, as ``send`` decides it (every target able to), said once a run."""
+    session = clients[0].session()
+    others = [c.facts() for c in clients[1:]]
+    return session.processing(cfg.options(), Hooks(on_note=progress.note), others).decision
+
+
+def arm_transports(requested: tuple[Transport, ...] | None, worker: bool) -> tuple[Transport, ...]:
+    """``--transport``'s arms (``None``: not given): inline and shm, inline alone
+    where the worker preprocesses (a media_refs request has no tensor to place)."""
+    if not worker:
+        return requested or (Transport.INLINE, Transport.SHM)
+    if requested is not None and Transport.SHM in requested:
+        raise UsageError(
+            "--transport shm: with worker processing a request carries media_refs, "
+            "no tensor to place in shared memory",
+            hint="drop --transport (worker-processed requests go inline)",
+        )
+    return (Transport.INLINE,)
+
+
+def _arms(cfg: BenchConfig, clients: Sequence[Client], worker: bool) -> list[Arm]:
+    """Every transport × pixel dtype, each checked against every target; where the
+    worker preprocesses, one arm: media_refs, inline."""
+    transports = arm_transports(cfg.transports, worker)
+    if worker:
+        return [Arm(t, None) for t in transports]
     fmts: list[PixelFormat] = []
     for client in clients:
         facts = client.facts()
@@ -229,28 +280,37 @@ def _arms(cfg: BenchConfig, clients: Sequence[Client]) -> list[Arm]:
             decided = choose_pixels(facts, wanted).format
             if decided not in fmts:
                 fmts.append(decided)
-        if Transport.SHM in cfg.transports:
+        if Transport.SHM in transports:
             decision = choose(Transport.AUTO, facts).decision
             if decision.value != "shm":
                 raise CheckFailed(
                     f"--transport shm: {client.target.address}: {decision.reason}",
                     hint="shared memory works only with a worker on this host; use inline",
                 )
-    return [Arm(t, f) for f in fmts for t in cfg.transports]
+    return [Arm(t, f) for f in fmts for t in transports]
 
 
 def _prepare_all(
-    cfg: BenchConfig, clients: Sequence[Client], fmts: Sequence[PixelFormat], progress: Progress
-) -> dict[tuple[int, PixelFormat], Prepared]:
-    model = clients[0].session().family_model()
+    cfg: BenchConfig,
+    clients: Sequence[Client],
+    fmts: Sequence[PixelFormat | None],
+    progress: Progress,
+) -> dict[tuple[int, PixelFormat | None], Prepared]:
+    session = clients[0].session()
     limits = WorkerLimits.of(c.facts() for c in clients)
-    prepared = {}
+    prepared: dict[tuple[int, PixelFormat | None], Prepared] = {}
     progress.stage("preparing", len(cfg.items) * len(fmts))
     for n, item in enumerate(cfg.items):
         for fmt in fmts:
-            prepared[(n, fmt)] = prepare(
-                item, model, fmt, cfg.prompt, cfg.sampling, limits, clients[0].pixel_cache
-            )
+            if fmt is None:
+                prepared[(n, fmt)] = prepare_refs(
+                    item, session.model, cfg.media_ref, cfg.prompt, cfg.sampling, limits
+                )
+            else:
+                prepared[(n, fmt)] = prepare(
+                    item, session.family_model(), fmt, cfg.prompt, cfg.sampling, limits,
+                    clients[0].pixel_cache,
+                )  # fmt: skip
             progress.stage("preparing")
     return prepared
 
@@ -363,7 +423,7 @@ async def _level(
     gaps: Sequence[float],
     concurrency: int,
     arms: Sequence[Arm],
-    prepared: dict[tuple[int, PixelFormat], Prepared],
+    prepared: dict[tuple[int, PixelFormat | None], Prepared],
     items: Sequence[WorkItem],
     stop: asyncio.Event,
 ) -> Level:
@@ -444,14 +504,17 @@ def run(cfg: BenchConfig, progress: Progress | None = None) -> BenchResult:
     progress = progress or _Quiet()
     clients = _clients(cfg)
     try:
-        arms = _arms(cfg, clients)
+        processing = _processing(cfg, clients, progress)
+        arms = _arms(cfg, clients, processing.value == "worker")
         fmts = list(dict.fromkeys(a.fmt for a in arms))
         prepared = _prepare_all(cfg, clients, fmts, progress)
         session = clients[0].session()
-        measured_floors = _floors(cfg, prepared, progress)
+        # The floors are a tensor's (memcpy, a /dev/shm file): none without pixels here.
+        measured_floors = _floors(cfg, prepared, progress) if None not in fmts else {}
         result = asyncio.run(
             _run_async(cfg, clients, arms, prepared, measured_floors, session, progress)
         )
+        result.processing = processing
         result.pixel_cache = clients[0].pixel_cache.snapshot().as_dict()
         return result
     finally:
@@ -460,7 +523,7 @@ def run(cfg: BenchConfig, progress: Progress | None = None) -> BenchResult:
 
 
 def _floors(
-    cfg: BenchConfig, prepared: dict[tuple[int, PixelFormat], Prepared], progress: Progress
+    cfg: BenchConfig, prepared: dict[tuple[int, PixelFormat | None], Prepared], progress: Progress
 ) -> dict[str, dict[str, Any]]:
     if not cfg.floors:
         return {}
@@ -481,7 +544,7 @@ async def _measure(
     cfg: BenchConfig,
     sender: _Sender,
     arms: list[Arm],
-    prepared: dict[tuple[int, PixelFormat], Prepared],
+    prepared: dict[tuple[int, PixelFormat | None], Prepared],
     progress: Progress,
     stop: asyncio.Event,
 ) -> tuple[list[Level], Resources]:
@@ -512,7 +575,7 @@ async def _run_async(
     cfg: BenchConfig,
     clients: Sequence[Client],
     arms: list[Arm],
-    prepared: dict[tuple[int, PixelFormat], Prepared],
+    prepared: dict[tuple[int, PixelFormat | None], Prepared],
     measured_floors: dict[str, dict[str, Any]],
     session: Any,
     progress: Progress,

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from mmctl.choices import PixelFormat
+from mmctl.choices import MediaRef, PixelFormat
 from mmctl.errors import UsageError
 from mmctl.media.probe import check_media
-from mmctl.models.model import Model
+from mmctl.models.model import Model, WorkerModel
 from mmctl.request.build import RequestPlan, Sampling
 from mmctl.request.compose import compose, compose_items
 from mmctl.request.limits import WorkerLimits
@@ -87,10 +87,11 @@ def _size_label(n: int) -> str:
 
 @dataclass
 class Prepared:
-    """A work item ready to send in one pixel dtype."""
+    """A work item ready to send in one pixel dtype (``None``: as ``media_refs``,
+    the worker preprocesses; ``payload_bytes`` is then the request's size)."""
 
     item: WorkItem
-    fmt: PixelFormat
+    fmt: PixelFormat | None
     plan: RequestPlan
     payload_bytes: int
     prepare_s: float
@@ -146,3 +147,39 @@ def prepare(
     payload = sum(b.pixel_values.nbytes for b in composed.plan.batches)
     took = time.perf_counter() - start
     return Prepared(item, fmt, composed.plan, payload, took, tuple(composed.cached))
+
+
+def prepare_refs(
+    item: WorkItem,
+    model: Model | WorkerModel,
+    media_ref: MediaRef,
+    prompt: str | None,
+    sampling: Sampling,
+    limits: WorkerLimits | None = None,
+) -> Prepared:
+    """``item`` as the ``media_refs`` request ``send`` makes (the worker
+    preprocesses): no pixels here, so the payload is the whole request."""
+    from mmctl.request.limits import check_item_limits
+    from mmctl.request.refs import media_refs, refs_plan
+
+    limits = limits or WorkerLimits()
+    if item.nbytes is not None:
+        raise UsageError(
+            f"--sizes {item.label}: synthetic sizes are mmctl's own pixel tensors; with worker "
+            "processing (media_refs) the worker makes the tensors",
+            hint="give --video FILE or --dataset FILE.jsonl",
+        )
+    start = time.perf_counter()
+    if item.sampling:
+        sampling = replace(sampling, **item.sampling)
+    kinds = [check_media(p) for p in item.media]
+    check_item_limits([k.value for k in kinds], limits.item_limits, "the worker")
+    plan = refs_plan(
+        media_refs(item.media, kinds, media_ref),
+        item.prompt if item.prompt is not None else prompt,
+        model,
+        system=item.system,
+        sampling=sampling,
+    )
+    size = len(plan.to_proto().SerializeToString())
+    return Prepared(item, None, plan, size, time.perf_counter() - start)

@@ -7,15 +7,23 @@ from typing import Annotated, Any
 
 import typer
 
-from mmctl.choices import BATCH_MAX_CONCURRENCY, DEFAULT_PIXEL_CACHE_MB, REMOTE_MEDIA_MAX_MB
+from mmctl.choices import (
+    BATCH_MAX_CONCURRENCY,
+    DEFAULT_PIXEL_CACHE_MB,
+    REMOTE_MEDIA_MAX_MB,
+    MediaRef,
+    Processing,
+)
 from mmctl.cli._options import (
     BundleOpt,
     CaCertOpt,
     HeaderOpt,
     JsonOpt,
     MaxTokensOpt,
+    MediaRefOpt,
     NegotiatedPixelDtypeOpt,
     PixelCacheOpt,
+    ProcessingOpt,
     PromptOpt,
     SendTimeoutOpt,
     TargetsOpt,
@@ -55,6 +63,12 @@ about again (several questions of one clip) are decoded once: --pixel-cache-mb
 keeps the preprocessed pixels (least recently used out first; on Ray, per
 node, and such items go to the node that holds them).
 
+A model no mmctl family handles is preprocessed by the workers
+(--processing auto, said once on stderr): each item goes as media_refs
+(--media-ref data: the files inside the request; file: their paths, for
+workers on this host), inline; --processing worker asks for that with any
+model.
+
 Examples:
 
 \b
@@ -63,10 +77,12 @@ Examples:
   mmctl batch eval.jsonl -o answers.jsonl --resume      # after a crash or Ctrl-C
   mmctl batch eval.jsonl -o answers.jsonl --engine ray --ray-address auto
   mmctl batch -i eval.jsonl --output-file answers.jsonl   # vllm run-batch's spelling
+  mmctl batch eval.jsonl -o answers.jsonl --processing worker --media-ref file
 
 Exit codes: from what OUT holds at the end, 0 every item answered; 2 usage
 (OUT holds results without --resume/--overwrite, OUT is the input, another
-run holds OUT); 3 bad input; 5 no worker (or Ray cluster) answers; 6 a check
+run holds OUT, --transport shm with worker processing); 3 bad input (a model
+no family handles with --processing client); 5 no worker (or Ray cluster) answers; 6 a check
 refused the transport; 7 some items failed (their lines say why); 8 no item
 answered; 10 OUT could not be written (--resume continues), or OUT.lock is
 not the lock file mmctl makes (a link planted there: left as it is); 130 interrupted
@@ -151,6 +167,8 @@ def batch(
     prompt: PromptOpt = None,
     max_tokens: MaxTokensOpt = None,
     pixel_dtype: NegotiatedPixelDtypeOpt = None,
+    processing: ProcessingOpt = Processing.AUTO,
+    media_ref: MediaRefOpt = MediaRef.DATA,
     pixel_cache_mb: PixelCacheOpt = DEFAULT_PIXEL_CACHE_MB,
     allow_remote_media: Annotated[
         bool,
@@ -202,6 +220,8 @@ def batch(
             prompt=prompt_text(prompt, None),
             max_tokens=max_tokens,
             pixel_dtype=pixel_dtype.value if pixel_dtype else None,
+            processing=processing,
+            media_ref=media_ref,
             allow_remote_media=allow_remote_media,
             max_remote_mb=max_remote_mb,
             connection=connection(
@@ -218,6 +238,7 @@ def batch(
             on_done=bar.done,
             on_skip=bar.skip,
             on_warning=output_sink.warn,
+            on_note=output_sink.note,
         )
     finally:
         bar.close()

@@ -12,7 +12,9 @@ from mmctl.choices import (
     BENCH_NUM_PROMPTS,
     BENCH_WARMUP,
     DEFAULT_PIXEL_CACHE_MB,
+    MediaRef,
     PixelFormat,
+    Processing,
     Transport,
 )
 from mmctl.cli._options import (
@@ -21,8 +23,10 @@ from mmctl.cli._options import (
     HeaderOpt,
     JsonOpt,
     MaxTokensOpt,
+    MediaRefOpt,
     PixelCacheOpt,
     PixelDtypesOpt,
+    ProcessingOpt,
     PromptOpt,
     TargetsOpt,
     TlsOpt,
@@ -52,6 +56,13 @@ batch lines or {"id", "prompt", "media": [...]}), --sizes 1MB,16MB,100MB
 worker's mm_encoder_budget for one item is split into equal videos within
 it, up to its video limit per request).
 
+A model no mmctl family handles is preprocessed by the worker
+(--processing auto, said once on stderr; --processing worker asks for it
+with any model): each item is prepared once as the media_refs request send
+makes, sent inline (one arm, inline/media_refs; --transport shm and --sizes
+are refused: there is no tensor to place or size); its payload is the
+request's bytes, and the machine floors (a tensor's) are not measured.
+
 Examples:
 
 \b
@@ -61,9 +72,11 @@ Examples:
   mmctl bench --sizes 4MB --request-rate 20 --burstiness 0.5 --json | jq .shm_over_inline
   mmctl bench --video clip.mp4 --save-result run.json --per-request requests.jsonl
   mmctl bench --sizes 1MB --max-concurrency 1,4 --save-result --result-dir results/
+  mmctl bench --video clip.mp4 --processing worker --media-ref file
 
-Exit codes: 0 every request answered; 2 usage; 3 bad input (media,
-dataset); 4 some requests failed (the report names their gRPC codes); 5 a
+Exit codes: 0 every request answered; 2 usage (--transport shm or --sizes
+with worker processing); 3 bad input (media, dataset, a model no family
+handles with --processing client); 4 some requests failed (the report names their gRPC codes); 5 a
 worker unreachable; 6 a check refused an arm (shm with a worker on another
 host, a pixel dtype the worker does not take) or a size (more than one
 request to the worker may carry); 130 interrupted (the partial report is
@@ -102,12 +115,18 @@ def bench(
         ),
     ] = None,
     transport: Annotated[
-        str,
+        str | None,
         typer.Option(
-            "--transport", metavar="inline,shm", help="Transports to compare (each an arm)."
+            "--transport",
+            metavar="inline,shm",
+            help="Transports to compare (each an arm)."
+            + default_text("inline,shm; inline alone with worker processing"),
+            show_default=False,
         ),
-    ] = "inline,shm",
+    ] = None,
     pixel_dtype: PixelDtypesOpt = None,
+    processing: ProcessingOpt = Processing.AUTO,
+    media_ref: MediaRefOpt = MediaRef.DATA,
     num_prompts: Annotated[
         int,
         typer.Option(
@@ -259,7 +278,7 @@ def bench(
 
         require()
     try:
-        transports = tuple(Transport(t) for t in _csv(transport))
+        transports = None if transport is None else tuple(Transport(t) for t in _csv(transport))
         fmts = tuple(PixelFormat(f) for f in _csv(pixel_dtype)) or (None,)
     except ValueError as err:
         raise UsageError(f"{err}") from None
@@ -287,6 +306,8 @@ def bench(
         percentiles=pct,
         floors=not no_floors,
         unique_hashes=not reuse_hashes,
+        processing=processing,
+        media_ref=media_ref,
         connection=connection(
             header=header,
             tls=tls,
@@ -342,6 +363,9 @@ class _Live:
             self.bar.update(self.task, description=f"{self.label} ({self.errors} errors)")
         self.bar.advance(self.task)
 
+    def note(self, message: str) -> None:
+        self.output.note(message)
+
     def close(self) -> None:
         self.output.end_progress()
 
@@ -353,6 +377,8 @@ def render(console: Console, result: BenchResult, doc: dict[str, Any]) -> None:
     from rich import box
     from rich.table import Table
 
+    from mmctl.cli._output import size
+
     cfg = result.config
     console.print(
         f"mmctl bench: {', '.join(cfg.targets)}; arms {', '.join(doc['arms'])}; "
@@ -360,6 +386,13 @@ def render(console: Console, result: BenchResult, doc: dict[str, Any]) -> None:
         f"request rate {cfg.request_rate:g}/s"
     )
     for prep in doc["prepared"]:
+        if prep["pixel_dtype"] is None:  # media_refs: the worker expands the prompt
+            console.print(
+                f"  {prep['item']} (media_refs): a {size(prep['payload_bytes'])} request, "
+                f"{prep['prompt_tokens']} prompt tokens before the worker expands them, "
+                f"prepared in {prep['preprocess_s']:.3f} s"
+            )
+            continue
         console.print(
             f"  {prep['item']} ({prep['pixel_dtype']}): {prep['payload_bytes'] / 1e6:.2f} MB of "
             f"pixels, {prep['prompt_tokens']} prompt tokens, prepared in {prep['preprocess_s']:.3f} s"

@@ -16,16 +16,12 @@ moved, and every phase as a lap of one timeline, so the timing rows add up.
 
 from __future__ import annotations
 
-import base64
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from mmctl import modality
 from mmctl.choices import (
     DEFAULT_MAX_TOKENS,
-    MediaRef,
-    prompt_text,
 )
 from mmctl.client.channel import as_error, generate_method, response
 from mmctl.client.negotiate import Decision, choose_pixels
@@ -34,8 +30,8 @@ from mmctl.client.placement import ShmAllocator, inline_bytes
 from mmctl.client.route import Route, choose
 from mmctl.client.session import Session
 from mmctl.client.stream import TokenStream
-from mmctl.errors import CheckFailed, GenerationIncomplete, UsageError
-from mmctl.media.probe import MediaKind, media_type
+from mmctl.errors import CheckFailed, GenerationIncomplete
+from mmctl.media.probe import MediaKind
 from mmctl.models.family import Family
 from mmctl.models.model import WorkerModel
 from mmctl.request.build import new_request_id
@@ -50,7 +46,6 @@ from mmctl.request.limits import (
 from mmctl.request.pixel_cache import PixelCache, Pixels, Stats, describe
 from mmctl.timing import Timeline
 from mmctl.transport.shm import ShmArena, sweep_dead
-from mmctl.wire import proto
 
 
 @dataclass(frozen=True)
@@ -405,50 +400,29 @@ def _check_modality_support(session: Session, run: Run, skip: bool) -> None:
 
 
 def _worker_processing(session: Session, opts: SendOptions, inputs: Inputs, run: Run) -> Any:
-    from mmctl.prompt.chat import render
+    from mmctl.request.refs import media_refs, refs_plan
 
     model = session.model
-    if opts.chat is False and isinstance(model, WorkerModel):
-        raise UsageError(
-            f"--no-chat: mmctl does not know a {model.model_type} prompt's placeholder text; "
-            "the model's chat template writes it",
-            hint="drop --no-chat",
-        )
     _check_limits(session, run, opts.skip_checks)
-    engine = proto.engine_pb2
-    refs = []
-    for path, kind in zip(inputs.media, inputs.kinds, strict=True):
-        if opts.media_ref is MediaRef.FILE:
-            url = path.resolve().as_uri()  # the worker must see this path (same host)
-        else:
-            url = f"data:{media_type(path)};base64," + base64.b64encode(path.read_bytes()).decode()
-        refs.append(engine.MediaRef(modality=modality.to_wire(kind), url=url))
-    prompt = prompt_text(opts.prompt)
-    parts: list[Any] = [*inputs.kinds, prompt] if prompt else list(inputs.kinds)
-    rendered = render(
-        parts,
-        model.tokenizer,
-        model.source,
-        model.chat,
+    refs = media_refs(inputs.media, inputs.kinds, opts.media_ref)
+    plan = refs_plan(
+        refs,
+        opts.prompt,
+        model,
         system=opts.system,
         chat=opts.chat is not False,
         allow_special_tokens=opts.allow_special_tokens,
-    )
-    ids = model.tokenizer.encode(rendered.text)
-    req = engine.GenerateRequest(
-        request_id=opts.request_id or new_request_id(),
-        tokenized=engine.TokenizedInput(original_text=rendered.text, input_ids=ids),
-        sampling_params=opts.sampling.to_proto(),
+        sampling=opts.sampling,
         stream=opts.stream is not False,
-        media_refs=engine.MediaRefs(items=refs),
+        request_id=opts.request_id,
     )
     check = "placeholders" if isinstance(model, WorkerModel) else model.spec.prompt.check_name
     run.checks.append(Check(check, False, reason="the worker expands the prompt"))
     run.items = [
-        {"path": str(p), "kind": k.value, "url_bytes": len(r.url)}
-        for p, k, r in zip(inputs.media, inputs.kinds, refs, strict=True)
+        {"path": str(p), "kind": k.value, "url_bytes": len(url)}
+        for p, (k, url) in zip(inputs.media, refs, strict=True)
     ]
-    return req
+    return plan.to_proto()
 
 
 def _replay(session: Session, opts: SendOptions, inputs: Inputs, run: Run) -> Any:

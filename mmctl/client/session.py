@@ -10,6 +10,7 @@ among its rows.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,13 +46,19 @@ class Session:
             raise self.model.unknown
         return self.model
 
-    def processing(self, opts: SendOptions, hooks: Hooks) -> ProcessingChoice:
+    def processing(
+        self, opts: SendOptions, hooks: Hooks, others: Sequence[WorkerFacts] = ()
+    ) -> ProcessingChoice:
         """Who preprocesses (:func:`~mmctl.client.negotiate.choose_processing`); a
-        choice mmctl made by itself is said once per session, not per request."""
+        choice mmctl made by itself is said once per session, not per request.
+        ``others``: the facts of more workers the same requests go to (``bench``,
+        ``batch``), each of which must be able to take the choice."""
         model = self.model
         unknown = model.unknown if isinstance(model, WorkerModel) else None
         name = model.model_type if isinstance(model, WorkerModel) else model.spec.name
         choice = choose_processing(self.facts, opts.processing, opts.media_ref, unknown, name)
+        for facts in others:
+            choose_processing(facts, opts.processing, opts.media_ref, unknown, name)
         if choice.worker and opts.processing is not Processing.WORKER:
             opts.refuse_client_side(f"{name} is preprocessed by the worker")
         if choice.note is not None:

@@ -69,7 +69,10 @@ def supported_hint() -> str:
     """The one sentence that answers "which models can mmctl handle?": the
     families mmctl prepares itself, each once (an alias list invites forcing a
     wrong family on a model it does not fit), and the way to any other model."""
-    return f"{_preprocessed()}; any other model the worker preprocesses: --processing worker (send)"
+    return (
+        f"{_preprocessed()}; any other model the worker preprocesses: "
+        "--processing worker (send, bench, batch)"
+    )
 
 
 def reading(kind: MediaKind) -> list[str]:

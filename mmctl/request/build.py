@@ -274,6 +274,8 @@ class RequestPlan:
     sampling: Sampling = field(default_factory=Sampling)
     stream: bool = True
     request_id: str = field(default_factory=new_request_id)
+    #: Media the worker preprocesses (:mod:`mmctl.request.refs`): (kind, URL), no tensors.
+    media_refs: list[tuple[MediaKind, str]] = field(default_factory=list)
 
     def to_proto(
         self, place: Placer = inline_placer, pixels: Placer | None = None
@@ -291,6 +293,15 @@ class RequestPlan:
             sampling_params=self.sampling.to_proto(),
             stream=self.stream,
         )
+        if self.media_refs:
+            req.media_refs.CopyFrom(
+                engine.MediaRefs(
+                    items=[
+                        engine.MediaRef(modality=modality.to_wire(kind), url=url)
+                        for kind, url in self.media_refs
+                    ]
+                )
+            )
         for n, batch in enumerate(self.batches):
             msg = batch.to_proto(place, pixels if n == 0 else None)
             if n == 0:

@@ -15,7 +15,7 @@ from pathlib import Path
 from mmctl.choices import LayoutKind, PixelFormat, prompt_text
 from mmctl.errors import InputError
 from mmctl.media.probe import MediaKind, check_readable, media_kind
-from mmctl.models.model import Model
+from mmctl.models.model import Model, WorkerModel
 from mmctl.models.registry import refuse_kind
 from mmctl.prompt.chat import Rendered, render
 from mmctl.request.build import MediaItem, RequestPlan, Sampling, make_batches
@@ -147,6 +147,31 @@ def compose(
     return composed
 
 
+def render_prompt(
+    kinds: Sequence[MediaKind],
+    prompt: str | None,
+    model: Model | WorkerModel,
+    *,
+    system: str | None = None,
+    chat: bool = True,
+    allow_special_tokens: bool = False,
+) -> tuple[Rendered, list[int]]:
+    """One user turn: a placeholder per medium (``kinds``, in order), then the
+    prompt text (the default one for ``None``); its ids, by the model's tokenizer."""
+    text = prompt_text(prompt)
+    parts: list[MediaKind | str] = [*kinds, text] if text else list(kinds)
+    rendered = render(
+        parts,
+        model.tokenizer,
+        model.source,
+        model.chat,
+        system=system,
+        chat=chat,
+        allow_special_tokens=allow_special_tokens,
+    )
+    return rendered, model.tokenizer.encode(rendered.text)
+
+
 def compose_items(
     items: list[MediaItem],
     prompt: str | None,
@@ -166,19 +191,10 @@ def compose_items(
     layout, the checks, the batches); ``timeline`` gets the lap ``tokenize_s``."""
     timeline = timeline or Timeline()
     prompt = prompt_text(prompt)
-    parts: list[MediaKind | str] = [it.kind for it in items]
-    if prompt:
-        parts.append(prompt)
-    rendered = render(
-        parts,
-        model.tokenizer,
-        model.source,
-        model.chat,
-        system=system,
-        chat=chat,
+    rendered, prompt_ids = render_prompt(
+        [it.kind for it in items], prompt, model, system=system, chat=chat,
         allow_special_tokens=allow_special_tokens,
-    )
-    prompt_ids = model.tokenizer.encode(rendered.text)
+    )  # fmt: skip
     try:
         layout, check = lay_out(model, prompt_ids, [it.pre.facts for it in items], layout_kind)
     except InputError as err:

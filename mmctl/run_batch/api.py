@@ -19,10 +19,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mmctl.choices import BATCH_MAX_CONCURRENCY, REMOTE_MEDIA_MAX_MB
+from mmctl.choices import (
+    BATCH_MAX_CONCURRENCY,
+    REMOTE_MEDIA_MAX_MB,
+    MediaRef,
+    PixelFormat,
+    Processing,
+)
 from mmctl.client.client import Client
 from mmctl.client.connection import Connection
 from mmctl.client.negotiate import choose_pixels
+from mmctl.client.options import Hooks, SendOptions
 from mmctl.dataset import Items
 from mmctl.errors import CheckFailed, UsageError, WorkerUnavailable
 from mmctl.request.build import Sampling
@@ -109,9 +116,14 @@ def _setup(
     prompt: str | None,
     sampling: Sampling,
     pixel: str | None,
+    processing: Processing | str = Processing.AUTO,
+    media_ref: MediaRef | str = MediaRef.DATA,
+    on_note: Callable[[str], None] = lambda message: None,
 ) -> Fleetwide:
     if transport_mode not in ("auto", "inline", "shm"):
         raise UsageError(f"--transport is auto, inline or shm; got {transport_mode!r}")
+    # send's options and their one validation (--media-ref with --processing client…)
+    opts = SendOptions.of(processing=processing, media_ref=media_ref, pixel_dtype=pixel)
     clients = [Client(t, connection) for t in targets]
     try:
         facts: list[Any] = []
@@ -133,6 +145,12 @@ def _setup(
             )
         first, first_facts = answering[0]
         session = first.session()
+        others = [f for _, f in answering[1:]]
+        worker = session.processing(opts, Hooks(on_note=on_note), others).worker
+        if worker:
+            return _worker_fleet(
+                session, clients, facts, transport_mode, opts.media_ref, prompt, sampling
+            )
         model = session.family_model()
         fmts = {choose_pixels(f, pixel, family=model.spec).format for _, f in answering}
         if len(fmts) > 1:
@@ -172,6 +190,48 @@ def _setup(
             client.close()
 
 
+def _worker_fleet(
+    session: Any,
+    clients: Sequence[Client],
+    facts: Sequence[Any],
+    transport_mode: str,
+    media_ref: MediaRef,
+    prompt: str | None,
+    sampling: Sampling,
+) -> Fleetwide:
+    """The set-up where the workers preprocess: media_refs requests, inline (they
+    carry no tensor to place in shared memory); the pixel cache does not apply."""
+    from mmctl.client.route import inline
+
+    if transport_mode == "shm":
+        raise UsageError(
+            "--transport shm: with worker processing a request carries media_refs, "
+            "no tensor to place in shared memory",
+            hint="drop --transport (worker-processed requests go inline)",
+        )
+    answering = [f for f in facts if f is not None]
+    limits = WorkerLimits.of(answering)
+    route = inline("worker processing: media_refs, no tensors")
+    members = [
+        Member(c.target, route, up=f is not None, namespace="")
+        for c, f in zip(clients, facts, strict=True)
+    ]
+    model = session.model
+    settings = Settings(
+        source=model.source,
+        family=None,
+        pixel_format=PixelFormat.FLOAT32,  # unused: no pixels leave this process
+        item_limits=limits.item_limits,
+        encoder_budget=limits.encoder_budget,
+        context_length=limits.context_length,
+        prompt=prompt,
+        sampling=sampling,
+        media_ref=media_ref,
+    )
+    name = session.facts.model.served_model_name or model.source.label
+    return Fleetwide(settings, members, model, name)
+
+
 def batch(
     input: str | Path,
     output: str | Path,
@@ -187,6 +247,8 @@ def batch(
     prompt: str | None = None,
     max_tokens: int | None = None,
     pixel_dtype: str | None = None,
+    processing: Processing | str = Processing.AUTO,
+    media_ref: MediaRef | str = MediaRef.DATA,
     allow_remote_media: bool = False,
     max_remote_mb: int = REMOTE_MEDIA_MAX_MB,
     connection: Connection | None = None,
@@ -195,6 +257,7 @@ def batch(
     on_done: Callable[[bool], None] | None = None,
     on_warning: Callable[[str], None] | None = None,
     on_skip: Callable[[bool], None] | None = None,
+    on_note: Callable[[str], None] | None = None,
 ) -> BatchCounts:
     """Run every line of ``input`` (JSONL: OpenAI batch or short form) through
     the workers at ``targets`` (``"host:port,host:port"`` or a list; default
@@ -208,8 +271,12 @@ def batch(
     (:class:`~mmctl.errors.OutputFailed`). ``on_start(total)`` and
     ``on_done(succeeded)`` report progress (``on_skip(answered)``, when given,
     the items ``output`` holds already, which cost no time), ``on_warning(message)`` a target
-    taken out of the fleet or put back. ``connection``: how the workers are
-    reached and whose files describe their model
+    taken out of the fleet or put back, ``on_note(message)`` a choice mmctl made
+    by itself (the workers preprocess a model no mmctl family handles: said
+    once). ``processing`` and ``media_ref`` are ``send``'s (``auto``: mmctl
+    preprocesses the families it has, the workers any other model, through
+    ``media_refs``; the pixel cache does not apply to those). ``connection``: how
+    the workers are reached and whose files describe their model
     (:class:`~mmctl.client.connection.Connection`); its ``pixel_cache_mb``:
     MiB of preprocessed media kept for items that ask about the same media
     again (on Ray, per node; 0 turns it off).
@@ -235,6 +302,7 @@ def batch(
     if keep_failed and not resume:
         raise UsageError("--keep-failed goes with --resume")
     connection = connection or Connection()
+    SendOptions.of(processing=processing, media_ref=media_ref, pixel_dtype=pixel_dtype)
     warn = on_warning or (lambda message: None)
     source_path, out_path = Path(input), Path(output)
     if not source_path.is_file():
@@ -264,6 +332,8 @@ def batch(
             prompt=prompt,
             max_tokens=max_tokens,
             pixel_dtype=pixel_dtype,
+            processing=processing,
+            media_ref=media_ref,
             remote_cap=remote_cap,
             connection=connection,
             ray_address=ray_address,
@@ -271,6 +341,7 @@ def batch(
             on_done=on_done,
             on_skip=on_skip,
             on_warning=warn,
+            on_note=on_note or (lambda message: None),
             start=start,
         )
     finally:
@@ -308,7 +379,7 @@ def _finish_unsent(
         if on_start is not None:
             on_start(total)
         for entry in items.entries():
-            if skip_done(out, entry, tally):
+            if skip_done(out, entry, tally, seen):
                 skip(entry.id not in out.kept_failed)
             elif write_entry_error(out, entry, tally, seen):
                 done(False)
@@ -327,6 +398,8 @@ def _run(
     prompt: str | None,
     max_tokens: int | None,
     pixel_dtype: str | None,
+    processing: Processing | str,
+    media_ref: MediaRef | str,
     remote_cap: int | None,
     connection: Connection,
     ray_address: str | None,
@@ -334,11 +407,13 @@ def _run(
     on_done: Callable[[bool], None] | None,
     on_skip: Callable[[bool], None] | None,
     on_warning: Callable[[str], None],
+    on_note: Callable[[str], None],
     start: float,
 ) -> BatchCounts:
     pool = None
     ray_run = None
-    cache = pixel_cache(connection.pixel_cache_mb)
+    cache_mb = connection.pixel_cache_mb
+    cache = pixel_cache(cache_mb)
     timeout = connection.timeout
     if engine == "ray":
         from mmctl.run_batch import ray_engine
@@ -359,7 +434,13 @@ def _run(
             prompt=prompt,
             sampling=Sampling(max_tokens=max_tokens),
             pixel=pixel_dtype,
+            processing=processing,
+            media_ref=media_ref,
+            on_note=on_note,
         )
+        if fleetwide.settings.media_ref is not None:
+            # The workers preprocess: no pixels are made here to keep.
+            cache, cache_mb = pixel_cache(0), 0
         with Items(source_path, remote_cap=remote_cap) as items:
             total = items.count()
             if on_start is not None:
@@ -395,7 +476,7 @@ def _run(
                 pools = {k: int(v) for k, v in vars(ray_run.layout).items()}
                 tally, cache_doc = ray_engine.run(
                     ray_run, fleetwide, items.entries(), out, timeout=timeout, on_done=done,
-                    on_skip=on_skip, pixel_cache_mb=connection.pixel_cache_mb,
+                    on_skip=on_skip, pixel_cache_mb=cache_mb,
                 )  # fmt: skip
     finally:
         if pool is not None:

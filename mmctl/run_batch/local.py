@@ -88,9 +88,11 @@ class Tally:
         return False
 
 
-def skip_done(out: OutputFile, entry: Entry, tally: Tally) -> bool:
-    """Count an entry OUT already holds a line for; ``False`` when it does not."""
-    if entry.id not in out.done:
+def skip_done(out: OutputFile, entry: Entry, tally: Tally, seen: set[str]) -> bool:
+    """Count an entry OUT already holds a line for; ``False`` when it does not.
+    ``seen``: the ids this run took to send — OUT holds the first's line, and a
+    later line with its id is a duplicate (:func:`write_entry_error`), not done."""
+    if entry.id not in out.done or entry.id in seen:
         return False
     tally.skipped += 1
     if entry.id in out.kept_failed:
@@ -208,7 +210,7 @@ class _Job:
         for entry in entries:
             if self.stop.is_set():
                 break
-            if skip_done(self.out, entry, self.tally):
+            if skip_done(self.out, entry, self.tally, self.seen):
                 self.on_skip(entry.id not in self.out.kept_failed)
                 continue
             if write_entry_error(self.out, entry, self.tally, self.seen):
@@ -282,7 +284,7 @@ class _Job:
             return done
         start = time.perf_counter()
         keys = await asyncio.to_thread(
-            media_keys, item.media, self.preparer.model, settings.pixel_format
+            media_keys, item.media, self.preparer.family, settings.pixel_format
         )
         have, how, mine = await self._claims(keys)
         # The item's own share of the time: its keys, and waiting for a medium

@@ -668,7 +668,7 @@ def _rows(
     (a prompt too long for the context among them: refused from its length)."""
     seen: set[str] = set()
     for entry in entries:
-        if skip_done(out, entry, tally):
+        if skip_done(out, entry, tally, seen):
             on_skip(entry.id not in out.kept_failed)
         elif write_entry_error(out, entry, tally, seen):
             on_done(False)

@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from mmctl.checkpoint.source import ModelSource
-from mmctl.choices import DEFAULT_MAX_TOKENS, PixelFormat
+from mmctl.choices import DEFAULT_MAX_TOKENS, MediaRef, PixelFormat
 from mmctl.dataset import Item, Medium, label, local_paths
 from mmctl.errors import MmctlError
-from mmctl.models.model import Model
+from mmctl.media.probe import MediaKind
+from mmctl.models.model import Model, WorkerModel
 from mmctl.models.registry import refuse_kind
 from mmctl.request.build import MediaItem, RequestPlan, Sampling
 from mmctl.values.items import DEFAULT_OPTIONS
@@ -41,6 +42,9 @@ class Settings:
     context_length: int = 0
     prompt: str | None = None
     sampling: Sampling = field(default_factory=Sampling)
+    #: How the workers are sent the media they preprocess themselves (``media_refs``);
+    #: ``None``: mmctl preprocesses (the family's tensors).
+    media_ref: MediaRef | None = None
 
 
 @dataclass
@@ -82,6 +86,8 @@ class Preprocessed:
     preprocess_s: float
     #: The Ray node that preprocessed it (``None``: this process's pool).
     node: str | None = None
+    #: Worker processing: each medium as a (kind, URL) ``media_ref`` (``media`` empty).
+    refs: list[tuple[MediaKind, str]] = field(default_factory=list)
     #: Per medium, how the pixel cache answered (empty: no cache asked).
     cached: list[str] = field(default_factory=list)
 
@@ -95,11 +101,22 @@ class Preparer:
     ``__call__`` runs both (a Ray actor). Failures come back as
     :class:`Failure`, never as exceptions."""
 
-    def __init__(self, settings: Settings, model: Model | None = None) -> None:
-        from mmctl.models.model import load_model
+    def __init__(self, settings: Settings, model: Model | WorkerModel | None = None) -> None:
+        from mmctl.models.model import load_any, load_model
 
         self.settings = settings
-        self.model: Model = model or load_model(source=settings.source, family=settings.family)
+        self.model: Model | WorkerModel = model or (
+            load_any(source=settings.source)
+            if settings.media_ref is not None
+            else load_model(source=settings.source, family=settings.family)
+        )
+
+    @property
+    def family(self) -> Model:
+        """The model with its family, for mmctl's own preprocessing."""
+        if isinstance(self.model, WorkerModel):
+            raise self.model.unknown
+        return self.model
 
     def __call__(self, item: Item, number: int) -> Prepared | Failure:
         refused = self.check_prompt(item, number)
@@ -145,7 +162,7 @@ class Preparer:
             start = time.perf_counter()
             self._check(item, [it.kind.value for it in media])
             for it in media:
-                refuse_kind(self.model.spec, it.kind)
+                refuse_kind(self.family.spec, it.kind)
             return Preprocessed(item, number, media, time.perf_counter() - start)
 
         return _guarded(item, number, checked)
@@ -166,8 +183,11 @@ class Preparer:
         from mmctl.request.hashing import file_digest, item_hash
 
         start = time.perf_counter()
-        s, model = self.settings, self.model
+        s = self.settings
         self._check(item, [_kind_of(m) for m in item.media])
+        if s.media_ref is not None:  # the worker preprocesses: its refs only
+            return self._refs(item, number, start)
+        model = self.family
         with local_paths(item.media) as paths:
             kinds = [check_media(p) for p in paths]
             media = []
@@ -181,12 +201,33 @@ class Preparer:
                 media.append(MediaItem(label(medium), pre, item_hash(pre, file_digest(path))))
         return Preprocessed(item, number, media, time.perf_counter() - start)
 
+    def _refs(self, item: Item, number: int, start: float) -> Preprocessed:
+        """The item's media as ``media_refs`` (send's), read where it is preprocessed."""
+        from mmctl.errors import InputError
+        from mmctl.media.probe import check_media
+        from mmctl.request.refs import media_refs
+
+        how = self.settings.media_ref
+        assert how is not None
+        if how is MediaRef.FILE and not all(isinstance(m, Path) for m in item.media):
+            raise InputError(
+                "--media-ref file: the worker reads media by path, and this line names a "
+                "data: or http(s) URL",
+                hint="--media-ref data carries such media inside the request",
+            )
+        with local_paths(item.media) as paths:
+            kinds = [check_media(p) for p in paths]
+            refs = media_refs(paths, kinds, how)
+        return Preprocessed(item, number, [], time.perf_counter() - start, refs=refs)
+
     def _compose(self, done: Preprocessed) -> Prepared:
         from mmctl.request.compose import compose_items
         from mmctl.request.limits import check_context, check_encoder_budget
 
         start = time.perf_counter()
         s, item = self.settings, done.item
+        if s.media_ref is not None:
+            return self._compose_refs(done, start)
         check_encoder_budget(
             [(f"{it.kind.value} {n + 1}", it.pre.num_tokens) for n, it in enumerate(done.media)],
             s.encoder_budget,
@@ -196,12 +237,12 @@ class Preparer:
         composed = compose_items(
             done.media,
             item.prompt if item.prompt is not None else s.prompt,
-            self.model,
+            self.family,
             system=item.system,
             sampling=sampling,
         )
         if not composed.check.ok:
-            raise _LayoutFailed(self.model.spec.check_failed(composed.check.reason))
+            raise _LayoutFailed(self.family.spec.check_failed(composed.check.reason))
         check_context(len(composed.plan.input_ids), self._max_tokens(item), s.context_length)
         return Prepared(
             id=item.id,
@@ -213,6 +254,32 @@ class Preparer:
             warnings=composed.warnings,
             node=done.node,
             cached=done.cached,
+        )
+
+    def _compose_refs(self, done: Preprocessed, start: float) -> Prepared:
+        """A request of ``media_refs`` (send's builder); the workers expand and
+        preprocess, so no tensor is made and the pixel cache does not apply."""
+        from mmctl.request.limits import check_context
+        from mmctl.request.refs import refs_plan
+
+        s, item = self.settings, done.item
+        sampling = self._sampling(item)
+        plan = refs_plan(
+            done.refs,
+            item.prompt if item.prompt is not None else s.prompt,
+            self.model,
+            system=item.system,
+            sampling=sampling,
+        )
+        check_context(len(plan.input_ids), self._max_tokens(item), s.context_length)
+        return Prepared(
+            id=item.id,
+            number=done.number,
+            plan=plan,
+            kinds=[kind.value for kind, _ in done.refs],
+            payload_bytes=0,
+            preprocess_s=done.preprocess_s + time.perf_counter() - start,
+            node=done.node,
         )
 
 

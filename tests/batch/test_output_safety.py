@@ -464,3 +464,24 @@ def test_a_foreign_file_is_refused_by_resume_with_exit_3(tmp_path):
         OutputFile(out, resume=True)
     assert err.value.exit_code == 3
     assert out.read_text() == "not json\n"
+
+
+def test_an_id_again_after_its_answer_is_written_is_a_duplicate_not_done(tmp_path):
+    """The engines read the input as they go: a line whose id this run already
+    answered (OUT holds it now) gets its duplicate_id line, as one read sooner does."""
+    from mmctl.dataset import Entry, Item
+    from mmctl.run_batch import output
+    from mmctl.run_batch.local import Tally, skip_done, write_entry_error
+
+    out = OutputFile(tmp_path / "out.jsonl")
+    try:
+        tally, seen = Tally(), set[str]()
+        first, again = (Entry(n, "a", Item("a", "?", [])) for n in (1, 2))
+        assert not skip_done(out, first, tally, seen)
+        assert not write_entry_error(out, first, tally, seen)  # to be sent
+        out.write(output.error_line("a", "check_failed", "its answer, written"))
+        assert not skip_done(out, again, tally, seen)
+        assert write_entry_error(out, again, tally, seen)
+        assert tally.skipped == 0 and tally.errors == {"duplicate_id": 1}
+    finally:
+        out.close()

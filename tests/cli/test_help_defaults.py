@@ -203,6 +203,14 @@ def _offline_pixels_of_the_other_families() -> set[str]:
     return {choose_pixels(None, None, family=f).format.value for f in others}
 
 
+def _bench_transports() -> bool:
+    from mmctl.bench.runner import arm_transports
+    from mmctl.choices import Transport
+
+    both = (Transport.INLINE, Transport.SHM)
+    return arm_transports(None, False) == both and arm_transports(None, True) == both[:1]
+
+
 #: (option, shown text) → a check of what the command does without the option.
 TRUTH: dict[tuple[str, str], Callable[[dict[str, Any]], object]] = {
     (
@@ -264,6 +272,9 @@ TRUTH: dict[tuple[str, str], Callable[[dict[str, Any]], object]] = {
     ("--workers", "the cores; on a Ray cluster, its CPUs"): _cores_or_the_clusters,
     ("--ray-address", "$RAY_ADDRESS, else a local instance with --workers CPUs"): _ray_address,
     ("--timeout", "none"): _worker_default,
+    ("--transport", "inline,shm; inline alone with worker processing"): (
+        lambda o: _bench_transports()
+    ),
 }
 #: Texts that describe a choice made at run time from the worker's answers:
 #: their behaviour is tested where the choice is made (negotiation, timeouts).

@@ -232,3 +232,187 @@ def test_the_stub_refuses_family_options_for_an_unknown_model(cli, new_vlm, tmp_
     message, hint = one_error(r.err)
     assert "some_new_vlm" in message and "--record" in message
     _hint_names_the_families_and_the_way(hint)
+
+
+# ---- bench and batch: the same choice, said once a run ----
+
+
+def _bench(cli, stub: Stub, *args: object):
+    return cli("bench", *args, "--target", stub.running.address, "--warmup", "1", "--seed", "3")
+
+
+def test_bench_goes_through_the_worker_and_says_so_once(cli, new_stub, red, red_blue, tmp_path):
+    per_request = tmp_path / "requests.jsonl"
+    r = _bench(cli, new_stub, "--video", red, "--video", red_blue, "--num-prompts", "6",
+               "--per-request", per_request, "-p", PROMPT, "--json")  # fmt: skip
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)  # stdout is the one document
+    assert doc["arms"] == ["inline/media_refs"]
+    assert doc["processing"]["value"] == "worker" and "some_new_vlm" in doc["processing"]["reason"]
+    assert doc["floors"] == {}  # a tensor's floors: there is none here
+    for prep, path in zip(doc["prepared"], (red, red_blue), strict=True):
+        assert prep["pixel_dtype"] is None and prep["media_items"] == 1
+        # the payload is the request, whose data: URL carries the file (base64)
+        assert prep["payload_bytes"] > path.stat().st_size * 4 / 3
+    run = doc["runs"][0]
+    assert (run["completed"], run["failed"]) == (6, 0)
+    records = [json.loads(line) for line in per_request.read_text().splitlines()]
+    answers = {(rec["item"], rec["text"]) for rec in records}
+    assert answers == {("red.png", "red"), ("red-blue.mp4", "red, blue")}
+    assert {rec["arm"] for rec in records} == {"inline/media_refs"}
+    # warm-up and measured requests, two items: the choice said once
+    assert len(notes(r.err)) == 1, r.err
+    assert "Error" not in r.err
+
+
+def test_bench_for_people_names_the_request_it_prepared(cli, new_stub, red):
+    r = _bench(cli, new_stub, "--video", red, "--num-prompts", "2")
+    assert r.code == 0, r.err
+    assert "red.png (media_refs): a " in r.out and "inline/media_refs" in r.out
+    assert len(notes(r.err)) == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--transport", "shm"], "--transport shm: with worker processing"),
+        (["--transport", "inline,shm"], "--transport shm: with worker processing"),
+        (["--sizes", "1MB"], "--sizes 1MB: synthetic sizes are mmctl's own pixel tensors"),
+    ],
+)
+def test_bench_refuses_what_has_no_tensor_to_carry(cli, new_stub, red, args, said):
+    media = [] if "--sizes" in args else ["--video", red]
+    r = _bench(cli, new_stub, *media, *args, "--num-prompts", "2")
+    assert r.code == 2
+    message, _ = one_error(r.err)
+    assert said in message
+
+
+def test_bench_processing_client_on_an_unknown_model_is_refused(cli, new_stub, red):
+    r = _bench(cli, new_stub, "--video", red, "--processing", "client")
+    assert r.code == 3 and r.out == ""
+    message, hint = one_error(r.err)
+    assert "model_type='some_new_vlm'" in message
+    _hint_names_the_families_and_the_way(hint)
+
+
+def test_bench_checks_processing_options_as_send_does(cli, new_stub, red):
+    r = _bench(cli, new_stub, "--video", red, "--processing", "worker", "--pixel-dtype", "float32")
+    assert r.code == 2
+    message, _ = one_error(r.err)
+    assert "--processing worker" in message and "--pixel-dtype" in message
+    r = _bench(cli, new_stub, "--video", red, "--processing", "client", "--media-ref", "file")
+    assert r.code == 2
+    assert "--media-ref applies only with --processing worker" in one_error(r.err)[0]
+
+
+def test_bench_needs_every_target_able_to_process(cli, new_stub, new_model, red):
+    legacy = _stub(new_model, legacy_proto=True)  # advertises no mm_processor
+    try:
+        r = cli("bench", "--video", red, "--num-prompts", "2",
+                "-t", f"{new_stub.running.address},{legacy.running.address}")  # fmt: skip
+    finally:
+        legacy.close()
+    assert r.code == 3
+    message, _ = one_error(r.err)
+    assert "the worker does not process media itself (mm_processor is empty)" in message
+
+
+def test_bench_keeps_a_known_family_client_side_without_a_note(cli, stub, red_blue):
+    r = _bench(cli, stub, "--video", red_blue, "--num-prompts", "2", "--no-floors", "--json")
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    assert doc["processing"] == {"value": "client", "reason": "auto: mmctl preprocesses qwen3-vl"}
+    assert sorted(arm.split("/")[0] for arm in doc["arms"]) == ["inline", "shm"]
+    assert all(prep["pixel_dtype"] is not None for prep in doc["prepared"])
+    assert not notes(r.err)
+
+
+@pytest.fixture
+def dataset(tmp_path, red, red_blue) -> Path:
+    """Three items to answer (an image, a video, both), one missing file, one id twice."""
+    lines = [
+        {"id": "image", "prompt": PROMPT, "media": [str(red)]},
+        {"id": "video", "prompt": PROMPT, "media": [str(red_blue)]},
+        {"id": "both", "prompt": PROMPT, "media": [str(red), str(red_blue)]},
+        {"id": "missing", "media": [str(tmp_path / "nowhere.png")]},
+        {"id": "image", "media": [str(red)]},
+    ]
+    path = tmp_path / "in.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+BATCH_ANSWERS = {"image": "red", "video": "red, blue", "both": "red; red, blue"}
+
+
+@pytest.mark.parametrize("engine", ["local", "ray"])
+def test_batch_goes_through_the_worker_each_id_once(
+    cli, new_stub, dataset, tmp_path, engine, monkeypatch, no_leaks
+):
+    if engine == "ray":
+        pytest.importorskip("ray")
+    monkeypatch.setenv("MMCTL_CACHE_DIR", str(tmp_path / "cache"))
+    out = tmp_path / "out.jsonl"
+    r = cli("batch", dataset, "-o", out, "-t", new_stub.running.address, "--workers", "1",
+            "--engine", engine, "--json")  # fmt: skip
+    assert r.code == 7, r.err  # the missing file and the second "image" are error lines
+    counts = json.loads(r.out)  # stdout is the one document
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert (counts["succeeded"], counts["failed"]) == (3, 2), (counts, lines, r.err)
+    ids = [d["custom_id"] for d in lines]
+    # one line per input line; the second "image" is its duplicate_id error line
+    assert sorted(ids) == ["both", "image", "image", "missing", "video"]
+    answered = {
+        d["custom_id"]: d["response"]["body"]["choices"][0]["message"]["content"]
+        for d in lines
+        if d["error"] is None
+    }
+    assert answered == BATCH_ANSWERS
+    assert len([d for d in lines if d["error"] is None]) == len(BATCH_ANSWERS)  # each once
+    errors = sorted(d["error"]["code"] for d in lines if d["error"] is not None)
+    assert errors == ["duplicate_id", "invalid_input"]
+    for d in lines:
+        if d["error"] is None:
+            extras = d["mmctl"]
+            assert extras["transport"] == "inline" and extras["bytes"]["payload"] == 0
+            assert extras["bytes"]["request"] > 0
+    assert len(notes(r.err)) == 1, r.err
+
+
+def test_batch_processing_client_on_an_unknown_model_is_refused(cli, new_stub, dataset, tmp_path):
+    out = tmp_path / "out.jsonl"
+    r = cli("batch", dataset, "-o", out, "-t", new_stub.running.address, "--processing", "client")
+    assert r.code == 3
+    message, hint = one_error(r.err)
+    assert "model_type='some_new_vlm'" in message
+    _hint_names_the_families_and_the_way(hint)
+    assert not out.exists() or out.read_text() == ""
+
+
+def test_batch_refuses_shm_for_worker_processing(cli, new_stub, dataset, tmp_path):
+    r = cli("batch", dataset, "-o", tmp_path / "out.jsonl", "-t", new_stub.running.address,
+            "--transport", "shm")  # fmt: skip
+    assert r.code == 2
+    assert "--transport shm: with worker processing" in one_error(r.err)[0]
+
+
+def test_batch_checks_processing_options_before_any_worker(cli, dataset, tmp_path):
+    r = cli("batch", dataset, "-o", tmp_path / "out.jsonl", "-t", "127.0.0.1:1",
+            "--processing", "client", "--media-ref", "file")  # fmt: skip
+    assert r.code == 2
+    assert "--media-ref applies only with --processing worker" in one_error(r.err)[0]
+
+
+def test_batch_keeps_a_known_family_client_side_without_a_note(
+    cli, stub, red_blue, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("MMCTL_CACHE_DIR", str(tmp_path / "cache"))
+    source = tmp_path / "in.jsonl"
+    source.write_text(json.dumps({"id": "v", "prompt": PROMPT, "media": [str(red_blue)]}) + "\n")
+    out = tmp_path / "out.jsonl"
+    r = cli("batch", source, "-o", out, "-t", stub.running.address, "--workers", "1", "--json")
+    assert r.code == 0, r.err
+    (line,) = [json.loads(x) for x in out.read_text().splitlines()]
+    assert line["mmctl"]["bytes"]["payload"] > 0  # mmctl's tensors
+    assert not notes(r.err)

@@ -1,0 +1,78 @@
+"""A request the worker preprocesses: ``media_refs`` URLs beside the prompt's ids.
+
+One builder for ``send``, ``bench`` and ``batch``: :func:`media_refs` names
+each medium (``data:`` carries the file, ``file:`` the path the worker must
+see), :func:`refs_plan` writes the prompt with the model's own chat template
+(which alone knows where a model's media placeholders go; the worker expands
+them) into a :class:`~mmctl.request.build.RequestPlan` with no tensors.
+The two steps are apart so the batch engines can read the files where they
+preprocess and write the prompt where the tokenizer is.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from mmctl.choices import MediaRef
+from mmctl.errors import UsageError
+from mmctl.media.probe import MediaKind, media_type
+from mmctl.request.build import RequestPlan, Sampling, new_request_id
+
+if TYPE_CHECKING:
+    from mmctl.models.model import Model, WorkerModel
+
+
+def media_refs(
+    media: Sequence[Path], kinds: Sequence[MediaKind], how: MediaRef
+) -> list[tuple[MediaKind, str]]:
+    """Each medium as a URL the worker fetches: ``data:`` carrying the bytes, or ``file:``."""
+    refs = []
+    for path, kind in zip(media, kinds, strict=True):
+        if how is MediaRef.FILE:
+            url = path.resolve().as_uri()  # the worker must see this path (same host)
+        else:
+            url = f"data:{media_type(path)};base64," + base64.b64encode(path.read_bytes()).decode()
+        refs.append((kind, url))
+    return refs
+
+
+def refs_plan(
+    refs: Sequence[tuple[MediaKind, str]],
+    prompt: str | None,
+    model: Model | WorkerModel,
+    *,
+    system: str | None = None,
+    chat: bool = True,
+    allow_special_tokens: bool = False,
+    sampling: Sampling | None = None,
+    stream: bool = True,
+    request_id: str | None = None,
+) -> RequestPlan:
+    """The request: the chat text with one placeholder per medium, its ids, the refs."""
+    from mmctl.models.model import WorkerModel
+    from mmctl.request.compose import render_prompt
+
+    if not chat and isinstance(model, WorkerModel):
+        raise UsageError(
+            f"--no-chat: mmctl does not know a {model.model_type} prompt's placeholder text; "
+            "the model's chat template writes it",
+            hint="drop --no-chat",
+        )
+    rendered, ids = render_prompt(
+        [kind for kind, _ in refs], prompt, model, system=system, chat=chat,
+        allow_special_tokens=allow_special_tokens,
+    )  # fmt: skip
+    return RequestPlan(
+        text=rendered.text,
+        input_ids=np.asarray(ids, dtype=np.int64),
+        batches=[],
+        sampling=sampling or Sampling(),
+        stream=stream,
+        request_id=request_id or new_request_id(),
+        media_refs=list(refs),
+    )
