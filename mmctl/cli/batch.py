@@ -90,93 +90,103 @@ not the lock file mmctl makes (a link planted there: left as it is); 130 interru
 """
 
 
+_InputOpt = Annotated[Path | None, typer.Argument(metavar="INPUT", hidden=True, show_default=False)]
+_InputFileOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--input-file",
+        "-i",
+        metavar="IN.jsonl",
+        help="The input, as vllm run-batch names it (or give INPUT).",
+        show_default=False,
+    ),
+]
+_OutputOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--output",
+        "--output-file",
+        "-o",
+        metavar="OUT.jsonl",
+        help="Where the output lines go (required).",
+        show_default=False,
+    ),
+]
+_EngineOpt = Annotated[
+    str, typer.Option("--engine", metavar="[local|ray]", help="Where items are processed.")
+]
+_RayAddressOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--ray-address",
+        metavar="ADDR",
+        help="A Ray cluster: auto (the one this host belongs to), HOST:6379, or "
+        "ray://HOST:10001 (Ray Client)."
+        + default_text("$RAY_ADDRESS, else a local instance with --workers CPUs"),
+        show_default=False,
+    ),
+]
+_WorkersOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--workers",
+        metavar="N",
+        help="Preprocessing processes (Ray: preprocessing actors, one CPU each)."
+        + default_text("the cores; on a Ray cluster, its CPUs"),
+        show_default=False,
+    ),
+]
+_MaxConcurrencyOpt = Annotated[
+    int, typer.Option("--max-concurrency", metavar="C", help="Requests in flight at most.")
+]
+_ResumeOpt = Annotated[
+    bool,
+    typer.Option("--resume", help="Continue OUT: skip the ids it answers, retry its failed ones."),
+]
+_KeepFailedOpt = Annotated[
+    bool,
+    typer.Option(
+        "--keep-failed", help="With --resume: keep OUT's error lines (do not retry them)."
+    ),
+]
+_TransportOpt = Annotated[
+    str,
+    typer.Option(
+        "--transport",
+        metavar="[auto|inline|shm]",
+        help="auto: shared memory with workers on this host, inline elsewhere.",
+    ),
+]
+_AllowRemoteMediaOpt = Annotated[
+    bool,
+    typer.Option("--allow-remote-media", help="Fetch http(s) media (with --max-remote-mb)."),
+]
+_MaxRemoteMbOpt = Annotated[
+    int, typer.Option("--max-remote-mb", metavar="MB", help="Largest fetched medium.")
+]
+
+
 def batch(
-    input: Annotated[
-        Path | None, typer.Argument(metavar="INPUT", hidden=True, show_default=False)
-    ] = None,
-    input_file: Annotated[
-        Path | None,
-        typer.Option(
-            "--input-file",
-            "-i",
-            metavar="IN.jsonl",
-            help="The input, as vllm run-batch names it (or give INPUT).",
-            show_default=False,
-        ),
-    ] = None,
-    output: Annotated[
-        Path | None,
-        typer.Option(
-            "--output",
-            "--output-file",
-            "-o",
-            metavar="OUT.jsonl",
-            help="Where the output lines go (required).",
-            show_default=False,
-        ),
-    ] = None,
+    input: _InputOpt = None,
+    input_file: _InputFileOpt = None,
+    output: _OutputOpt = None,
     target: TargetsOpt = None,
-    engine: Annotated[
-        str, typer.Option("--engine", metavar="[local|ray]", help="Where items are processed.")
-    ] = "local",
-    ray_address: Annotated[
-        str | None,
-        typer.Option(
-            "--ray-address",
-            metavar="ADDR",
-            help="A Ray cluster: auto (the one this host belongs to), HOST:6379, or "
-            "ray://HOST:10001 (Ray Client)."
-            + default_text("$RAY_ADDRESS, else a local instance with --workers CPUs"),
-            show_default=False,
-        ),
-    ] = None,
-    workers: Annotated[
-        int | None,
-        typer.Option(
-            "--workers",
-            metavar="N",
-            help="Preprocessing processes (Ray: preprocessing actors, one CPU each)."
-            + default_text("the cores; on a Ray cluster, its CPUs"),
-            show_default=False,
-        ),
-    ] = None,
-    max_concurrency: Annotated[
-        int, typer.Option("--max-concurrency", metavar="C", help="Requests in flight at most.")
-    ] = BATCH_MAX_CONCURRENCY,
-    resume: Annotated[
-        bool,
-        typer.Option(
-            "--resume", help="Continue OUT: skip the ids it answers, retry its failed ones."
-        ),
-    ] = False,
-    keep_failed: Annotated[
-        bool,
-        typer.Option(
-            "--keep-failed", help="With --resume: keep OUT's error lines (do not retry them)."
-        ),
-    ] = False,
+    engine: _EngineOpt = "local",
+    ray_address: _RayAddressOpt = None,
+    workers: _WorkersOpt = None,
+    max_concurrency: _MaxConcurrencyOpt = BATCH_MAX_CONCURRENCY,
+    resume: _ResumeOpt = False,
+    keep_failed: _KeepFailedOpt = False,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Start OUT over.")] = False,
-    transport: Annotated[
-        str,
-        typer.Option(
-            "--transport",
-            metavar="[auto|inline|shm]",
-            help="auto: shared memory with workers on this host, inline elsewhere.",
-        ),
-    ] = "auto",
+    transport: _TransportOpt = "auto",
     prompt: PromptOpt = None,
     max_tokens: MaxTokensOpt = None,
     pixel_dtype: NegotiatedPixelDtypeOpt = None,
     processing: ProcessingOpt = Processing.AUTO,
     media_ref: MediaRefOpt = MediaRef.DATA,
     pixel_cache_mb: PixelCacheOpt = DEFAULT_PIXEL_CACHE_MB,
-    allow_remote_media: Annotated[
-        bool,
-        typer.Option("--allow-remote-media", help="Fetch http(s) media (with --max-remote-mb)."),
-    ] = False,
-    max_remote_mb: Annotated[
-        int, typer.Option("--max-remote-mb", metavar="MB", help="Largest fetched medium.")
-    ] = REMOTE_MEDIA_MAX_MB,
+    allow_remote_media: _AllowRemoteMediaOpt = False,
+    max_remote_mb: _MaxRemoteMbOpt = REMOTE_MEDIA_MAX_MB,
     timeout: SendTimeoutOpt = None,
     header: HeaderOpt = None,
     tls: TlsOpt = False,

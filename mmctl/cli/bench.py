@@ -88,171 +88,192 @@ def _csv(value: str | None) -> list[str]:
     return [v.strip() for v in (value or "").split(",") if v.strip()]
 
 
+_VideoOpt = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--video", metavar="FILE", help="A clip to send (repeatable).", show_default=False
+    ),
+]
+_DatasetOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--dataset",
+        metavar="FILE.jsonl",
+        help="Work items, one JSON line each.",
+        show_default=False,
+    ),
+]
+_SizesOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--sizes",
+        metavar="SIZE[,SIZE…]",
+        help="Synthetic videos of these pixel-tensor sizes (512KB, 16MB, 1GiB).",
+        show_default=False,
+    ),
+]
+_TransportOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--transport",
+        metavar="inline,shm",
+        help="Transports to compare (each an arm)."
+        + default_text("inline,shm; inline alone with worker processing"),
+        show_default=False,
+    ),
+]
+_NumPromptsOpt = Annotated[
+    int,
+    typer.Option(
+        "--num-prompts", metavar="N", help="Requests per concurrency level, all arms together."
+    ),
+]
+_MaxConcurrencyOpt = Annotated[
+    str,
+    typer.Option(
+        "--max-concurrency",
+        metavar="C[,C…]",
+        help="Requests in flight at most; a list runs each in turn.",
+    ),
+]
+_RequestRateOpt = Annotated[
+    str,
+    typer.Option(
+        "--request-rate",
+        metavar="R|inf",
+        help="Requests per second (Poisson arrivals; inf: all at once).",
+    ),
+]
+_BurstinessOpt = Annotated[
+    float,
+    typer.Option(
+        "--burstiness",
+        metavar="B",
+        help="Gamma shape of the arrival gaps (1: Poisson; < 1 burstier).",
+    ),
+]
+_WarmupOpt = Annotated[
+    int,
+    typer.Option(
+        "--warmup",
+        "--num-warmups",
+        metavar="K",
+        help="Unmeasured requests per arm first (vLLM: --num-warmups).",
+    ),
+]
+_SeedOpt = Annotated[
+    int, typer.Option("--seed", metavar="S", help="Seed of the arm order and arrivals.")
+]
+_IgnoreEosOpt = Annotated[
+    bool, typer.Option("--ignore-eos", help="Generate max-tokens tokens every time.")
+]
+_PercentilesOpt = Annotated[
+    str,
+    typer.Option(
+        "--percentiles",
+        "--metric-percentiles",
+        metavar="P[,P…]",
+        help="Percentiles to report.",
+    ),
+]
+_SaveResultOpt = Annotated[
+    bool,
+    typer.Option(
+        "--save-result",
+        help="Save vllm bench serve's result document: to FILE.json when one follows, "
+        "else to --result-dir/--result-filename (several concurrencies: one file each, "
+        "-concurrencyC before .json). Every file written is named on stderr.",
+    ),
+]
+_SaveToOpt = Annotated[
+    str | None,
+    typer.Argument(metavar="FILE.json", hidden=True, show_default=False),
+]
+_ResultDirOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--result-dir",
+        metavar="DIR",
+        help="Folder of the --save-result file (vLLM's flag; without it the current one).",
+        show_default=False,
+    ),
+]
+_ResultFilenameOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--result-filename",
+        metavar="NAME.json",
+        help="Name of the --save-result file (vLLM's flag; without it "
+        "mmctl-bench-<rate>qps-<date>.json, as vLLM names its own).",
+        show_default=False,
+    ),
+]
+_PerRequestOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--per-request",
+        metavar="FILE.jsonl",
+        help="One line per request: arm, target, timings, bytes, error.",
+        show_default=False,
+    ),
+]
+_PlotOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--plot",
+        metavar="FILE.png",
+        help="Latency at each of --percentiles vs payload size and concurrency (needs "
+        "mmctl[plot]).",
+        show_default=False,
+    ),
+]
+_NoFloorsOpt = Annotated[bool, typer.Option("--no-floors", help="Skip the machine floors.")]
+_ReuseHashesOpt = Annotated[
+    bool,
+    typer.Option(
+        "--reuse-hashes",
+        help="Send each item's real content hash (a real worker's encoder cache then hits).",
+    ),
+]
+_TimeoutOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--timeout",
+        metavar="SECONDS",
+        help="Deadline of each Generate." + default_text("none"),
+        show_default=False,
+    ),
+]
+
+
 def bench(
     target: TargetsOpt = None,
-    video: Annotated[
-        list[Path] | None,
-        typer.Option(
-            "--video", metavar="FILE", help="A clip to send (repeatable).", show_default=False
-        ),
-    ] = None,
-    dataset: Annotated[
-        Path | None,
-        typer.Option(
-            "--dataset",
-            metavar="FILE.jsonl",
-            help="Work items, one JSON line each.",
-            show_default=False,
-        ),
-    ] = None,
-    sizes: Annotated[
-        str | None,
-        typer.Option(
-            "--sizes",
-            metavar="SIZE[,SIZE…]",
-            help="Synthetic videos of these pixel-tensor sizes (512KB, 16MB, 1GiB).",
-            show_default=False,
-        ),
-    ] = None,
-    transport: Annotated[
-        str | None,
-        typer.Option(
-            "--transport",
-            metavar="inline,shm",
-            help="Transports to compare (each an arm)."
-            + default_text("inline,shm; inline alone with worker processing"),
-            show_default=False,
-        ),
-    ] = None,
+    video: _VideoOpt = None,
+    dataset: _DatasetOpt = None,
+    sizes: _SizesOpt = None,
+    transport: _TransportOpt = None,
     pixel_dtype: PixelDtypesOpt = None,
     processing: ProcessingOpt = Processing.AUTO,
     media_ref: MediaRefOpt = MediaRef.DATA,
-    num_prompts: Annotated[
-        int,
-        typer.Option(
-            "--num-prompts", metavar="N", help="Requests per concurrency level, all arms together."
-        ),
-    ] = BENCH_NUM_PROMPTS,
-    max_concurrency: Annotated[
-        str,
-        typer.Option(
-            "--max-concurrency",
-            metavar="C[,C…]",
-            help="Requests in flight at most; a list runs each in turn.",
-        ),
-    ] = "1",
-    request_rate: Annotated[
-        str,
-        typer.Option(
-            "--request-rate",
-            metavar="R|inf",
-            help="Requests per second (Poisson arrivals; inf: all at once).",
-        ),
-    ] = "inf",
-    burstiness: Annotated[
-        float,
-        typer.Option(
-            "--burstiness",
-            metavar="B",
-            help="Gamma shape of the arrival gaps (1: Poisson; < 1 burstier).",
-        ),
-    ] = BENCH_BURSTINESS,
-    warmup: Annotated[
-        int,
-        typer.Option(
-            "--warmup",
-            "--num-warmups",
-            metavar="K",
-            help="Unmeasured requests per arm first (vLLM: --num-warmups).",
-        ),
-    ] = BENCH_WARMUP,
-    seed: Annotated[
-        int, typer.Option("--seed", metavar="S", help="Seed of the arm order and arrivals.")
-    ] = 0,
+    num_prompts: _NumPromptsOpt = BENCH_NUM_PROMPTS,
+    max_concurrency: _MaxConcurrencyOpt = "1",
+    request_rate: _RequestRateOpt = "inf",
+    burstiness: _BurstinessOpt = BENCH_BURSTINESS,
+    warmup: _WarmupOpt = BENCH_WARMUP,
+    seed: _SeedOpt = 0,
     max_tokens: MaxTokensOpt = None,
-    ignore_eos: Annotated[
-        bool, typer.Option("--ignore-eos", help="Generate max-tokens tokens every time.")
-    ] = False,
+    ignore_eos: _IgnoreEosOpt = False,
     prompt: PromptOpt = None,
-    percentiles: Annotated[
-        str,
-        typer.Option(
-            "--percentiles",
-            "--metric-percentiles",
-            metavar="P[,P…]",
-            help="Percentiles to report.",
-        ),
-    ] = "50,90,99",
-    save_result: Annotated[
-        bool,
-        typer.Option(
-            "--save-result",
-            help="Save vllm bench serve's result document: to FILE.json when one follows, "
-            "else to --result-dir/--result-filename (several concurrencies: one file each, "
-            "-concurrencyC before .json). Every file written is named on stderr.",
-        ),
-    ] = False,
-    save_to: Annotated[
-        str | None,
-        typer.Argument(metavar="FILE.json", hidden=True, show_default=False),
-    ] = None,
-    result_dir: Annotated[
-        Path | None,
-        typer.Option(
-            "--result-dir",
-            metavar="DIR",
-            help="Folder of the --save-result file (vLLM's flag; without it the current one).",
-            show_default=False,
-        ),
-    ] = None,
-    result_filename: Annotated[
-        str | None,
-        typer.Option(
-            "--result-filename",
-            metavar="NAME.json",
-            help="Name of the --save-result file (vLLM's flag; without it "
-            "mmctl-bench-<rate>qps-<date>.json, as vLLM names its own).",
-            show_default=False,
-        ),
-    ] = None,
-    per_request: Annotated[
-        Path | None,
-        typer.Option(
-            "--per-request",
-            metavar="FILE.jsonl",
-            help="One line per request: arm, target, timings, bytes, error.",
-            show_default=False,
-        ),
-    ] = None,
-    plot: Annotated[
-        Path | None,
-        typer.Option(
-            "--plot",
-            metavar="FILE.png",
-            help="Latency at each of --percentiles vs payload size and concurrency (needs "
-            "mmctl[plot]).",
-            show_default=False,
-        ),
-    ] = None,
-    no_floors: Annotated[
-        bool, typer.Option("--no-floors", help="Skip the machine floors.")
-    ] = False,
-    reuse_hashes: Annotated[
-        bool,
-        typer.Option(
-            "--reuse-hashes",
-            help="Send each item's real content hash (a real worker's encoder cache then hits).",
-        ),
-    ] = False,
-    timeout: Annotated[
-        float | None,
-        typer.Option(
-            "--timeout",
-            metavar="SECONDS",
-            help="Deadline of each Generate." + default_text("none"),
-            show_default=False,
-        ),
-    ] = None,
+    percentiles: _PercentilesOpt = "50,90,99",
+    save_result: _SaveResultOpt = False,
+    save_to: _SaveToOpt = None,
+    result_dir: _ResultDirOpt = None,
+    result_filename: _ResultFilenameOpt = None,
+    per_request: _PerRequestOpt = None,
+    plot: _PlotOpt = None,
+    no_floors: _NoFloorsOpt = False,
+    reuse_hashes: _ReuseHashesOpt = False,
+    timeout: _TimeoutOpt = None,
     header: HeaderOpt = None,
     tls: TlsOpt = False,
     ca_cert: CaCertOpt = None,

@@ -76,14 +76,35 @@ written).
 """
 
 
+_OutOpt = Annotated[
+    Path,
+    typer.Option(
+        "--out", "-o", metavar="FILE", help="Where to write the request (binary protobuf)."
+    ),
+]
+_ForceOpt = Annotated[
+    bool,
+    typer.Option(
+        "--force",
+        help="Write the request even when the layout check (mrope walk, placeholder spans) fails.",
+    ),
+]
+_TargetOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--target",
+        "-t",
+        metavar="HOST:PORT",
+        help="Build for this worker: ask it what it expects, as send does."
+        + default_text("none: a default vLLM worker"),
+        show_default=False,
+    ),
+]
+
+
 def build(
     media: Annotated[list[Path], typer.Argument(metavar="MEDIA", hidden=True, show_default=False)],
-    out: Annotated[
-        Path,
-        typer.Option(
-            "--out", "-o", metavar="FILE", help="Where to write the request (binary protobuf)."
-        ),
-    ],
+    out: _OutOpt,
     prompt: PromptOpt = None,
     prompt_file: PromptFileOpt = None,
     allow_special_tokens: AllowSpecialOpt = False,
@@ -110,25 +131,8 @@ def build(
     max_frames: MaxFramesOpt = None,
     min_pixels: MinPixelsOpt = None,
     max_pixels: MaxPixelsOpt = None,
-    force: Annotated[
-        bool,
-        typer.Option(
-            "--force",
-            help="Write the request even when the layout check (mrope walk, placeholder spans) "
-            "fails.",
-        ),
-    ] = False,
-    target: Annotated[
-        str | None,
-        typer.Option(
-            "--target",
-            "-t",
-            metavar="HOST:PORT",
-            help="Build for this worker: ask it what it expects, as send does."
-            + default_text("none: a default vLLM worker"),
-            show_default=False,
-        ),
-    ] = None,
+    force: _ForceOpt = False,
+    target: _TargetOpt = None,
     tls: TlsOpt = False,
     ca_cert: CaCertOpt = None,
     header: HeaderOpt = None,

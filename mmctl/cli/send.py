@@ -80,50 +80,64 @@ came); 130 interrupted (shm files removed); 141 stdout closed by its reader
 """
 
 
+_MediaOpt = Annotated[
+    list[Path] | None, typer.Argument(metavar="MEDIA", hidden=True, show_default=False)
+]
+_TransportOpt = Annotated[
+    Transport,
+    typer.Option(
+        "--transport",
+        metavar="[auto|inline|shm]",
+        help="How tensors travel; auto takes /dev/shm when the worker shares this host's.",
+    ),
+]
+_InlineOpt = Annotated[bool, typer.Option("--inline", help="Shorthand for --transport inline.")]
+_ShmMinBytesOpt = Annotated[
+    int,
+    typer.Option("--shm-min-bytes", metavar="BYTES", help="Tensors smaller than this stay inline."),
+]
+_CompareProcessingOpt = Annotated[
+    bool,
+    typer.Option(
+        "--compare-processing",
+        help="Send with client and with worker processing on one set-up; compare.",
+    ),
+]
+_RequestOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--request",
+        metavar="FILE",
+        help="Replay a request file from `mmctl build` (instead of MEDIA).",
+        show_default=False,
+    ),
+]
+_SkipChecksOpt = Annotated[
+    bool,
+    typer.Option("--skip-checks", help="Send even when a safety check refuses (debugging)."),
+]
+_RefreshBundleOpt = Annotated[
+    bool,
+    typer.Option(
+        "--refresh-bundle", help="Fetch the worker's tokenizer bundle again (not the cache)."
+    ),
+]
+
+
 def send(
-    media: Annotated[
-        list[Path] | None, typer.Argument(metavar="MEDIA", hidden=True, show_default=False)
-    ] = None,
+    media: _MediaOpt = None,
     prompt: PromptOpt = None,
     prompt_file: PromptFileOpt = None,
     target: TargetOpt = None,
-    transport: Annotated[
-        Transport,
-        typer.Option(
-            "--transport",
-            metavar="[auto|inline|shm]",
-            help="How tensors travel; auto takes /dev/shm when the worker shares this host's.",
-        ),
-    ] = Transport.AUTO,
+    transport: _TransportOpt = Transport.AUTO,
     shm: Annotated[bool, typer.Option("--shm", help="Shorthand for --transport shm.")] = False,
-    inline: Annotated[
-        bool, typer.Option("--inline", help="Shorthand for --transport inline.")
-    ] = False,
-    shm_min_bytes: Annotated[
-        int,
-        typer.Option(
-            "--shm-min-bytes", metavar="BYTES", help="Tensors smaller than this stay inline."
-        ),
-    ] = SHM_MIN_BYTES,
+    inline: _InlineOpt = False,
+    shm_min_bytes: _ShmMinBytesOpt = SHM_MIN_BYTES,
     pixel_dtype: NegotiatedPixelDtypeOpt = None,
     processing: ProcessingOpt = Processing.AUTO,
     media_ref: MediaRefOpt = MediaRef.DATA,
-    compare_processing: Annotated[
-        bool,
-        typer.Option(
-            "--compare-processing",
-            help="Send with client and with worker processing on one set-up; compare.",
-        ),
-    ] = False,
-    request: Annotated[
-        Path | None,
-        typer.Option(
-            "--request",
-            metavar="FILE",
-            help="Replay a request file from `mmctl build` (instead of MEDIA).",
-            show_default=False,
-        ),
-    ] = None,
+    compare_processing: _CompareProcessingOpt = False,
+    request: _RequestOpt = None,
     max_tokens: MaxTokensOpt = None,
     temperature: TemperatureOpt = None,
     top_p: TopPOpt = None,
@@ -136,16 +150,8 @@ def send(
     header: HeaderOpt = None,
     tls: TlsOpt = False,
     ca_cert: CaCertOpt = None,
-    skip_checks: Annotated[
-        bool,
-        typer.Option("--skip-checks", help="Send even when a safety check refuses (debugging)."),
-    ] = False,
-    refresh_bundle: Annotated[
-        bool,
-        typer.Option(
-            "--refresh-bundle", help="Fetch the worker's tokenizer bundle again (not the cache)."
-        ),
-    ] = False,
+    skip_checks: _SkipChecksOpt = False,
+    refresh_bundle: _RefreshBundleOpt = False,
     system: SystemOpt = None,
     chat: ChatOpt = None,
     allow_special_tokens: AllowSpecialOpt = False,

@@ -43,130 +43,146 @@ class Answer(StrEnum):
     echo = "echo"
 
 
+_HostOpt = Annotated[str, typer.Option("--host", metavar="ADDRESS", help="Address to listen on.")]
+_PortOpt = Annotated[
+    int, typer.Option("--port", metavar="PORT", help="Port to listen on; 0 picks a free one.")
+]
+_AnswerOpt = Annotated[
+    Answer,
+    typer.Option(
+        "--answer",
+        metavar="[colors|echo]",
+        help="colors: the dominant colour of each temporal patch; echo: what arrived.",
+    ),
+]
+_DelayMsOpt = Annotated[
+    int,
+    typer.Option("--delay-ms", metavar="MS", help="Delay before each generated token."),
+]
+_DeviceNormalizeOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--device-normalize/--no-device-normalize",
+        help="Advertise mm_device_do_normalize and accept only raw uint8 pixels (or, --no-: "
+        "only normalized floats)."
+        + default_text("as a default `vllm serve MODEL --grpc` for the family: on for Qwen"),
+        show_default=False,
+    ),
+]
+_LegacyProtoOpt = Annotated[
+    bool,
+    typer.Option(
+        "--legacy-proto",
+        help="Behave like a worker from before the modality and capability fields.",
+    ),
+]
+_MmItemLimitsOpt = Annotated[
+    str,
+    typer.Option(
+        "--mm-item-limits",
+        metavar="image=N,video=M",
+        help="Most media items of each kind per request (advertised and enforced).",
+    ),
+]
+_MmEncoderBudgetOpt = Annotated[
+    int,
+    typer.Option(
+        "--mm-encoder-budget",
+        metavar="TOKENS",
+        help="Most feature tokens per item (advertised and enforced; 0: no limit).",
+    ),
+]
+_AllowedLocalMediaPathOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--allowed-local-media-path",
+        metavar="DIR",
+        help="Accept file:// media_refs under this folder." + default_text("none"),
+        show_default=False,
+    ),
+]
+_MaxMessageMbOpt = Annotated[
+    int,
+    typer.Option(
+        "--max-message-mb",
+        metavar="MB",
+        help="Largest request accepted, in MiB (larger: RESOURCE_EXHAUSTED). The default "
+        "holds a 30 s 720p clip's float32 pixels inline 3 times over.",
+    ),
+]
+_MaxConcurrentRequestsOpt = Annotated[
+    int,
+    typer.Option(
+        "--max-concurrent-requests",
+        metavar="N",
+        help="Generates run at once; more get RESOURCE_EXHAUSTED (memory is bounded by "
+        "N × --max-message-mb).",
+    ),
+]
+_ShmAllowedUidOpt = Annotated[
+    list[int] | None,
+    typer.Option(
+        "--shm-allowed-uid",
+        metavar="UID",
+        help="Read /dev/shm files owned by this uid (repeatable)." + default_text("own uid"),
+        show_default=False,
+    ),
+]
+_RecordDirOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--record",
+        metavar="DIR",
+        help="Write each accepted GenerateRequest to DIR as <n>-<request id>.pb, /dev/shm "
+        "tensors inline (mmctl inspect-tokens --request, mmctl send --request read them)."
+        + default_text("off"),
+        show_default=False,
+    ),
+]
+_ServedModelNameOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--served-model-name",
+        metavar="NAME",
+        help="The model name GetModelInfo reports, as vLLM's --served-model-name (the smg "
+        "gateway picks its image processor by it); mmctl-stub/<family> when not given.",
+        show_default=False,
+    ),
+]
+_TlsCertOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--tls-cert",
+        metavar="PEM",
+        help="Serve TLS with this certificate chain." + default_text("plain text"),
+        show_default=False,
+    ),
+]
+_TlsKeyOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--tls-key", metavar="PEM", help="The private key for --tls-cert.", show_default=False
+    ),
+]
+
+
 def stub_worker(
-    host: Annotated[
-        str, typer.Option("--host", metavar="ADDRESS", help="Address to listen on.")
-    ] = "127.0.0.1",
-    port: Annotated[
-        int, typer.Option("--port", metavar="PORT", help="Port to listen on; 0 picks a free one.")
-    ] = STUB_PORT,
-    answer: Annotated[
-        Answer,
-        typer.Option(
-            "--answer",
-            metavar="[colors|echo]",
-            help="colors: the dominant colour of each temporal patch; echo: what arrived.",
-        ),
-    ] = Answer.colors,
-    delay_ms: Annotated[
-        int,
-        typer.Option("--delay-ms", metavar="MS", help="Delay before each generated token."),
-    ] = 0,
-    device_normalize: Annotated[
-        bool | None,
-        typer.Option(
-            "--device-normalize/--no-device-normalize",
-            help="Advertise mm_device_do_normalize and accept only raw uint8 pixels (or, --no-: "
-            "only normalized floats)."
-            + default_text("as a default `vllm serve MODEL --grpc` for the family: on for Qwen"),
-            show_default=False,
-        ),
-    ] = None,
-    legacy_proto: Annotated[
-        bool,
-        typer.Option(
-            "--legacy-proto",
-            help="Behave like a worker from before the modality and capability fields.",
-        ),
-    ] = False,
-    mm_item_limits: Annotated[
-        str,
-        typer.Option(
-            "--mm-item-limits",
-            metavar="image=N,video=M",
-            help="Most media items of each kind per request (advertised and enforced).",
-        ),
-    ] = STUB_ITEM_LIMITS,
-    mm_encoder_budget: Annotated[
-        int,
-        typer.Option(
-            "--mm-encoder-budget",
-            metavar="TOKENS",
-            help="Most feature tokens per item (advertised and enforced; 0: no limit).",
-        ),
-    ] = STUB_ENCODER_BUDGET,
-    allowed_local_media_path: Annotated[
-        Path | None,
-        typer.Option(
-            "--allowed-local-media-path",
-            metavar="DIR",
-            help="Accept file:// media_refs under this folder." + default_text("none"),
-            show_default=False,
-        ),
-    ] = None,
-    max_message_mb: Annotated[
-        int,
-        typer.Option(
-            "--max-message-mb",
-            metavar="MB",
-            help="Largest request accepted, in MiB (larger: RESOURCE_EXHAUSTED). The default "
-            "holds a 30 s 720p clip's float32 pixels inline 3 times over.",
-        ),
-    ] = MAX_MESSAGE_MB,
-    max_concurrent_requests: Annotated[
-        int,
-        typer.Option(
-            "--max-concurrent-requests",
-            metavar="N",
-            help="Generates run at once; more get RESOURCE_EXHAUSTED (memory is bounded by "
-            "N × --max-message-mb).",
-        ),
-    ] = MAX_CONCURRENT_REQUESTS,
-    shm_allowed_uid: Annotated[
-        list[int] | None,
-        typer.Option(
-            "--shm-allowed-uid",
-            metavar="UID",
-            help="Read /dev/shm files owned by this uid (repeatable)." + default_text("own uid"),
-            show_default=False,
-        ),
-    ] = None,
-    record_dir: Annotated[
-        Path | None,
-        typer.Option(
-            "--record",
-            metavar="DIR",
-            help="Write each accepted GenerateRequest to DIR as <n>-<request id>.pb, /dev/shm "
-            "tensors inline (mmctl inspect-tokens --request, mmctl send --request read them)."
-            + default_text("off"),
-            show_default=False,
-        ),
-    ] = None,
-    served_model_name: Annotated[
-        str | None,
-        typer.Option(
-            "--served-model-name",
-            metavar="NAME",
-            help="The model name GetModelInfo reports, as vLLM's --served-model-name (the smg "
-            "gateway picks its image processor by it); mmctl-stub/<family> when not given.",
-            show_default=False,
-        ),
-    ] = None,
-    tls_cert: Annotated[
-        Path | None,
-        typer.Option(
-            "--tls-cert",
-            metavar="PEM",
-            help="Serve TLS with this certificate chain." + default_text("plain text"),
-            show_default=False,
-        ),
-    ] = None,
-    tls_key: Annotated[
-        Path | None,
-        typer.Option(
-            "--tls-key", metavar="PEM", help="The private key for --tls-cert.", show_default=False
-        ),
-    ] = None,
+    host: _HostOpt = "127.0.0.1",
+    port: _PortOpt = STUB_PORT,
+    answer: _AnswerOpt = Answer.colors,
+    delay_ms: _DelayMsOpt = 0,
+    device_normalize: _DeviceNormalizeOpt = None,
+    legacy_proto: _LegacyProtoOpt = False,
+    mm_item_limits: _MmItemLimitsOpt = STUB_ITEM_LIMITS,
+    mm_encoder_budget: _MmEncoderBudgetOpt = STUB_ENCODER_BUDGET,
+    allowed_local_media_path: _AllowedLocalMediaPathOpt = None,
+    max_message_mb: _MaxMessageMbOpt = MAX_MESSAGE_MB,
+    max_concurrent_requests: _MaxConcurrentRequestsOpt = MAX_CONCURRENT_REQUESTS,
+    shm_allowed_uid: _ShmAllowedUidOpt = None,
+    record_dir: _RecordDirOpt = None,
+    served_model_name: _ServedModelNameOpt = None,
+    tls_cert: _TlsCertOpt = None,
+    tls_key: _TlsKeyOpt = None,
     model_dir: ModelDirOpt = None,
     bundle: BundleOpt = None,
     family: FamilyOpt = None,
