@@ -80,7 +80,7 @@ def _ray_processes(before: set[int]) -> list[str]:
 
 
 @pytest.fixture
-def ray_cluster(monkeypatch) -> Iterator[Callable[..., RayCluster]]:
+def ray_cluster(monkeypatch, tmp_path_factory) -> Iterator[Callable[..., RayCluster]]:
     """``make(cpus=1, nodes=1, private=0, dashboard=0)``: a head with ``cpus``
     CPUs (and Ray's dashboard and job server on port ``dashboard``), ``nodes``
     more with one CPU each, and ``private`` more with a private /tmp."""
@@ -114,7 +114,8 @@ def ray_cluster(monkeypatch) -> Iterator[Callable[..., RayCluster]]:
             why = private_node_possible()
             if why is not None:
                 (pytest.fail if os.environ.get("CI") else pytest.skip)(f"a private node {why}")
-            found.private.append(_private_node(found, cluster.address))
+            hidden = _driver_folders(temp, tmp_path_factory.getbasetemp())
+            found.private.append(_private_node(found, cluster.address, hidden, temp / "node"))
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             alive = [n["NodeID"] for n in cluster.global_state.node_table() if n["Alive"]]
@@ -146,11 +147,26 @@ def ray_cluster(monkeypatch) -> Iterator[Callable[..., RayCluster]]:
         assert not left, f"left running: {left}"
 
 
-def _private_node(found: RayCluster, gcs: str) -> str:
-    """A node in its own mount namespace, /tmp a fresh tmpfs; its node id."""
+def _driver_folders(ray_temp: Path, basetemp: Path) -> list[Path]:
+    """The driver's folders a node elsewhere would not see: its Ray session
+    folder, the tests' temp folders (model copies, clips, fetched media), and
+    the system temp folder too unless the code under test lives in it (a
+    checkout under /tmp: the node must still import mmctl and Ray)."""
+    system = Path(tempfile.gettempdir()).resolve()
+    ours = (Path(sys.prefix).resolve(), NODE_SCRIPT.resolve())
+    folders = [ray_temp, basetemp]
+    if not any(path.is_relative_to(system) for path in ours):
+        folders.append(system)
+    return sorted({f.resolve() for f in folders}, key=lambda f: len(f.parts))
+
+
+def _private_node(found: RayCluster, gcs: str, hidden: list[Path], temp: Path) -> str:
+    """A node in its own mount namespace, each of the driver's folders
+    (``hidden``) an empty tmpfs there, its own temp under ``temp``; its node id."""
+    mounts = " && ".join(f"mkdir -p {f} && mount -t tmpfs mmctl-private {f}" for f in hidden)
     script = (
-        "mount -t tmpfs mmctl-private /tmp && exec env TMPDIR=/tmp RAY_TMPDIR=/tmp "
-        f"{sys.executable} {NODE_SCRIPT} {gcs} /tmp/ray"
+        f"{mounts} && mkdir -p {temp} && exec env TMPDIR={temp} RAY_TMPDIR={temp} "
+        f"{sys.executable} {NODE_SCRIPT} {gcs} {temp}/ray"
     )
     run = subprocess.Popen(
         ["unshare", "-m", "--propagation", "private", "sh", "-c", script],
