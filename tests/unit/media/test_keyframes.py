@@ -220,10 +220,13 @@ def test_a_rotated_stream_in_pieces_keeps_its_rotation(tmp_path, monkeypatch):
     from mmctl.media import synth
 
     # Fresh decoders lack the stream's display matrix: the pieces take the first's.
-    path = synth.pattern_clip(
-        tmp_path / "turned.mp4", 90, 30.0, 48, 64, rotation=90,
-        encoder_options={"x264-params": "keyint=15:min-keyint=15:scenecut=0"},
-    )  # fmt: skip
+    try:
+        path = synth.pattern_clip(
+            tmp_path / "turned.mp4", 90, 30.0, 48, 64, rotation=90,
+            encoder_options={"x264-params": "keyint=15:min-keyint=15:scenecut=0"},
+        )  # fmt: skip
+    except AttributeError as err:  # the runtime floor's PyAV writes no display matrix
+        pytest.skip(f"this PyAV cannot write a rotated clip ({err})")
     monkeypatch.setattr(video, "PARALLEL_MIN_PACKETS", 10)
     wanted = list(range(0, 90, 5))
     serial: dict[int, np.ndarray] = {}
