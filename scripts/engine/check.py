@@ -387,14 +387,25 @@ def _kinds(media: list[Path]) -> list[str]:
 # ---- the run ------------------------------------------------------------------
 
 
+def build_key(family: Family, engine_python: Path) -> str:
+    """What a family's tiny model is built from: the builder, the family's own
+    build inputs (not its cases or workers: a new case rebuilds nothing) and
+    the files it ships from the repository, and the engine environment."""
+    digest = hashlib.sha256((HERE / "build_model.py").read_bytes())
+    inputs = [family.hf_class, family.config, family.processor_files,
+              family.generation_config, family.weight_renames]  # fmt: skip
+    digest.update(json.dumps(inputs, sort_keys=True).encode())
+    if family.files_dir is not None:
+        for path in sorted((ROOT / family.files_dir).iterdir()):
+            if path.is_file() and path.name != "config.json":  # as build_model copies them
+                digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    digest.update(str(engine_python.resolve().parent.parent).encode())
+    return digest.hexdigest()[:16]
+
+
 def model_dir(cache: Path, family: Family, dtype: str, engine_python: Path) -> Path:
-    """The family's tiny model in ``dtype``, built once per builder + engine version."""
-    key = hashlib.sha256(
-        (HERE / "build_model.py").read_bytes()
-        + (HERE / "families.py").read_bytes()
-        + str(engine_python.resolve().parent.parent).encode()
-    ).hexdigest()[:16]
-    out = cache / "models" / key / f"{family.name}-{dtype}"
+    """The family's tiny model in ``dtype``, built once per ``build_key``."""
+    out = cache / "models" / build_key(family, engine_python) / f"{family.name}-{dtype}"
     if not (out / "config.json").is_file():
         from mmctl.checkpoint.source import tokenizer_package_dir
 

@@ -13,9 +13,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -101,6 +103,7 @@ class Engine:
         self.proc: subprocess.Popen[bytes] | None = None
         self.t_start = 0.0
         self.removed_shm: list[str] = []
+        self.tmp: Path | None = None
 
     @property
     def pid(self) -> int | None:
@@ -108,13 +111,17 @@ class Engine:
 
     def start(self) -> None:
         self.log.parent.mkdir(parents=True, exist_ok=True)
+        # A temp folder of its own, removed in stop(): vLLM puts its ZeroMQ
+        # sockets (ipc://$TMPDIR/<uuid>) and distributed-init files there, and
+        # a SIGKILLed engine leaves them behind (~90 sockets per CI run in /tmp).
+        self.tmp = Path(tempfile.mkdtemp(prefix="mmctl-engine-"))
         self.t_start = time.monotonic()
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(
                 self.cmd,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                env=self.env,
+                env={**self.env, "TMPDIR": str(self.tmp)},
                 start_new_session=True,
             )
 
@@ -162,6 +169,9 @@ class Engine:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
                 self.removed_shm.append(path.name)
+        if self.tmp is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            self.tmp = None
 
 
 def _group_pids(pgid: int) -> list[int]:

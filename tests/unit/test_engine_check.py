@@ -6,6 +6,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
+import tempfile
+import time
 import types
 from collections.abc import Iterator
 from pathlib import Path
@@ -301,3 +303,50 @@ def test_a_family_overrides_engine_settings(engine_check: Any) -> None:
     assert settings["max_model_len"] == onevision.engine["max_model_len"]
     assert settings["limit_mm_per_prompt"] == onevision.engine["limit_mm_per_prompt"]
     assert settings["enforce_eager"] is True  # the shared settings stay
+
+
+def test_a_model_is_rebuilt_for_its_build_inputs_only(engine_check: Any, tmp_path: Path) -> None:
+    import dataclasses
+
+    family = engine_check.FAMILIES["internvl"]
+    python = Path(sys.executable)
+    key = engine_check.build_key(family, python)
+    fewer_cases = dataclasses.replace(family, cases=family.cases[:1])
+    assert engine_check.build_key(fewer_cases, python) == key
+    wider = dataclasses.replace(family, config={**family.config, "image_seq_length": 1})
+    assert engine_check.build_key(wider, python) != key
+    # the files it ships from the repository count, byte for byte
+    shipped = tmp_path / "files"
+    shipped.mkdir()
+    (shipped / "tokenizer_config.json").write_text("{}")
+    (shipped / "config.json").write_text("{}")  # never shipped: never counted
+    moved = dataclasses.replace(family, files_dir=str(shipped))
+    before = engine_check.build_key(moved, python)
+    (shipped / "config.json").write_text('{"x": 1}')
+    assert engine_check.build_key(moved, python) == before
+    (shipped / "tokenizer_config.json").write_text('{"x": 1}')
+    assert engine_check.build_key(moved, python) != before
+
+
+def test_an_engine_s_temp_folder_goes_with_it(tmp_path: Path) -> None:
+    """vLLM's ZeroMQ sockets live in $TMPDIR; a killed engine leaves them there."""
+    worker = _load("vllm_worker")
+    made = tmp_path / "made"
+    script = (
+        "import os, socket, sys, tempfile, time\n"
+        "s = socket.socket(socket.AF_UNIX); s.bind(os.path.join(tempfile.gettempdir(), 'ipc'))\n"
+        f"open({str(made)!r}, 'w').write(tempfile.gettempdir())\n"
+        "time.sleep(60)\n"
+    )
+    engine = worker.Engine([sys.executable, "-c", script], tmp_path / "engine.log")
+    engine.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not (made.exists() and made.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        folder = Path(made.read_text())
+        assert (folder / "ipc").is_socket()
+        assert folder == engine.tmp and folder.parent == Path(tempfile.gettempdir())
+    finally:
+        engine.stop()
+    assert not folder.exists()
