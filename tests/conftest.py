@@ -37,6 +37,17 @@ def cli(capsys):
     return run
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _private_cache(tmp_path_factory) -> Iterator[None]:
+    """mmctl's cache in the session's temp folder: the suite never reads nor grows
+    the user's ~/.cache/mmctl (tests that need an empty one set their own)."""
+    from mmctl.settings import CACHE_DIR
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(CACHE_DIR, str(tmp_path_factory.mktemp("mmctl-cache")))
+        yield
+
+
 @pytest.fixture(scope="session")
 def fixtures() -> Path:
     """tests/fixtures: committed media (never encoded at test time) and goldens."""

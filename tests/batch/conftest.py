@@ -92,6 +92,9 @@ def ray_cluster(monkeypatch, tmp_path_factory) -> Iterator[Callable[..., RayClus
     # Short: Ray's socket paths live under it (108 bytes at most).
     temp = Path(tempfile.mkdtemp(prefix="mmctl-ray-", dir="/tmp"))
     monkeypatch.setenv("RAY_TMPDIR", str(temp))
+    # And the system temp of the processes Ray starts: its job server leaves a
+    # multiprocessing folder (pymp-*) behind in /tmp when the cluster stops.
+    monkeypatch.setenv("TMPDIR", str(temp))
     # Ray's single-host switch: 127.0.0.1 stays 127.0.0.1 (ray_connect's docstring).
     monkeypatch.setenv(SINGLE_HOST_ENV, "0")
     monkeypatch.setattr(ray_constants, "ENABLE_RAY_CLUSTER", False)
