@@ -48,7 +48,7 @@ from mmctl.client.connection import Connection
 from mmctl.client.negotiate import Decision, choose_pixels
 from mmctl.client.options import Hooks, SendOptions
 from mmctl.client.placement import THREAD_MIN_BYTES
-from mmctl.client.route import Route, choose, fixed
+from mmctl.client.route import Route, choose, fixed, for_media_refs
 from mmctl.client.stream import TokenStream
 from mmctl.errors import CheckFailed, MmctlError, UsageError
 from mmctl.request.build import Sampling, new_request_id
@@ -258,12 +258,8 @@ def arm_transports(requested: tuple[Transport, ...] | None, worker: bool) -> tup
     where the worker preprocesses (a media_refs request has no tensor to place)."""
     if not worker:
         return requested or (Transport.INLINE, Transport.SHM)
-    if requested is not None and Transport.SHM in requested:
-        raise UsageError(
-            "--transport shm: with worker processing a request carries media_refs, "
-            "no tensor to place in shared memory",
-            hint="drop --transport (worker-processed requests go inline)",
-        )
+    for mode in requested or ():
+        for_media_refs(mode)  # refuses shm
     return (Transport.INLINE,)
 
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from mmctl.choices import SHM_MIN_BYTES, Transport
 from mmctl.client.negotiate import Decision, transport
 from mmctl.client.placement import ShmAllocator, ShmPlacer, move_inline_to_shm
+from mmctl.errors import UsageError
 from mmctl.transport.shm import ShmArena, ShmUnavailable, namespace_id, shm_dir
 
 if TYPE_CHECKING:
@@ -125,6 +126,18 @@ def shm_problem() -> str | None:
 def inline(why: str) -> Route:
     """The inline route, for a reason (``--transport inline``, another host)."""
     return fixed(Transport.INLINE, why)
+
+
+def for_media_refs(mode: Transport | str | None) -> Route:
+    """The route of a worker-processed request: inline, since media_refs carry no
+    tensor to place; ``--transport shm`` asks for what cannot happen (refused)."""
+    if mode is not None and Transport(mode) is Transport.SHM:
+        raise UsageError(
+            "--transport shm: with worker processing a request carries media_refs, "
+            "no tensor to place in shared memory",
+            hint="drop --transport (worker-processed requests go inline)",
+        )
+    return inline("worker processing: media_refs, no tensors")
 
 
 def fixed(mode: Transport, why: str, min_bytes: int = SHM_MIN_BYTES) -> Route:

@@ -27,7 +27,7 @@ from mmctl.client.channel import as_error, generate_method, response
 from mmctl.client.negotiate import Decision, choose_pixels
 from mmctl.client.options import Hooks, Inputs, SendOptions, refuse
 from mmctl.client.placement import ShmAllocator, inline_bytes
-from mmctl.client.route import Route, choose
+from mmctl.client.route import Route, choose, for_media_refs
 from mmctl.client.session import Session
 from mmctl.client.stream import TokenStream
 from mmctl.errors import CheckFailed, GenerationIncomplete
@@ -182,7 +182,11 @@ def prepare(
     remove (:func:`finish`) from here on. ``cache``: where preprocessed media
     are kept across requests (the client's)."""
     run = Run(timeline, kinds=inputs.kinds)
-    route = choose(opts.transport, session.facts, opts.shm_min_bytes)
+    choice = None if inputs.request is not None else session.processing(opts, hooks)
+    if choice is not None and choice.worker:
+        route = for_media_refs(opts.transport)
+    else:
+        route = choose(opts.transport, session.facts, opts.shm_min_bytes)
     run.decisions["transport"] = route.decision
     if route.shm:
         # Said in --json only: on a machine others share, their killed
@@ -190,9 +194,9 @@ def prepare(
         run.swept = sweep_dead()
     arena = ShmArena()
     try:
-        if inputs.request is not None:
+        if choice is None:
             request, plan = _replay(session, opts, inputs, run), None
-        elif (choice := session.processing(opts, hooks)).worker:
+        elif choice.worker:
             run.decisions["processing"] = choice.decision
             request, plan = _worker_processing(session, opts, inputs, run), None
         else:

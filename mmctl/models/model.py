@@ -211,6 +211,8 @@ def load_model(
         params = params.overridden(overrides)
         vision_from.update(overridden(overrides, params))
     origin = "config.json" if files.config else "family defaults (no config.json)"
+    if loaded:  # the family's reader asked the tokenizer for some of them
+        origin += " and the tokenizer"
     return Model(
         source,
         files,

@@ -201,17 +201,11 @@ def _worker_fleet(
 ) -> Fleetwide:
     """The set-up where the workers preprocess: media_refs requests, inline (they
     carry no tensor to place in shared memory); the pixel cache does not apply."""
-    from mmctl.client.route import inline
+    from mmctl.client.route import for_media_refs
 
-    if transport_mode == "shm":
-        raise UsageError(
-            "--transport shm: with worker processing a request carries media_refs, "
-            "no tensor to place in shared memory",
-            hint="drop --transport (worker-processed requests go inline)",
-        )
+    route = for_media_refs(transport_mode)
     answering = [f for f in facts if f is not None]
     limits = WorkerLimits.of(answering)
-    route = inline("worker processing: media_refs, no tensors")
     members = [
         Member(c.target, route, up=f is not None, namespace="")
         for c, f in zip(clients, facts, strict=True)

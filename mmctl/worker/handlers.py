@@ -20,7 +20,7 @@ import time
 from concurrent import futures
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import grpc
 
@@ -41,7 +41,7 @@ from mmctl.worker.generate import finish
 from mmctl.worker.limits import MAX_CONCURRENT_REQUESTS, MAX_MESSAGE_MB, TRIM_BYTES
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
+    from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Sequence
     from types import ModuleType
 
     from mmctl.models.family import Family
@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 
 CHUNK = 64 * 1024
 SERVER_TYPE = "vllm-grpc"
+T = TypeVar("T")
 
 
 @dataclass
@@ -212,7 +213,7 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
         refusal: tuple[grpc.StatusCode, str] | None = None
         try:
             done, sent_text, prompt_len = await loop.run_in_executor(
-                self.work, self._answer, incoming
+                self.work, _pooled, self._answer, incoming
             )
         except checks.Rejected as err:
             refusal = (grpc.StatusCode.INVALID_ARGUMENT, str(err))
@@ -528,7 +529,7 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
     ) -> AsyncIterator[Any]:
         if self._bundle is None:
             bundle = await asyncio.get_running_loop().run_in_executor(
-                self.work, build_bundle, self.cfg.model.source
+                self.work, _pooled, build_bundle, self.cfg.model.source
             )
             self._bundle = self._bundle or bundle
         data, sha = self._bundle
@@ -603,6 +604,16 @@ def _received(n: int, batch: Batch, spec: Family) -> checks.ReceivedBatch:
         keep_on_cpu_keys=list(batch.keep_on_cpu_keys),
         fields=spec.wire.fields(batch.kind),
     )
+
+
+def _pooled(fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` for the work pool: a StopIteration it raises comes back as a
+    RuntimeError. asyncio cannot set a StopIteration on a future (a TypeError in
+    the pool's callback), so the request awaiting it would wait for ever."""
+    try:
+        return fn(*args)
+    except StopIteration as err:
+        raise RuntimeError(f"StopIteration: {err}") from err
 
 
 @dataclass(frozen=True)

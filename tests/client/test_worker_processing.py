@@ -83,6 +83,11 @@ def test_send_goes_through_the_worker_and_says_so_once(cli, new_stub, red, red_b
     assert "some_new_vlm" in decision["reason"]
     assert doc["model"]["family"] is None and doc["model"]["model_type"] == "some_new_vlm"
     assert next(c["name"] for c in doc["checks"] if not c["ran"]) == "placeholders"
+    # media references carry no tensor: no shared-memory decision to show
+    assert doc["decisions"]["transport"] == {
+        "value": "inline",
+        "reason": "worker processing: media_refs, no tensors",
+    }
     said = notes(r.err)
     assert len(said) == 1 and "model_type 'some_new_vlm'" in said[0], r.err
     assert "Error" not in r.err
@@ -93,6 +98,13 @@ def test_send_streams_the_answer_with_the_model_folder(cli, new_stub, new_vlm, r
     assert r.code == 0, r.err
     assert r.out == "red\n"
     assert len(notes(r.err)) == 1
+
+
+def test_send_refuses_shm_for_worker_processing(cli, new_stub, red):
+    r = send(cli, new_stub, red, "--transport", "shm")
+    assert r.code == 2 and r.out == ""
+    message, hint = one_error(r.err)
+    assert "--transport shm: with worker processing" in message and "drop --transport" in hint
 
 
 def test_the_client_says_it_once_for_many_requests(new_stub, red, red_blue):

@@ -109,6 +109,24 @@ def test_a_message_over_max_message_mb_is_resource_exhausted(make_stub, video_re
     assert health_answers_within(stub.running.address, 1.0) < 1.0
 
 
+def test_a_stop_iteration_in_the_work_pool_ends_the_request_and_not_the_wait(
+    make_stub, video_request, monkeypatch
+):
+    """asyncio cannot put a StopIteration in a future: unconverted, the request
+    would wait for ever (here: its 10 s deadline) and the error would be lost."""
+    stub = make_stub()
+
+    def stop(incoming):
+        raise StopIteration("no more answers")
+
+    monkeypatch.setattr(stub.running.servicer, "_answer", stop)
+    req, _ = video_request()
+    with pytest.raises(grpc.RpcError) as err:
+        stub.generate(req, timeout=10)
+    assert err.value.code() == grpc.StatusCode.INTERNAL
+    assert "StopIteration: no more answers" in err.value.details()
+
+
 def _rss_mb(pid: int) -> float:
     with open(f"/proc/{pid}/status", encoding="ascii") as status:
         line = next(x for x in status if x.startswith("VmRSS:"))

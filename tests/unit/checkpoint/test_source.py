@@ -1,4 +1,4 @@
-"""Model files: built-in set, folders, tokenizer bundles, token ids from config.json."""
+"""Model files: built-in set, folders, tokenizer bundles, token ids (config.json, tokenizer)."""
 
 from __future__ import annotations
 
@@ -29,6 +29,22 @@ def test_builtin_bundle_roundtrip(tmp_path):
     model = load_model(source=unpacked)
     assert model.spec.name == "qwen3-vl" and model.token_ids_from == "config.json"
     assert model.tokenizer.encode("<|video_pad|>") == [TokenIds().video_token_id]
+
+
+@pytest.mark.parametrize(
+    ("folder", "origin"),
+    [
+        ("llava", "config.json"),
+        ("qwen3_5", "config.json"),
+        # their readers take some ids from the tokenizer, as vLLM does
+        ("gemma4", "config.json and the tokenizer"),
+        ("internvl", "config.json and the tokenizer"),
+        ("glm46v", "config.json and the tokenizer"),
+        ("llama4", "config.json and the tokenizer"),
+    ],
+)
+def test_the_token_ids_origin_names_the_tokenizer_where_it_was_read(fixtures, folder, origin):
+    assert load_model(model_dir=fixtures / "families" / folder).token_ids_from == origin
 
 
 def test_tampered_bundle_is_refused():
