@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -47,6 +48,8 @@ sys.path.insert(0, str(HERE))
 
 from families import FAMILIES, Case, Family, Worker  # noqa: E402
 from vllm_worker import Engine, EngineWorker, engine_args, engine_settings  # noqa: E402
+
+from mmctl.settings import CACHE_DIR  # noqa: E402
 
 PROMPT = "Describe this."
 MAX_TOKENS = 8
@@ -735,6 +738,10 @@ def main() -> int:
     offline: list[Offline] = []
     try:
         with tempfile.TemporaryDirectory(prefix="mmctl-engine-") as work:
+            # mmctl's client keeps each worker's tokenizer bundle in its cache:
+            # here the run's own, so the user's does not grow with every run's
+            # new ports and models.
+            os.environ[CACHE_DIR] = str(Path(work) / "mmctl-cache")
             run_all(
                 families,
                 args.workers,
