@@ -11,8 +11,10 @@ caching, and none of the servicer's warm-up (up to 300 s of it before SERVING).
 from __future__ import annotations
 
 import contextlib
+import getpass
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -114,14 +116,18 @@ class Engine:
         # A temp folder of its own, removed in stop(): vLLM puts its ZeroMQ
         # sockets (ipc://$TMPDIR/<uuid>) and distributed-init files there, and
         # a SIGKILLed engine leaves them behind (~90 sockets per CI run in /tmp).
+        # Torch's compiled-kernel cache stays where it was ($TMPDIR before):
+        # in a new folder each engine compiled its kernels again (minutes of g++).
         self.tmp = Path(tempfile.mkdtemp(prefix="mmctl-engine-"))
+        env = {**self.env, "TMPDIR": str(self.tmp)}
+        env.setdefault("TORCHINDUCTOR_CACHE_DIR", _inductor_cache())
         self.t_start = time.monotonic()
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(
                 self.cmd,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                env={**self.env, "TMPDIR": str(self.tmp)},
+                env=env,
                 start_new_session=True,
             )
 
@@ -172,6 +178,18 @@ class Engine:
         if self.tmp is not None:
             shutil.rmtree(self.tmp, ignore_errors=True)
             self.tmp = None
+
+
+def _inductor_cache() -> str:
+    """Torch inductor's default cache folder (``$TMPDIR/torchinductor_<user>``,
+    its cache_dir_utils.default_cache_dir), for this process's temp folder."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = f"uid_{os.getuid()}"
+    return os.path.join(
+        tempfile.gettempdir(), "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user)
+    )
 
 
 def _group_pids(pgid: int) -> list[int]:

@@ -289,10 +289,13 @@ def test_ctrl_c_prints_the_partial_report_and_removes_every_file(tmp_path):
              "--per-request", str(tmp_path / "req.jsonl")],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
         )  # fmt: skip
-        # Interrupt once measured requests have been answered (2 warm-up first).
+        # Interrupt once a measured request is complete on the bench's side: 2
+        # warm-up, then 4 at a time, so the stub answering a fifth measured one
+        # means the bench had a slot back (one finished). The stub's answer
+        # alone is not enough: a loaded machine delays the bench reading it.
         answered = 0
         deadline = time.monotonic() + 120
-        while answered < 6 and time.monotonic() < deadline:
+        while answered < 2 + 4 + 1 and time.monotonic() < deadline:
             line = stub.stderr.readline()
             answered += "Generate" in line and " ok " in line
         assert bench.poll() is None

@@ -329,13 +329,15 @@ def test_a_model_is_rebuilt_for_its_build_inputs_only(engine_check: Any, tmp_pat
 
 
 def test_an_engine_s_temp_folder_goes_with_it(tmp_path: Path) -> None:
-    """vLLM's ZeroMQ sockets live in $TMPDIR; a killed engine leaves them there."""
+    """vLLM's ZeroMQ sockets live in $TMPDIR; a killed engine leaves them there.
+    Torch's kernel cache must not move with it: each engine would compile again."""
     worker = _load("vllm_worker")
     made = tmp_path / "made"
     script = (
         "import os, socket, sys, tempfile, time\n"
         "s = socket.socket(socket.AF_UNIX); s.bind(os.path.join(tempfile.gettempdir(), 'ipc'))\n"
-        f"open({str(made)!r}, 'w').write(tempfile.gettempdir())\n"
+        f"open({str(made)!r}, 'w').write(tempfile.gettempdir() + '\\n'"
+        " + os.environ['TORCHINDUCTOR_CACHE_DIR'])\n"
         "time.sleep(60)\n"
     )
     engine = worker.Engine([sys.executable, "-c", script], tmp_path / "engine.log")
@@ -344,9 +346,13 @@ def test_an_engine_s_temp_folder_goes_with_it(tmp_path: Path) -> None:
         deadline = time.monotonic() + 30
         while not (made.exists() and made.read_text()) and time.monotonic() < deadline:
             time.sleep(0.05)
-        folder = Path(made.read_text())
+        temp, kernels = made.read_text().split("\n")
+        folder = Path(temp)
         assert (folder / "ipc").is_socket()
         assert folder == engine.tmp and folder.parent == Path(tempfile.gettempdir())
+        # torch's compiled kernels stay in the shared cache, outside the engine's folder
+        assert Path(kernels).parent == Path(tempfile.gettempdir())
+        assert Path(kernels).name.startswith("torchinductor_")
     finally:
         engine.stop()
     assert not folder.exists()
