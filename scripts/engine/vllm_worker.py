@@ -205,8 +205,12 @@ def _group_pids(pgid: int) -> list[int]:
 
 
 def _group_shm_files(pgid: int) -> set[Path]:
-    """The /dev/shm files the process group has mapped or open now."""
+    """The /dev/shm files the process group has mapped or open now. A mapping
+    shown as deleted may still have a name: glibc's sem_open maps a temporary
+    file and then links it as ``sem.mp-…`` (multiprocessing's semaphores, left
+    behind by a killed process), so those are found by inode."""
     found: set[Path] = set()
+    unnamed: set[int] = set()
     for pid in _group_pids(pgid):
         try:
             maps = Path(f"/proc/{pid}/maps").read_text()
@@ -216,12 +220,20 @@ def _group_shm_files(pgid: int) -> set[Path]:
             at = line.find("/dev/shm/")
             if at >= 0:
                 found.add(Path(line[at:].removesuffix(" (deleted)")))
+                if line.endswith(" (deleted)"):
+                    unnamed.add(int(line.split()[4]))  # address perms offset dev inode path
         with contextlib.suppress(OSError):
             for fd in Path(f"/proc/{pid}/fd").iterdir():
                 with contextlib.suppress(OSError):
                     target = os.readlink(fd)
                     if target.startswith("/dev/shm/"):
                         found.add(Path(target.removesuffix(" (deleted)")))
+    if unnamed:  # while the group maps them, their inodes are theirs
+        with contextlib.suppress(OSError), os.scandir("/dev/shm") as entries:
+            for entry in entries:
+                with contextlib.suppress(OSError):
+                    if entry.inode() in unnamed and not entry.is_symlink():
+                        found.add(Path(entry.path))
     return found
 
 

@@ -356,3 +356,32 @@ def test_an_engine_s_temp_folder_goes_with_it(tmp_path: Path) -> None:
     finally:
         engine.stop()
     assert not folder.exists()
+
+
+def test_a_killed_engine_s_semaphores_are_removed(tmp_path: Path) -> None:
+    """glibc maps a semaphore under a temporary name and links it as sem.mp-…
+    after: the maps show the deleted name, the file is found by inode."""
+    worker = _load("vllm_worker")
+    made = tmp_path / "made"
+    script = (
+        "import multiprocessing as mp, multiprocessing.resource_tracker as rt, time\n"
+        "rt.register = lambda *a: None  # as if its tracker had been killed too\n"
+        "lock = mp.get_context('spawn').Lock()\n"
+        f"open({str(made)!r}, 'w').write(lock._semlock.name)\n"
+        "time.sleep(60)\n"
+    )
+    engine = worker.Engine([sys.executable, "-c", script], tmp_path / "engine.log")
+    engine.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not (made.exists() and made.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        sem = Path("/dev/shm") / ("sem." + made.read_text().lstrip("/"))
+        assert sem.exists()
+    finally:
+        engine.stop()
+    try:
+        assert not sem.exists()
+        assert sem.name in engine.removed_shm
+    finally:
+        sem.unlink(missing_ok=True)  # this test's own file, whatever happened
