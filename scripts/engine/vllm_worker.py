@@ -55,8 +55,9 @@ def engine_settings(
         "max_model_len": 4096,
         "max_num_seqs": 4,
         "enable_prefix_caching": False,
-        # The model runs in the engine-core process: no third process to start
-        # (each one imports vLLM again, ~30-50 s on a busy 2-core machine).
+        # Asked for, but vLLM 0.33's CPU platform turns "uni" into "mp" whenever
+        # the engine core runs in a process of its own (platforms/cpu.py: OpenMP
+        # needs it), so a worker is three processes, each importing vLLM.
         "distributed_executor_backend": "uni",
         "mm_device_do_normalize": device_normalize,
         # Small dummy media for vLLM's start-up profiling and processor warm-up:
