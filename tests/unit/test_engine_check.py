@@ -328,25 +328,40 @@ def test_a_model_is_rebuilt_for_its_build_inputs_only(engine_check: Any, tmp_pat
     assert engine_check.build_key(moved, python) != before
 
 
-def test_an_engine_s_temp_folder_goes_with_it(tmp_path: Path) -> None:
-    """vLLM's ZeroMQ sockets live in $TMPDIR; a killed engine leaves them there.
-    Torch's kernel cache must not move with it: each engine would compile again."""
+def _engine_saying(tmp_path: Path, body: str) -> tuple[Any, str]:
+    """A started ``vllm_worker.Engine`` running ``body`` (Python that calls
+    ``say(text)`` once, then sleeps), and what it said."""
     worker = _load("vllm_worker")
-    made = tmp_path / "made"
+    said = tmp_path / "said"
     script = (
-        "import os, socket, sys, tempfile, time\n"
-        "s = socket.socket(socket.AF_UNIX); s.bind(os.path.join(tempfile.gettempdir(), 'ipc'))\n"
-        f"open({str(made)!r}, 'w').write(tempfile.gettempdir() + '\\n'"
-        " + os.environ['TORCHINDUCTOR_CACHE_DIR'])\n"
+        "import os, time\n"
+        f"def say(text):\n    open({str(said)!r}, 'w').write(text)\n"
+        f"{body}\n"
         "time.sleep(60)\n"
     )
     engine = worker.Engine([sys.executable, "-c", script], tmp_path / "engine.log")
     engine.start()
     try:
         deadline = time.monotonic() + 30
-        while not (made.exists() and made.read_text()) and time.monotonic() < deadline:
+        while not (said.exists() and said.read_text()) and time.monotonic() < deadline:
             time.sleep(0.05)
-        temp, kernels = made.read_text().split("\n")
+        return engine, said.read_text()
+    except BaseException:
+        engine.stop()
+        raise
+
+
+def test_an_engine_s_temp_folder_goes_with_it(tmp_path: Path) -> None:
+    """vLLM's ZeroMQ sockets live in $TMPDIR; a killed engine leaves them there.
+    Torch's kernel cache must not move with it: each engine would compile again."""
+    engine, said = _engine_saying(
+        tmp_path,
+        "import socket, tempfile\n"
+        "s = socket.socket(socket.AF_UNIX); s.bind(os.path.join(tempfile.gettempdir(), 'ipc'))\n"
+        "say(tempfile.gettempdir() + '\\n' + os.environ['TORCHINDUCTOR_CACHE_DIR'])",
+    )
+    try:
+        temp, kernels = said.split("\n")
         folder = Path(temp)
         assert (folder / "ipc").is_socket()
         assert folder == engine.tmp and folder.parent == Path(tempfile.gettempdir())
@@ -361,22 +376,15 @@ def test_an_engine_s_temp_folder_goes_with_it(tmp_path: Path) -> None:
 def test_a_killed_engine_s_semaphores_are_removed(tmp_path: Path) -> None:
     """glibc maps a semaphore under a temporary name and links it as sem.mp-…
     after: the maps show the deleted name, the file is found by inode."""
-    worker = _load("vllm_worker")
-    made = tmp_path / "made"
-    script = (
-        "import multiprocessing as mp, multiprocessing.resource_tracker as rt, time\n"
+    engine, said = _engine_saying(
+        tmp_path,
+        "import multiprocessing as mp, multiprocessing.resource_tracker as rt\n"
         "rt.register = lambda *a: None  # as if its tracker had been killed too\n"
         "lock = mp.get_context('spawn').Lock()\n"
-        f"open({str(made)!r}, 'w').write(lock._semlock.name)\n"
-        "time.sleep(60)\n"
+        "say(lock._semlock.name)",
     )
-    engine = worker.Engine([sys.executable, "-c", script], tmp_path / "engine.log")
-    engine.start()
+    sem = Path("/dev/shm") / ("sem." + said.lstrip("/"))
     try:
-        deadline = time.monotonic() + 30
-        while not (made.exists() and made.read_text()) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        sem = Path("/dev/shm") / ("sem." + made.read_text().lstrip("/"))
         assert sem.exists()
     finally:
         engine.stop()
