@@ -48,6 +48,17 @@ def _private_cache(tmp_path_factory) -> Iterator[None]:
         yield
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _ray_patience() -> Iterator[None]:
+    """Ray waits 30 s for a new head's GCS to bind its port, then gives up; on a
+    loaded 2-core machine (CI runs the engine check beside the suite) it once took
+    longer. Ray's own setting, for every cluster the tests start (and their
+    subprocesses)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RAY_gcs_server_port_wait_time_s", "120")
+        yield
+
+
 @pytest.fixture(scope="session")
 def fixtures() -> Path:
     """tests/fixtures: committed media (never encoded at test time) and goldens."""
