@@ -202,16 +202,38 @@ def choose_processing(
     media_ref: MediaRef,
     unknown: UnknownFamily | None,
     family: str,
+    sound: bool = False,
 ) -> ProcessingChoice:
     """``requested``: ``--processing``; ``unknown``: why no mmctl family reads the
-    model (``None``: ``family`` does). ``auto`` takes mmctl's preprocessing for a
-    family it has, else the worker's; where neither can, the error names both."""
+    model (``None``: ``family`` does); ``sound``: the requests carry sound, which
+    only the worker processes (:data:`~mmctl.request.refs.SOUND_BY_WORKER`).
+    ``auto`` takes mmctl's preprocessing for a family it has, else the worker's;
+    where neither can, the error names both."""
+    from mmctl.request.refs import SOUND_BY_WORKER
+
     if requested is Processing.CLIENT:
+        if sound:
+            raise UsageError(
+                f"--processing client: {SOUND_BY_WORKER}",
+                hint="drop --processing client (sound goes as media_refs)",
+            )
         if unknown is not None:
             raise unknown
         return ProcessingChoice(False, Decision("client", f"--processing client ({family})"))
     why_not = _worker_cannot(facts, media_ref)
     how = f"media_refs with {media_ref.value}: URLs; its processor: {facts.server.mm_processor}"
+    if sound and requested is not Processing.WORKER:
+        if why_not is not None:
+            raise CheckFailed(
+                f"this worker cannot take sound: {why_not}",
+                hint="start the worker with media processing on (smg-grpc-servicer's "
+                "SMG_VLLM_MM_PROCESSOR=inprocess)",
+            )
+        return ProcessingChoice(
+            True,
+            Decision("worker", f"auto: sound is processed by the worker; {how}"),
+            note=f"sound: the worker processes the whole request ({how})",
+        )
     if requested is Processing.WORKER:
         if why_not is not None:
             raise CheckFailed(

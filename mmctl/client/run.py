@@ -182,7 +182,8 @@ def prepare(
     remove (:func:`finish`) from here on. ``cache``: where preprocessed media
     are kept across requests (the client's)."""
     run = Run(timeline, kinds=inputs.kinds)
-    choice = None if inputs.request is not None else session.processing(opts, hooks)
+    sound = MediaKind.AUDIO in inputs.kinds
+    choice = None if inputs.request is not None else session.processing(opts, hooks, sound=sound)
     if choice is not None and choice.worker:
         route = for_media_refs(opts.transport)
     else:

@@ -26,6 +26,13 @@ from mmctl.request.build import RequestPlan, Sampling, new_request_id
 if TYPE_CHECKING:
     from mmctl.models.model import Model, WorkerModel
 
+#: Why a request with sound is processed by the worker as a whole (ARCHITECTURE §3).
+SOUND_BY_WORKER = (
+    "a request with sound is processed by the worker as a whole: smg-grpc-servicer names "
+    "every preprocessed tensor batch but video 'image', so sound cannot travel preprocessed, "
+    "and it refuses media_refs beside preprocessed tensors"
+)
+
 
 def media_refs(
     media: Sequence[Path], kinds: Sequence[MediaKind], how: MediaRef
@@ -57,9 +64,15 @@ def refs_plan(
     from mmctl.models.model import WorkerModel
     from mmctl.request.compose import render_prompt
 
+    sound = any(kind is MediaKind.AUDIO for kind, _ in refs)
+    if sound and not isinstance(model, WorkerModel):
+        # mmctl's families know their pixels' placeholders, not sound's: the
+        # model's own chat template writes it, as vLLM's chat endpoint has it do.
+        model = model.as_worker(SOUND_BY_WORKER)
     if not chat and isinstance(model, WorkerModel):
+        what = "sound's placeholder text in" if sound else "the placeholder text of"
         raise UsageError(
-            f"--no-chat: mmctl does not know a {model.model_type} prompt's placeholder text; "
+            f"--no-chat: mmctl does not know {what} a {model.model_type} prompt; "
             "the model's chat template writes it",
             hint="drop --no-chat",
         )
