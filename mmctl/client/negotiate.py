@@ -226,7 +226,9 @@ def choose_processing(
         if why_not is not None:
             raise CheckFailed(
                 f"this worker cannot take sound: {why_not}",
-                hint="start the worker with media processing on (smg-grpc-servicer's "
+                hint=_FILE_HINT
+                if facts.server.mm_processor
+                else "start the worker with media processing on (smg-grpc-servicer's "
                 "SMG_VLLM_MM_PROCESSOR=inprocess)",
             )
         return ProcessingChoice(
@@ -238,9 +240,7 @@ def choose_processing(
         if why_not is not None:
             raise CheckFailed(
                 f"--processing worker: {why_not}",
-                hint="file: needs a worker started with --allowed-local-media-path on this host"
-                if facts.server.mm_processor
-                else "use --processing client",
+                hint=_FILE_HINT if facts.server.mm_processor else "use --processing client",
             )
         return ProcessingChoice(True, Decision("worker", f"--processing worker: {how}"))
     if unknown is None:
@@ -253,6 +253,9 @@ def choose_processing(
         Decision("worker", f"auto: no mmctl family preprocesses {model}; {how}"),
         note=f"{model}: no mmctl family preprocesses it, so the worker does ({how})",
     )
+
+
+_FILE_HINT = "file: needs a worker started with --allowed-local-media-path on this host"
 
 
 def _worker_cannot(facts: WorkerFacts, media_ref: MediaRef) -> str | None:

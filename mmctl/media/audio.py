@@ -67,29 +67,45 @@ class AudioInfo:
 def check_audio(path: Path) -> AudioInfo:
     """Decode the whole stream once, counting samples (nothing is kept); a typed
     error for what a worker would refuse. Bounded: it stops at the worker's limits."""
-    size = path.stat().st_size
-    if size > MAX_FILE_BYTES:
-        raise InputError(
-            f"{path}: {size / 2**20:.1f} MiB is over the worker's "
-            f"{MAX_FILE_BYTES // 2**20} MiB limit for a sound file "
-            "(vLLM's VLLM_MAX_AUDIO_CLIP_FILESIZE_MB)"
-        )
-    return _decode(path, None)
+    _check_size(path)
+    return _decode(path, None, video_ok=False)
+
+
+def check_soundtrack(path: Path) -> AudioInfo:
+    """A video's own sound, checked as :func:`check_audio` checks a sound file (the
+    worker decodes the video file's first audio stream, and the file is what travels)."""
+    _check_size(path, "sent as its soundtrack, the video file")
+    return _decode(path, None, video_ok=True)
 
 
 def load_audio(path: Path) -> tuple[np.ndarray, AudioInfo]:
     """The waveform as vLLM's PyAV loader makes it: float32, mono (the mean of the
-    channels), at the file's own rate."""
+    channels), at the file's own rate; a video file's first audio stream as vLLM
+    reads it (its pictures ignored)."""
     chunks: list[np.ndarray] = []
-    info = _decode(path, chunks.append)
+    info = _decode(path, chunks.append, video_ok=True)
     audio = np.concatenate(chunks, axis=-1).astype(np.float32)
     if audio.ndim > 1:
         audio = audio.mean(axis=0)
     return audio, info
 
 
-def _decode(path: Path, sink: Callable[[np.ndarray], None] | None) -> AudioInfo:
-    """Decode the first audio stream, each frame's (channels, samples) to ``sink``."""
+def _check_size(path: Path, what: str = "a sound file") -> None:
+    size = path.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise InputError(
+            f"{path}: {size / 2**20:.1f} MiB is over the worker's "
+            f"{MAX_FILE_BYTES // 2**20} MiB limit for {what} "
+            "(vLLM's VLLM_MAX_AUDIO_CLIP_FILESIZE_MB)",
+            hint="send the sound alone: ffmpeg -i VIDEO -vn -c:a copy SOUND.m4a"
+            if "video" in what
+            else None,
+        )
+
+
+def _decode(path: Path, sink: Callable[[np.ndarray], None] | None, *, video_ok: bool) -> AudioInfo:
+    """Decode the first audio stream, each frame's (channels, samples) to ``sink``;
+    ``video_ok``: a picture stream beside it is read past, as vLLM's loader does."""
     import av
 
     try:
@@ -100,7 +116,7 @@ def _decode(path: Path, sink: Callable[[np.ndarray], None] | None) -> AudioInfo:
         if not container.streams.audio:
             raise InputError(f"{path} holds no audio stream")
         video = [s for s in container.streams.video if not _attached_picture(s)]
-        if video:
+        if video and not video_ok:
             raise InputError(
                 f"{path} holds a video stream beside its sound: as a sound file only its "
                 "audio would be read",

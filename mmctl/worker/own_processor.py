@@ -218,9 +218,9 @@ def process(
 
 def _decode(path: Path, kind: MediaKind) -> Decoded:
     if kind is MediaKind.AUDIO:
-        from mmctl.media.audio import check_audio, load_audio
+        from mmctl.media.audio import check_soundtrack, load_audio
 
-        check_audio(path)  # the worker's limits, before the waveform is held
+        check_soundtrack(path)  # the worker's limits, before the waveform is held
         audio, info = load_audio(path)
         return Decoded([], audio, info.sample_rate)
     return Decoded(_frames(path, kind))
