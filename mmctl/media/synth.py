@@ -149,7 +149,7 @@ SOUND_CODECS = {
 
 def tones(freqs: Sequence[float], seconds: float, rate: int) -> np.ndarray:
     """Sine tones one after another, ``seconds`` each, at half scale: float32 in [-1, 1]."""
-    n = int(round(seconds * rate))
+    n = round(seconds * rate)
     t = np.arange(n, dtype=np.float64) / rate
     return np.concatenate([0.5 * np.sin(2 * np.pi * f * t) for f in freqs]).astype(np.float32)
 
