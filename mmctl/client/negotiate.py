@@ -255,6 +255,11 @@ def choose_processing(
     )
 
 
+def takes_media_refs(facts: WorkerFacts, media_ref: MediaRef) -> bool:
+    """Whether the worker processes media named by ``media_ref`` URLs itself."""
+    return _worker_cannot(facts, media_ref) is None
+
+
 _FILE_HINT = "file: needs a worker started with --allowed-local-media-path on this host"
 
 
