@@ -184,7 +184,8 @@ def prepare(
     run = Run(timeline, kinds=inputs.kinds)
     sound = MediaKind.AUDIO in inputs.kinds
     choice = None if inputs.request is not None else session.processing(opts, hooks, sound=sound)
-    if choice is not None and choice.worker:
+    replays_refs = inputs.request is not None and inputs.request.HasField("media_refs")
+    if (choice is not None and choice.worker) or replays_refs:
         route = for_media_refs(opts.transport)
     else:
         route = choose(opts.transport, session.facts, opts.shm_min_bytes)

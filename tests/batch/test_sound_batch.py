@@ -37,7 +37,7 @@ def _user(*content):
 @pytest.fixture
 def dataset(tmp_path, picture):
     a440 = synth.write_sound(tmp_path / "a440.wav", synth.tones([440], 1.0, 16000), 16000)
-    rising = synth.write_sound(tmp_path / "rising.flac", synth.tones([440, 880], 1.0, 16000), 16000)
+    synth.write_sound(tmp_path / "rising.flac", synth.tones([440, 880], 1.0, 16000), 16000)
     (tmp_path / "photo.png").write_bytes(picture.read_bytes())
     (tmp_path / "noise.wav").write_text("not a sound")
     inline = base64.b64encode(a440.read_bytes()).decode()

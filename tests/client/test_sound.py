@@ -198,3 +198,29 @@ def test_file_refs_need_a_worker_that_reads_files(cli, sound_model, sounds):
         assert json.loads(r.out)["answer"] == "440 Hz"
     finally:
         s.close()
+
+
+def test_build_writes_a_worker_processed_request_that_replays(cli, sound_stub, sounds, tmp_path):
+    out = tmp_path / "sound.pb"
+    r = cli("build", sounds["a440"], sounds["rising"], "-o", out, "--model-dir", GEMMA4, "--json")
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    assert doc["decisions"]["processing"]["value"] == "worker"
+    assert [ref["modality"] for ref in doc["request"]["media_refs"]] == ["AUDIO", "AUDIO"]
+    assert doc["request"]["batches"] == []
+    r = send(cli, sound_stub, "--request", out, "--json")
+    assert r.code == 0, r.err
+    replay = json.loads(r.out)
+    assert replay["answer"] == "440 Hz; 440 Hz, 880 Hz"
+    assert replay["decisions"]["transport"]["value"] == "inline"  # refs carry no tensor
+    # for a worker, as send would send it
+    r = cli("build", sounds["a440"], "-o", tmp_path / "w.pb", "--model-dir", GEMMA4,
+            "--target", sound_stub.running.address, "--json")  # fmt: skip
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["decisions"]["processing"]["value"] == "worker"
+
+
+def test_build_refuses_client_only_options_for_sound(cli, sounds, tmp_path):
+    r = cli("build", sounds["a440"], "-o", tmp_path / "x.pb", "--model-dir", GEMMA4, "--fps", "1")
+    assert r.code == 2 and not (tmp_path / "x.pb").exists()
+    assert "--fps" in one_error(r.err)
