@@ -224,3 +224,15 @@ def test_build_refuses_client_only_options_for_sound(cli, sounds, tmp_path):
     r = cli("build", sounds["a440"], "-o", tmp_path / "x.pb", "--model-dir", GEMMA4, "--fps", "1")
     assert r.code == 2 and not (tmp_path / "x.pb").exists()
     assert "--fps" in one_error(r.err)
+
+
+def test_bench_runs_a_sound_workload(cli, sound_stub, sounds):
+    r = cli("bench", "--audio", sounds["a440"], "--audio", sounds["rising"], "-t",
+            sound_stub.running.address, "--model-dir", GEMMA4, "--num-prompts", "4", "--json")  # fmt: skip
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    assert doc["arms"] == ["inline/media_refs"]
+    assert doc["processing"]["value"] == "worker"
+    run = doc["runs"][0]
+    assert (run["completed"], run["failed"]) == (4, 0)
+    assert run["median_ttft_ms"] <= run["median_e2el_ms"]
