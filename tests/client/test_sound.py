@@ -236,3 +236,22 @@ def test_bench_runs_a_sound_workload(cli, sound_stub, sounds):
     run = doc["runs"][0]
     assert (run["completed"], run["failed"]) == (4, 0)
     assert run["median_ttft_ms"] <= run["median_e2el_ms"]
+
+
+def test_inspect_tokens_shows_each_sound_and_its_tokens(cli, sounds, picture):
+    r = cli("inspect-tokens", sounds["a440"], sounds["rising"], "--model-dir", GEMMA4, "--json")
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    a440, rising = doc["items"]
+    assert (a440["duration_s"], a440["sample_rate"], a440["channels"]) == (1.0, 16000, 1)
+    # Gemma 4: 40 ms a token, plus <boa> and <eoa>; 44.1 kHz resampled to 16 kHz first
+    assert a440["tokens"]["audio_tokens"] == 25 and a440["tokens"]["placeholder_run"] == 27
+    assert rising["sample_rate"] == 44100 and rising["tokens"]["samples_at_model_rate"] == 32000
+    assert (
+        doc["num_tokens"]
+        == doc["num_tokens_unexpanded"] - 2 + 27 + rising["tokens"]["placeholder_run"]
+    )
+    # beside a picture the worker expands, the total is the worker's
+    r = cli("inspect-tokens", picture, sounds["a440"], "--model-dir", GEMMA4)
+    assert r.code == 0, r.err
+    assert "→ 25 audio tokens (+2 markers)" in r.out and "decided by the worker" in r.out
