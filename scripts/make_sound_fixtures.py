@@ -53,8 +53,14 @@ def _frames(extractor, audio: np.ndarray, kwargs: dict) -> int:
     return int(np.asarray(out["attention_mask"]).sum())
 
 
-def _kwargs(kwargs_class) -> dict:
-    kw = dict(kwargs_class._defaults.get("audio_kwargs", {}))
+def _kwargs(module, kwargs_class: str, processor_class: str) -> dict:
+    """The processor's own audio defaults: its kwargs class's ``_defaults`` (5.20),
+    or the processor class's ``audio_kwargs`` (5.24)."""
+    defaults = getattr(getattr(module, kwargs_class), "_defaults", None)
+    if defaults is not None:
+        kw = dict(defaults.get("audio_kwargs", {}))
+    else:
+        kw = dict(getattr(getattr(module, processor_class), "audio_kwargs", {}))
     kw["return_attention_mask"] = True
     return kw
 
@@ -63,9 +69,10 @@ def qwen2_audio(n: int) -> dict:
     import torch
     from transformers import WhisperFeatureExtractor
     from transformers.models.qwen2_audio.modeling_qwen2_audio import Qwen2AudioEncoder
-    from transformers.models.qwen2_audio.processing_qwen2_audio import Qwen2AudioProcessorKwargs
+    from transformers.models.qwen2_audio import processing_qwen2_audio as processing
 
-    kw = {**_kwargs(Qwen2AudioProcessorKwargs), "truncation": True, "sampling_rate": RATE}
+    kw = _kwargs(processing, "Qwen2AudioProcessorKwargs", "Qwen2AudioProcessor")
+    kw.update(truncation=True, sampling_rate=RATE)
     frames = _frames(WhisperFeatureExtractor(feature_size=128), _wave(n), kw)
     _, tokens = Qwen2AudioEncoder._get_feat_extract_output_lengths(None, torch.tensor(frames))
     return {"samples": n, "frames": frames, "tokens": int(tokens), "run": int(tokens)}
@@ -75,11 +82,10 @@ def qwen2_5_omni(n: int) -> dict:
     import torch
     from transformers import WhisperFeatureExtractor
     from transformers.models.qwen2_5_omni.modeling_qwen2_5_omni import Qwen2_5OmniAudioEncoder
-    from transformers.models.qwen2_5_omni.processing_qwen2_5_omni import (
-        Qwen2_5OmniProcessorKwargs,
-    )
+    from transformers.models.qwen2_5_omni import processing_qwen2_5_omni as processing
 
-    kw = {**_kwargs(Qwen2_5OmniProcessorKwargs), "padding": "max_length"}
+    kw = _kwargs(processing, "Qwen2_5OmniProcessorKwargs", "Qwen2_5OmniProcessor")
+    kw["padding"] = "max_length"  # the processor's own call sets it
     frames = _frames(WhisperFeatureExtractor(feature_size=128), _wave(n), kw)
     _, tokens = Qwen2_5OmniAudioEncoder._get_feat_extract_output_lengths(None, torch.tensor(frames))
     return {"samples": n, "frames": frames, "tokens": int(tokens), "run": int(tokens)}
@@ -89,14 +95,12 @@ def qwen3_omni_moe(n: int) -> dict:
     import torch
     from transformers import WhisperFeatureExtractor
     from transformers.models.qwen3_omni_moe import modeling_qwen3_omni_moe as modeling
-    from transformers.models.qwen3_omni_moe.processing_qwen3_omni_moe import (
-        Qwen3OmniMoeProcessorKwargs,
-    )
+    from transformers.models.qwen3_omni_moe import processing_qwen3_omni_moe as processing
 
     audio = _wave(n)
     if n % HOP:
         audio = np.pad(audio, (0, HOP - n % HOP))  # vLLM's _get_hf_mm_inputs
-    kw = _kwargs(Qwen3OmniMoeProcessorKwargs)
+    kw = _kwargs(processing, "Qwen3OmniMoeProcessorKwargs", "Qwen3OmniMoeProcessor")
     kw.pop("n_window", None)
     hf_frames = _frames(WhisperFeatureExtractor(feature_size=128), audio, kw)
     # vLLM's _postprocess_hf_mm_data: from the (padded) length, no truncation by default
