@@ -68,8 +68,8 @@ def _kwargs(module, kwargs_class: str, processor_class: str) -> dict:
 def qwen2_audio(n: int) -> dict:
     import torch
     from transformers import WhisperFeatureExtractor
-    from transformers.models.qwen2_audio.modeling_qwen2_audio import Qwen2AudioEncoder
     from transformers.models.qwen2_audio import processing_qwen2_audio as processing
+    from transformers.models.qwen2_audio.modeling_qwen2_audio import Qwen2AudioEncoder
 
     kw = _kwargs(processing, "Qwen2AudioProcessorKwargs", "Qwen2AudioProcessor")
     kw.update(truncation=True, sampling_rate=RATE)
@@ -81,8 +81,8 @@ def qwen2_audio(n: int) -> dict:
 def qwen2_5_omni(n: int) -> dict:
     import torch
     from transformers import WhisperFeatureExtractor
-    from transformers.models.qwen2_5_omni.modeling_qwen2_5_omni import Qwen2_5OmniAudioEncoder
     from transformers.models.qwen2_5_omni import processing_qwen2_5_omni as processing
+    from transformers.models.qwen2_5_omni.modeling_qwen2_5_omni import Qwen2_5OmniAudioEncoder
 
     kw = _kwargs(processing, "Qwen2_5OmniProcessorKwargs", "Qwen2_5OmniProcessor")
     kw["padding"] = "max_length"  # the processor's own call sets it
