@@ -51,6 +51,8 @@ PY
 "${pip[@]}" -r "$env_dir/vllm-requirements.txt" "$(req torch)" >&2
 "${pip[@]}" --no-deps "$(req torchvision)" >&2
 "${pip[@]}" "$(req smg-grpc-servicer)" "$(req smg-grpc-proto)" "$(req torch)" >&2
+# vLLM's audio loaders and resamplers (requirements.txt says which and why).
+"${pip[@]}" "$(req av)" "$(req soundfile)" "$(req scipy)" "$(req soxr)" "$(req torch)" >&2
 # PyPI's torchvision is a CUDA build: its C ops (nms, roi_align, ...) cannot load beside a +cpu
 # torch, and its fake-kernel registration for nms/qnms then raises at import ("operator
 # torchvision::nms does not exist"). Guard those two registrations as torchvision already
@@ -77,8 +79,24 @@ assert torchvision.__version__.startswith("0.28."), torchvision.__version__
 F.resize(torch.zeros(3, 8, 8, dtype=torch.uint8), [4, 4], antialias=True)
 import vllm, smg_grpc_servicer, smg_grpc_proto  # noqa: F401
 import vllm.entrypoints.launchers.grpc_server  # noqa: F401
+# vLLM's own audio path end to end: a 16 kHz WAV decoded by load_audio's default chain
+# (soundfile; torchcodec is absent), a FLAC too, and the scipy and soxr resamplers.
+import io, av, numpy as np, scipy.signal, soundfile, soxr  # noqa: E401,F401
+from vllm.multimodal.audio import resample_audio_scipy, resample_audio_soxr
+from vllm.multimodal.media.audio import load_audio, load_audio_pyav
+tone = (0.5 * np.sin(2 * np.pi * 440 * np.arange(1600) / 16000)).astype(np.float32)
+for fmt in ("WAV", "FLAC"):
+    buf = io.BytesIO()
+    soundfile.write(buf, tone, 16000, format=fmt)
+    for load in (load_audio, load_audio_pyav):
+        buf.seek(0)
+        wave, rate = load(buf, sr=None)
+        assert rate == 16000 and wave.shape == (1600,), (fmt, load.__name__, rate, wave.shape)
+for resample in (resample_audio_scipy, resample_audio_soxr):
+    assert resample(tone, orig_sr=16000, target_sr=8000).shape == (800,), resample.__name__
 print(f"[engine-env] torch {torch.__version__}, torchvision {torchvision.__version__}, "
-      f"transformers {transformers.__version__}, vllm {vllm.__version__}")
+      f"transformers {transformers.__version__}, vllm {vllm.__version__}, "
+      f"av {av.__version__}, soundfile {soundfile.__version__}")
 PY
 touch "$env_dir/.complete"
 log "ready: $env_dir"
