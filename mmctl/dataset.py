@@ -4,7 +4,9 @@ One JSON object a line, either
 
 * ``{"custom_id": …, "method": "POST", "url": "/v1/chat/completions",
   "body": {"messages": [{"role": "user", "content": [{"type": "text", …},
-  {"type": "video_url", "video_url": {"url": …}}, …]}], "max_tokens": …}}``, or
+  {"type": "video_url", "video_url": {"url": …}}, {"type": "input_audio",
+  "input_audio": {"data": BASE64, "format": "wav"}}, …]}], "max_tokens": …}}``
+  (``image_url``, ``video_url``, ``audio_url`` and ``input_audio`` parts), or
 * ``{"id": …, "prompt": …, "media": ["clip.mp4", …], "max_tokens": …}``.
 
 Media are a path (relative to the dataset's folder), a ``file://`` URL on
@@ -315,16 +317,18 @@ class Items:
                 kind = part.get("type") if isinstance(part, dict) else None
                 if kind == "text":
                     texts.append(str(part.get("text", "")))
-                elif kind in ("video_url", "image_url"):
+                elif kind in ("video_url", "image_url", "audio_url"):
                     ref = part.get(kind)
                     ref = ref.get("url") if isinstance(ref, dict) else ref
                     if not isinstance(ref, str):
                         raise InputError(f"{where}: body.messages[{n}]: {kind}.url is required")
                     media.append(self._media(ref, where))
+                elif kind == "input_audio":
+                    media.append(self._input_audio(part.get(kind), f"{where}: body.messages[{n}]"))
                 else:
                     raise InputError(
                         f"{where}: body.messages[{n}].content type {kind!r} is not text, "
-                        "image_url or video_url"
+                        "image_url, video_url, audio_url or input_audio"
                     )
         return Item(
             id=_id(doc, "custom_id", where),
@@ -333,6 +337,20 @@ class Items:
             system=system,
             sampling=_sampling(body, where),
         )
+
+    def _input_audio(self, part: Any, where: str) -> Embedded:
+        """OpenAI's ``{"input_audio": {"data": BASE64, "format": "wav"}}``: the sound inside the line."""
+        if not self.data_urls:
+            raise InputError(f"{where}: input_audio carries its sound inline; not accepted here")
+        data = part.get("data") if isinstance(part, dict) else None
+        fmt = part.get("format") if isinstance(part, dict) else None
+        if not isinstance(data, str) or not isinstance(fmt, str) or not fmt.isalnum():
+            raise InputError(f"{where}: input_audio needs data (base64) and format (wav, mp3, …)")
+        try:
+            raw = base64.b64decode(data, validate=True)
+        except (binascii.Error, ValueError):
+            raise InputError(f"{where}: input_audio.data is not valid base64") from None
+        return Embedded(raw, "." + fmt.lower())
 
     def _media(self, ref: str, where: str) -> Medium:
         parsed = urlparse(ref)

@@ -2,8 +2,15 @@
 
 Every place that turns a :class:`~mmctl.media.probe.MediaKind` into the
 shared ``smg.grpc.common.Modality`` enum, or back, reads this table — so a
-modality mmctl does not handle (AUDIO, a value newer than our proto) is
-refused with one sentence instead of being guessed to be an image.
+modality mmctl does not handle (a value newer than our proto, or AUDIO in a
+tensor batch) is refused with one sentence instead of being guessed to be an
+image.
+
+AUDIO travels only as a ``media_refs`` item: smg-grpc-servicer 0.14.1 fetches
+and processes those with vLLM's own audio loader, but names every
+preprocessed tensor batch that is not VIDEO "image" (``mm_keys.modality_name``),
+so an audio feature batch would reach vLLM as pixels. ``Modality.tensors``
+says which modalities may travel as tensors.
 
 The one deliberate exception is the stub worker's reading of a request
 (:func:`servicer_kind`): it mirrors smg-grpc-servicer 0.14.1, which reads
@@ -33,11 +40,14 @@ class Modality:
     vllm_name: str
     #: The model kwarg the servicer registers a batch's ``pixel_values`` under.
     pixel_key: str
+    #: Whether it may travel as a preprocessed tensor batch (else media_refs only).
+    tensors: bool = True
 
 
 MODALITIES: dict[MediaKind, Modality] = {
     MediaKind.IMAGE: Modality(MediaKind.IMAGE, 1, "IMAGE", "image", "pixel_values"),
     MediaKind.VIDEO: Modality(MediaKind.VIDEO, 3, "VIDEO", "video", "pixel_values_videos"),
+    MediaKind.AUDIO: Modality(MediaKind.AUDIO, 2, "AUDIO", "audio", "", tensors=False),
 }
 #: ``Modality.MODALITY_UNSPECIFIED``, which the servicer reads as an image.
 UNSPECIFIED = 0
@@ -55,15 +65,23 @@ def to_wire(kind: MediaKind) -> int:
 
 
 def from_wire(value: int, what: str = "a batch") -> MediaKind:
-    """The kind of a recorded or received batch; an unknown modality is refused."""
+    """The kind of a recorded or received tensor batch; a modality that cannot
+    travel as tensors (AUDIO) or is unknown is refused."""
     found = _BY_WIRE.get(value)
-    if found is None:
+    if found is None or not found.tensors:
         name = WIRE_NAMES.get(value, f"value {value}")
+        handled = ", ".join(m.wire_name for m in MODALITIES.values() if m.tensors)
         raise InputError(
-            f"{what} has modality {name}, which mmctl does not handle "
-            f"(it handles {', '.join(m.wire_name for m in MODALITIES.values())})"
+            f"{what} has modality {name}, which mmctl does not handle (it handles {handled})"
         )
     return found.kind
+
+
+def ref_from_wire(value: int) -> MediaKind | None:
+    """The kind of a ``media_refs`` item (IMAGE, VIDEO, AUDIO), as the servicer's
+    ``parse_media_refs`` reads it; ``None`` for what it refuses (UNSPECIFIED, unknown)."""
+    found = _BY_WIRE.get(value)
+    return None if found is None else found.kind
 
 
 def servicer_kind(value: int) -> MediaKind:

@@ -25,8 +25,8 @@ from typing import Any
 
 from mmctl.choices import LayoutKind, PixelFormat
 from mmctl.errors import UsageError
-from mmctl.media.probe import check_readable, media_kind
-from mmctl.models.model import Model, load_model
+from mmctl.media.probe import MediaKind, check_readable, media_kind
+from mmctl.models.model import Model, WorkerModel, load_model
 from mmctl.models.registry import refuse_kind
 from mmctl.models.settings import VisionOverrides
 from mmctl.values.items import Frames, ItemFacts, ItemOptions, Preprocessed
@@ -167,28 +167,132 @@ def inspect_tokens(
     bundle: str | Path | None = None,
     model: Model | None = None,
     **vision: Any,
-) -> TokenReport:
+) -> TokenReport | SoundReport:
     """The token layout of ``media`` + ``prompt`` (what ``send`` would send,
     default prompt included), or of a recorded ``request``, with vLLM's mrope
-    walk run on it; ``diff`` ("vllm,hf-legacy") compares two layouts."""
+    walk run on it; ``diff`` ("vllm,hf-legacy") compares two layouts. Media with
+    sound: a :class:`SoundReport` (the worker lays such a request out)."""
     overrides = VisionOverrides(**vision)
     kind = LayoutKind(layout)
     pair = _diff_pair(diff) if diff is not None else None
     paths = _paths(media)
     if bool(paths) == (request is not None):
         raise UsageError("give MEDIA files or --request FILE (one of the two)")
+    for path in paths:
+        check_readable(path)
+    if any(media_kind(p) is MediaKind.AUDIO for p in paths):
+        if pair is not None or kind is not LayoutKind.VLLM or overrides.given() or strict:
+            raise UsageError(
+                "--layout, --diff, --strict and the vision values shape mmctl's own layout; a "
+                "request with sound is laid out by the worker"
+            )
+        return inspect_sound(
+            paths, prompt, system=system, chat=chat, allow_special_tokens=allow_special_tokens,
+            family=family, model_dir=model_dir, bundle=bundle,
+        )  # fmt: skip
     if request is not None:
         _refuse_for_request(
             prompt, system, chat, allow_special_tokens, kind, pair, strict, overrides
         )
-    for path in paths:
-        check_readable(path)
     chosen = model_for(
         model=model, family=family, model_dir=model_dir, bundle=bundle, vision=overrides
     )
     if request is not None:
         return _recorded(chosen, Path(request))
     return _composed(chosen, paths, prompt, kind, pair, system, chat, allow_special_tokens, strict)
+
+
+@dataclass
+class SoundReport:
+    """A request with sound (worker-processed): its prompt as the model's own
+    template writes it, unexpanded, and each item as the worker will lay it out
+    (:func:`mmctl.models.sound.sound_tokens`; ``None``: the worker decides)."""
+
+    model: Model | WorkerModel
+    prompt_format: str
+    input_ids: list[int]
+    items: list[dict[str, Any]]
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def num_tokens(self) -> int | None:
+        """The prompt's length once the worker expands it; ``None`` where it decides."""
+        runs = [it.get("tokens", {}).get("placeholder_run") for it in self.items]
+        if any(run is None for run in runs):
+            return None
+        return len(self.input_ids) - len(runs) + sum(runs)
+
+    def as_dict(self, ids: bool = False) -> dict[str, Any]:
+        from mmctl.request.refs import SOUND_BY_WORKER
+
+        model = self.model
+        doc: dict[str, Any] = {
+            "model": {
+                "source": model.source.label,
+                "family": model.spec.name if isinstance(model, Model) else None,
+                "model_type": str(model.files.config.get("model_type") or ""),
+            },
+            "processing": {"value": "worker", "reason": SOUND_BY_WORKER},
+            "prompt_format": self.prompt_format,
+            "warnings": self.warnings,
+            "layout": "worker",
+            "num_tokens_unexpanded": len(self.input_ids),
+            "num_tokens": self.num_tokens,
+            "items": self.items,
+        }
+        if ids:
+            doc["input_ids"] = self.input_ids
+        return doc
+
+
+def inspect_sound(
+    paths: Sequence[Path],
+    prompt: str | None,
+    *,
+    system: str | None = None,
+    chat: bool | None = None,
+    allow_special_tokens: bool = False,
+    family: str | None = None,
+    model_dir: str | Path | None = None,
+    bundle: str | Path | None = None,
+) -> SoundReport:
+    """What ``send`` would send for media with sound, and how the worker lays each sound out."""
+    from mmctl.checkpoint.files import read_json
+    from mmctl.checkpoint.source import resolve
+    from mmctl.client.options import media_inputs
+    from mmctl.media.audio import check_audio
+    from mmctl.models.model import load_any
+    from mmctl.models.sound import sound_tokens
+    from mmctl.request.refs import refs_plan
+
+    inputs = media_inputs(paths)
+    source = resolve(
+        model_dir=Path(model_dir) if model_dir is not None else None,
+        bundle=Path(bundle) if bundle is not None else None,
+    )
+    model = load_any(source=source, family=family)
+    plan = refs_plan(
+        [(k, "") for k in inputs.kinds],  # the prompt only: no URL is read
+        prompt,
+        model,
+        system=system,
+        chat=chat is not False,
+        allow_special_tokens=allow_special_tokens,
+    )
+    model_type = str(model.files.config.get("model_type") or "")
+    processor = read_json(source.find("processor_config.json")) or {}
+    items: list[dict[str, Any]] = []
+    for n, (path, kind) in enumerate(zip(inputs.media, inputs.kinds, strict=True)):
+        item: dict[str, Any] = {"item": n + 1, "path": str(path), "kind": kind.value}
+        if kind is MediaKind.AUDIO:
+            info = check_audio(path)
+            item.update(info.as_dict())
+            laid = sound_tokens(model_type, info.samples, info.sample_rate, processor)
+            if laid is not None:
+                item["tokens"] = laid.as_dict()
+        items.append(item)
+    ids = [int(t) for t in plan.input_ids]
+    return SoundReport(model, "chat template (the worker expands it)", ids, items)
 
 
 def _paths(media: str | Path | Sequence[str | Path] | None) -> list[Path]:

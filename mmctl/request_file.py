@@ -6,6 +6,10 @@ the family's pixel type, ``--layout`` and ``--mm-item-limits`` of the user's
 choosing), or **for a worker** (``target``), negotiated with it exactly as
 ``send`` would, its tensors inline. Either way the file is written atomically
 and the document says what was decided, checked and written.
+
+A request with sound is written worker-processed (``media_refs``, the prompt
+by the model's own chat template), as ``send`` sends it: no tensor of it can
+travel preprocessed (:data:`mmctl.request.refs.SOUND_BY_WORKER`).
 """
 
 from __future__ import annotations
@@ -37,10 +41,18 @@ def write_offline(
     A failed layout check refuses (``CheckFailed``) unless ``force``; what a
     person should know is said to ``on_warning`` first."""
     from mmctl.client.negotiate import choose_pixels
+    from mmctl.client.options import media_inputs
+    from mmctl.media.probe import MediaKind
     from mmctl.offline import model_for
     from mmctl.request.compose import compose
     from mmctl.request.view import summary, write_request
 
+    inputs = media_inputs(media, options.soundtrack)
+    if MediaKind.AUDIO in inputs.kinds:
+        return _write_refs_offline(
+            inputs, out, options, model_dir=model_dir, bundle=bundle, family=family,
+            layout=layout, item_limits=item_limits, force=force,
+        )  # fmt: skip
     model = model_for(model_dir=model_dir, bundle=bundle, family=family, vision=options.vision)
     pixels = choose_pixels(None, options.pixel_dtype, family=model.spec)
     composed = compose(
@@ -85,6 +97,73 @@ def write_offline(
     }
 
 
+def _write_refs_offline(
+    inputs: Any,
+    out: Path,
+    options: SendOptions,
+    *,
+    model_dir: Path | None,
+    bundle: Path | None,
+    family: str | None,
+    layout: LayoutKind,
+    item_limits: dict[str, int] | None,
+    force: bool,
+) -> dict[str, Any]:
+    """A worker-processed request (sound): its refs and the unexpanded prompt ids."""
+    from mmctl.checkpoint.source import resolve
+    from mmctl.models.model import load_any
+    from mmctl.request.limits import check_item_limits
+    from mmctl.request.refs import SOUND_BY_WORKER, media_refs, refs_plan
+    from mmctl.request.view import summary, write_request
+
+    if force or layout is not LayoutKind.VLLM:
+        raise UsageError(
+            "--force and --layout shape mmctl's own layout; a request with sound is laid out "
+            "by the worker"
+        )
+    options.refuse_client_side(SOUND_BY_WORKER.split(":")[0])
+    if item_limits:
+        check_item_limits([k.value for k in inputs.kinds], item_limits, "--mm-item-limits")
+    source = resolve(
+        model_dir=Path(model_dir) if model_dir is not None else None,
+        bundle=Path(bundle) if bundle is not None else None,
+    )
+    model = load_any(source=source, family=family)
+    refs = media_refs(inputs.media, inputs.kinds, options.media_ref)
+    plan = refs_plan(
+        refs,
+        options.prompt,
+        model,
+        system=options.system,
+        chat=options.chat is not False,
+        allow_special_tokens=options.allow_special_tokens,
+        sampling=options.sampling,
+        stream=options.stream is not False,
+        request_id=options.request_id,
+    )
+    req = plan.to_proto()
+    return {
+        "out": str(out),
+        "bytes": write_request(req, out),
+        "model": {"source": model.source.label, "family": model.name},
+        "target": None,
+        "decisions": {
+            "processing": {"value": "worker", "reason": SOUND_BY_WORKER},
+            "media_ref": {"value": options.media_ref.value, "reason": "--media-ref"},
+        },
+        "prompt_format": "chat template (the worker expands it)",
+        "layout": "worker",
+        "check": {"name": "placeholders", "ran": False, "reason": "the worker expands the prompt"},
+        "items": [
+            {"path": str(p), "kind": k.value, "url_bytes": len(url)}
+            for p, (k, url) in zip(inputs.media, refs, strict=True)
+        ],
+        "timings_s": {},
+        "warnings": [],
+        "request": summary(req),
+    }
+
+
 def write_for_worker(
     target: str,
     media: Sequence[Path],
@@ -108,7 +187,12 @@ def write_for_worker(
             "--layout and --mm-item-limits describe an offline build; not with --target"
         )
     # A request file carries mmctl's tensors: a model no family handles is refused.
-    options = options.but(processing=Processing.CLIENT)
+    # Sound alone is worker-processed (its refs carry the files).
+    from mmctl.client.options import media_inputs
+    from mmctl.media.probe import MediaKind
+
+    sound = MediaKind.AUDIO in media_inputs(media, options.soundtrack).kinds
+    options = options.but(processing=Processing.AUTO if sound else Processing.CLIENT)
     with Client(target, connection) as client:
         built = client.build(list(media), **vars(options))
     run = built.run

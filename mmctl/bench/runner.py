@@ -147,7 +147,7 @@ class BenchConfig:
         if not self.targets:
             raise UsageError("--target: at least one worker")
         if not self.items:
-            raise UsageError("one workload: --video, --dataset or --sizes")
+            raise UsageError("one workload: --video/--audio, --dataset or --sizes")
         if self.num_prompts < 1:
             raise UsageError(f"--num-prompts must be at least 1, got {self.num_prompts}")
         if any(c < 1 for c in self.max_concurrency) or not self.max_concurrency:
@@ -248,9 +248,12 @@ def _clients(cfg: BenchConfig) -> list[Client]:
 
 def _processing(cfg: BenchConfig, clients: Sequence[Client], progress: Progress) -> Decision:
     """Who preprocesses, as ``send`` decides it (every target able to), said once a run."""
+    from mmctl.bench.workload import has_sound
+
     session = clients[0].session()
     others = [c.facts() for c in clients[1:]]
-    return session.processing(cfg.options(), Hooks(on_note=progress.note), others).decision
+    hooks = Hooks(on_note=progress.note)
+    return session.processing(cfg.options(), hooks, others, has_sound(cfg.items)).decision
 
 
 def arm_transports(requested: tuple[Transport, ...] | None, worker: bool) -> tuple[Transport, ...]:

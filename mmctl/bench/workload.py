@@ -37,16 +37,22 @@ class WorkItem:
 
 
 def choose(
-    videos: Sequence[Path] | None, dataset: Path | None, sizes: Sequence[str] | None
+    videos: Sequence[Path] | None,
+    dataset: Path | None,
+    sizes: Sequence[str] | None,
+    sounds: Sequence[Path] | None = None,
 ) -> list[WorkItem]:
-    """The run's items from exactly one workload: ``--video`` files, a
-    ``--dataset`` JSONL, or ``--sizes`` (``"1MB"``, …: synthetic videos)."""
+    """The run's items from exactly one workload: ``--video`` and ``--audio``
+    files, a ``--dataset`` JSONL, or ``--sizes`` (``"1MB"``, …: synthetic videos)."""
     from mmctl.bench.synthetic import parse_size
 
-    if sum(1 for source in (videos, dataset, sizes) if source) != 1:
-        raise UsageError("give one workload: --video FILE…, --dataset FILE.jsonl or --sizes SIZE,…")
-    if videos:
-        return from_videos(videos)
+    files = [*(videos or ()), *(sounds or ())]
+    if sum(1 for source in (files, dataset, sizes) if source) != 1:
+        raise UsageError(
+            "give one workload: --video/--audio FILE…, --dataset FILE.jsonl or --sizes SIZE,…"
+        )
+    if files:
+        return from_videos(files)
     if dataset is not None:
         return from_dataset(dataset)
     assert sizes
@@ -54,7 +60,15 @@ def choose(
 
 
 def from_videos(paths: Sequence[Path]) -> list[WorkItem]:
+    """One item per file (a clip, a picture or a sound)."""
     return [WorkItem(p.name, media=(p,)) for p in paths]
+
+
+def has_sound(items: Sequence[WorkItem]) -> bool:
+    """Whether any item names sound (the run is then worker-processed)."""
+    from mmctl.media.probe import MediaKind, media_kind
+
+    return any(media_kind(p) is MediaKind.AUDIO for it in items for p in it.media if p.is_file())
 
 
 def from_sizes(sizes: Sequence[int], labels: Sequence[str] | None = None) -> list[WorkItem]:

@@ -205,6 +205,14 @@ MediaRefOpt = Annotated[
         help="With worker processing: data: URLs carrying the files, or file:// paths.",
     ),
 ]
+SoundtrackOpt = Annotated[
+    bool,
+    typer.Option(
+        "--soundtrack",
+        help="Send each video's own sound too, as an audio item after it (omni models; "
+        "the worker processes the request).",
+    ),
+]
 #: A list: each value an arm of `mmctl bench`.
 PixelDtypesOpt = Annotated[
     str | None,

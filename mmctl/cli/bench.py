@@ -50,7 +50,8 @@ before the run; each request then pays for its hand-off, build and
 Generate. The machine's floors for the same bytes are measured in the same
 run: memcpy, a fresh /dev/shm file, a bare grpcio call.
 
-Workload, one of: --video FILE (repeatable), --dataset FILE.jsonl (OpenAI
+Workload, one of: --video FILE and --audio FILE (repeatable; each file one
+item), --dataset FILE.jsonl (OpenAI
 batch lines or {"id", "prompt", "media": [...]}), --sizes 1MB,16MB,100MB
 (synthetic Qwen-VL videos whose pixel tensor has that size; a size over the
 worker's mm_encoder_budget for one item is split into equal videos within
@@ -61,7 +62,9 @@ A model no mmctl family handles is preprocessed by the worker
 with any model): each item is prepared once as the media_refs request send
 makes, sent inline (one arm, inline/media_refs; --transport shm and --sizes
 are refused: there is no tensor to place or size); its payload is the
-request's bytes, and the machine floors (a tensor's) are not measured.
+request's bytes, and the machine floors (a tensor's) are not measured. So is a workload with sound
+(--audio, or dataset lines with audio): smg-grpc-servicer takes sound only as
+media_refs.
 
 Examples:
 
@@ -73,6 +76,7 @@ Examples:
   mmctl bench --video clip.mp4 --save-result run.json --per-request requests.jsonl
   mmctl bench --sizes 1MB --max-concurrency 1,4 --save-result --result-dir results/
   mmctl bench --video clip.mp4 --processing worker --media-ref file
+  mmctl bench --audio speech.wav --num-prompts 40 --max-concurrency 1,4
 
 Exit codes: 0 every request answered; 2 usage (--transport shm or --sizes
 with worker processing); 3 bad input (media, dataset, a model no family
@@ -92,6 +96,15 @@ _VideoOpt = Annotated[
     list[Path] | None,
     typer.Option(
         "--video", metavar="FILE", help="A clip to send (repeatable).", show_default=False
+    ),
+]
+_AudioOpt = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--audio",
+        metavar="FILE",
+        help="A sound file to send (repeatable; the worker processes it).",
+        show_default=False,
     ),
 ]
 _DatasetOpt = Annotated[
@@ -249,6 +262,7 @@ _TimeoutOpt = Annotated[
 def bench(
     target: TargetsOpt = None,
     video: _VideoOpt = None,
+    audio: _AudioOpt = None,
     dataset: _DatasetOpt = None,
     sizes: _SizesOpt = None,
     transport: _TransportOpt = None,
@@ -293,7 +307,7 @@ def bench(
 
     output = Output(json_mode=json_out)
     saving = SaveTarget.of(save_result, save_to, result_dir, result_filename)
-    items = workload.choose(video, dataset, _csv(sizes))
+    items = workload.choose(video, dataset, _csv(sizes), audio)
     if plot is not None:
         from mmctl.bench.plot import require
 

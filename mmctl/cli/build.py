@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from mmctl.choices import LayoutKind
+from mmctl.choices import LayoutKind, MediaRef
 from mmctl.cli._options import (
     AllowSpecialOpt,
     BuildModelDirOpt,
@@ -22,6 +22,7 @@ from mmctl.cli._options import (
     MaxFramesOpt,
     MaxPixelsOpt,
     MaxTokensOpt,
+    MediaRefOpt,
     MinFramesOpt,
     MinPixelsOpt,
     MmItemLimitsOpt,
@@ -31,6 +32,7 @@ from mmctl.cli._options import (
     PromptOpt,
     RequestIdOpt,
     SeedOpt,
+    SoundtrackOpt,
     StopOpt,
     StreamOpt,
     StrictOpt,
@@ -47,9 +49,13 @@ if TYPE_CHECKING:
 
 HELP = """Build a modality-tagged GenerateRequest with vLLM-exact prompt tokens; write it.
 
-MEDIA: video and image files, in the order the prompt shows them. The
+MEDIA: video, image and sound files, in the order the prompt shows them. The
 request (tensors inline) is written to --out as binary protobuf, for
 `mmctl send --request` or any gRPC client (grpcurl, ghz).
+
+A request with sound is written worker-processed (media_refs: data: URLs
+carrying the files, or file:// paths with --media-ref file; the prompt by the
+model's own chat template, expanded by the worker).
 
 The pixel type is the one decision a replayed file cannot take back: a
 worker that normalizes on the device reads floats as raw pixels (and the
@@ -67,6 +73,7 @@ Examples:
   mmctl build clip.mp4 -o req.pb --json | jq '.request.batches[0].tensors'
   mmctl build clip.mp4 -o req.pb --target gpu1:50051   # for that worker
   mmctl send --request request.pb        # replay it against a worker
+  mmctl build speech.wav -p "Transcribe it." -o sound.pb --model-dir ./Qwen2.5-Omni-7B
 
 Exit codes: 0 written; 2 usage; 3 bad input (or a truncated video with
 --strict); 4 refused by --target's worker; 5 --target unavailable; 6 the
@@ -131,6 +138,8 @@ def build(
     max_frames: MaxFramesOpt = None,
     min_pixels: MinPixelsOpt = None,
     max_pixels: MaxPixelsOpt = None,
+    soundtrack: SoundtrackOpt = False,
+    media_ref: MediaRefOpt = MediaRef.DATA,
     force: _ForceOpt = False,
     target: _TargetOpt = None,
     tls: TlsOpt = False,
@@ -164,6 +173,8 @@ def build(
         chat=chat,
         allow_special_tokens=allow_special_tokens,
         strict=strict,
+        soundtrack=soundtrack,
+        media_ref=media_ref,
         vision=VisionOverrides(
             fps=fps,
             num_frames=num_frames,
@@ -216,12 +227,18 @@ def _render(console: Console, doc: dict[str, Any]) -> None:
     )
     _render_decisions(console, doc["decisions"])
     check = doc["check"]
+    if check.get("ran", True):
+        verdict = "pass" if check["ok"] else "FAIL: " + check["reason"]
+    else:
+        verdict = f"not run ({check['reason']})"
     console.print(
         f"[bold]prompt[/] {req['num_input_ids']} tokens, {doc['prompt_format']}; layout {doc['layout']}, "
-        f"{check['name'].replace('_', ' ')} {'pass' if check['ok'] else 'FAIL: ' + check['reason']}",
+        f"{check['name'].replace('_', ' ')} {verdict}",
         highlight=False,
     )
     _render_batches(console, req)
+    for n, ref in enumerate(req.get("media_refs", [])):
+        console.print(f"[bold]media_refs[{n}][/] {ref['modality']}  {ref['url']}", highlight=False)
 
 
 def _render_decisions(console: Console, decisions: dict[str, dict[str, str]]) -> None:

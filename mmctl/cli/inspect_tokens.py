@@ -101,6 +101,7 @@ def inspect_tokens(
     from mmctl.cli import _inputs
     from mmctl.cli._output import Output
     from mmctl.errors import CheckFailed
+    from mmctl.offline import SoundReport
     from mmctl.offline import inspect_tokens as inspect
 
     output = Output(json_mode=json_out)
@@ -127,6 +128,10 @@ def inspect_tokens(
     )
     for warning in report.warnings:
         output.warn(warning)
+    if isinstance(report, SoundReport):
+        sound = report.as_dict(ids=ids)
+        output.result(sound, human=lambda console: _render_sound(console, sound))
+        return
     doc = report.as_dict(ids=ids)
     rows = report.rows()
     output.result(doc, human=lambda console: _render(console, doc, rows, show_all))
@@ -186,6 +191,49 @@ def _render(console: Console, doc: dict[str, Any], rows: list[Row], show_all: bo
     )
     if "diff" in doc:
         _render_diff(console, doc["diff"], check.get("name", "mrope_walk").replace("_", " "))
+
+
+def _render_sound(console: Console, doc: dict[str, Any]) -> None:
+    model = doc["model"]
+    console.print(
+        f"[bold]model[/]    {_esc(model['source'])} · {model['family'] or model['model_type']}",
+        highlight=False,
+    )
+    console.print(
+        f"[bold]prompt[/]   {doc['prompt_format']} · {doc['num_tokens_unexpanded']} tokens "
+        "before the worker expands it",
+        highlight=False,
+    )
+    console.print("[bold]layout[/]   by the worker: a request with sound is worker-processed")
+    console.print()
+    for item in doc["items"]:
+        head = f"  item {item['item']}  {item['kind']:<5}  {_esc(item['path'])}"
+        if item["kind"] != "audio":
+            console.print(f"{head}  → expanded by the worker", highlight=False)
+            continue
+        facts = (
+            f"{item['duration_s']:.3f} s · {item['sample_rate']} Hz · {item['channels']} ch "
+            f"· {item['codec']}"
+        )
+        tokens = item.get("tokens")
+        if tokens is None:
+            laid = "tokens decided by the worker (mmctl does not know this model's sound rule)"
+        else:
+            extra = tokens["placeholder_run"] - tokens["audio_tokens"]
+            laid = f"{tokens['audio_tokens']} audio tokens" + (
+                f" (+{extra} markers)" if extra else ""
+            )
+            if tokens["model_rate"] != item["sample_rate"]:
+                laid += f" at {tokens['model_rate']} Hz"
+        console.print(f"{head}  {facts}  → {laid}", highlight=False)
+    console.print()
+    total = doc["num_tokens"]
+    console.print(
+        f"[bold]totals[/]   {total} tokens once expanded"
+        if total is not None
+        else "[bold]totals[/]   decided by the worker",
+        highlight=False,
+    )
 
 
 def _lines(rows: list[Row], doc: dict[str, Any], show_all: bool) -> list[str]:

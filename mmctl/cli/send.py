@@ -1,4 +1,4 @@
-"""`mmctl send`: a video or image to a worker, inline or through /dev/shm, with the answer and timings."""
+"""`mmctl send`: video, images and sound to a worker, inline or through /dev/shm, with the answer and timings."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ from mmctl.cli._options import (
     RequestIdOpt,
     SeedOpt,
     SendTimeoutOpt,
+    SoundtrackOpt,
     StopOpt,
     StreamOpt,
     StrictOpt,
@@ -45,7 +46,8 @@ from mmctl.cli._options import (
 
 HELP = """Send media to a vLLM gRPC worker; print the answer and a timing breakdown.
 
-MEDIA: video and image files, in the order the prompt shows them. Or
+MEDIA: video, image and sound files (WAV, FLAC, MP3, Ogg/Opus, M4A/AAC),
+in the order the prompt shows them. Or
 --request FILE replays a request written by `mmctl build` (sampling,
 --timeout, --request-id and the transport apply to it; options that shape a
 new request are refused).
@@ -65,9 +67,14 @@ Examples:
   echo "Describe the motion." | mmctl send clip.mp4 -p -
   mmctl send --request request.pb --temperature 0 --shm
   mmctl send clip.mp4 --compare-processing
+  mmctl send speech.flac -p "Transcribe it." --model-dir ./Qwen2.5-Omni-7B
+  mmctl send clip.mp4 --soundtrack -p "What is said, and what is shown?"
 
 A model no mmctl family handles is preprocessed by the worker (media_refs;
---processing auto, said once on stderr).
+--processing auto, said once on stderr). So is every request with sound:
+smg-grpc-servicer cannot take preprocessed audio, so the worker decodes the
+files (data: URLs, or file:// with --media-ref file); its prompt is written
+by the model's own chat template.
 
 Exit codes: 0 answered; 2 usage; 3 bad input (or /dev/shm unusable with
 --shm, or a truncated video with --strict, or a model no family handles
@@ -136,6 +143,7 @@ def send(
     pixel_dtype: NegotiatedPixelDtypeOpt = None,
     processing: ProcessingOpt = Processing.AUTO,
     media_ref: MediaRefOpt = MediaRef.DATA,
+    soundtrack: SoundtrackOpt = False,
     compare_processing: _CompareProcessingOpt = False,
     request: _RequestOpt = None,
     max_tokens: MaxTokensOpt = None,
@@ -186,6 +194,7 @@ def send(
         pixel_dtype=pixel_dtype,
         processing=processing,
         media_ref=media_ref,
+        soundtrack=soundtrack,
         sampling=_inputs.sampling(
             max_tokens=max_tokens,
             temperature=temperature,

@@ -253,7 +253,7 @@ class Client:
         timings. ``on_text`` receives the answer as it streams."""
         timeline = Timeline()
         opts = SendOptions.of(prompt=prompt, **options)
-        inputs = media_inputs(media)
+        inputs = media_inputs(media, opts.soundtrack)
         hooks = Hooks(on_text, on_frame, on_note, on_warning)
         return self.run(opts, inputs, hooks, timeline)
 
@@ -311,7 +311,7 @@ class Client:
 
     def _built_ahead(self, opts: SendOptions, item: Media, hooks: Hooks) -> Ready:
         timeline = Timeline()
-        return self._prepare(opts, media_inputs(item), hooks, timeline)
+        return self._prepare(opts, media_inputs(item, opts.soundtrack), hooks, timeline)
 
     def send_request(
         self,
@@ -339,7 +339,7 @@ class Client:
 
         timeline = Timeline()
         opts = SendOptions.of(prompt=prompt, **options).but(transport=Transport.INLINE)
-        ready = self._prepare(opts, media_inputs(media), Hooks(), timeline)
+        ready = self._prepare(opts, media_inputs(media, opts.soundtrack), Hooks(), timeline)
         ready.arena.close()
         from mmctl.wire import proto
 

@@ -202,23 +202,45 @@ def choose_processing(
     media_ref: MediaRef,
     unknown: UnknownFamily | None,
     family: str,
+    sound: bool = False,
 ) -> ProcessingChoice:
     """``requested``: ``--processing``; ``unknown``: why no mmctl family reads the
-    model (``None``: ``family`` does). ``auto`` takes mmctl's preprocessing for a
-    family it has, else the worker's; where neither can, the error names both."""
+    model (``None``: ``family`` does); ``sound``: the requests carry sound, which
+    only the worker processes (:data:`~mmctl.request.refs.SOUND_BY_WORKER`).
+    ``auto`` takes mmctl's preprocessing for a family it has, else the worker's;
+    where neither can, the error names both."""
+    from mmctl.request.refs import SOUND_BY_WORKER
+
     if requested is Processing.CLIENT:
+        if sound:
+            raise UsageError(
+                f"--processing client: {SOUND_BY_WORKER}",
+                hint="drop --processing client (sound goes as media_refs)",
+            )
         if unknown is not None:
             raise unknown
         return ProcessingChoice(False, Decision("client", f"--processing client ({family})"))
     why_not = _worker_cannot(facts, media_ref)
     how = f"media_refs with {media_ref.value}: URLs; its processor: {facts.server.mm_processor}"
+    if sound and requested is not Processing.WORKER:
+        if why_not is not None:
+            raise CheckFailed(
+                f"this worker cannot take sound: {why_not}",
+                hint=_FILE_HINT
+                if facts.server.mm_processor
+                else "start the worker with media processing on (smg-grpc-servicer's "
+                "SMG_VLLM_MM_PROCESSOR=inprocess)",
+            )
+        return ProcessingChoice(
+            True,
+            Decision("worker", f"auto: sound is processed by the worker; {how}"),
+            note=f"sound: the worker processes the whole request ({how})",
+        )
     if requested is Processing.WORKER:
         if why_not is not None:
             raise CheckFailed(
                 f"--processing worker: {why_not}",
-                hint="file: needs a worker started with --allowed-local-media-path on this host"
-                if facts.server.mm_processor
-                else "use --processing client",
+                hint=_FILE_HINT if facts.server.mm_processor else "use --processing client",
             )
         return ProcessingChoice(True, Decision("worker", f"--processing worker: {how}"))
     if unknown is None:
@@ -231,6 +253,14 @@ def choose_processing(
         Decision("worker", f"auto: no mmctl family preprocesses {model}; {how}"),
         note=f"{model}: no mmctl family preprocesses it, so the worker does ({how})",
     )
+
+
+def takes_media_refs(facts: WorkerFacts, media_ref: MediaRef) -> bool:
+    """Whether the worker processes media named by ``media_ref`` URLs itself."""
+    return _worker_cannot(facts, media_ref) is None
+
+
+_FILE_HINT = "file: needs a worker started with --allowed-local-media-path on this host"
 
 
 def _worker_cannot(facts: WorkerFacts, media_ref: MediaRef) -> str | None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from mmctl.choices import SHM_MIN_BYTES, MediaRef, PixelFormat, Processing, Transport
-from mmctl.errors import UsageError
+from mmctl.errors import InputError, UsageError
 from mmctl.media.probe import MediaKind
 from mmctl.models.settings import VisionOverrides
 from mmctl.request.build import Sampling
@@ -53,6 +53,8 @@ class SendOptions:
     skip_checks: bool = False
     #: Over the client's own vision values, for this request only.
     vision: VisionOverrides = field(default_factory=VisionOverrides)
+    #: Each video's own sound as an audio item after it (:func:`media_inputs`).
+    soundtrack: bool = False
 
     def __post_init__(self) -> None:
         for name, kind in (
@@ -70,6 +72,13 @@ class SendOptions:
             raise UsageError(f"--shm-min-bytes must not be negative, got {self.shm_min_bytes}")
         if self.processing is Processing.CLIENT and self.media_ref is not MediaRef.DATA:
             raise UsageError("--media-ref applies only with --processing worker (or auto)")
+        if self.processing is Processing.CLIENT and self.soundtrack:
+            from mmctl.request.refs import SOUND_BY_WORKER
+
+            raise UsageError(
+                f"--soundtrack with --processing client: {SOUND_BY_WORKER}",
+                hint="drop --processing client (sound goes as media_refs)",
+            )
         if self.processing is Processing.WORKER:
             self.refuse_client_side("--processing worker leaves preprocessing to the worker")
 
@@ -112,6 +121,7 @@ class SendOptions:
             ("--pixel-dtype", self.pixel_dtype is not None),
             ("--processing worker", self.processing is Processing.WORKER),
             ("--strict", self.strict),
+            ("--soundtrack", self.soundtrack),
         ]
         return [name for name, set_ in given if set_] + _flags(self.vision.given())
 
@@ -167,14 +177,35 @@ class Inputs:
     request_label: str = ""
 
 
-def media_inputs(media: str | Path | Sequence[str | Path]) -> Inputs:
-    """Media files, each readable and with a header its decoder accepts."""
+def media_inputs(media: str | Path | Sequence[str | Path], soundtrack: bool = False) -> Inputs:
+    """Media files, each readable and with a header its decoder accepts.
+
+    ``soundtrack``: each video's own sound becomes an audio item right after it,
+    the video file itself named as AUDIO — vLLM's audio loader reads a file's
+    first audio stream, so the worker decodes the soundtrack as it decodes any
+    sound. (Qwen-Omni's ``use_audio_in_video``, the soundtrack interleaved in
+    the video's tokens, is a processor setting no GenerateRequest can carry:
+    ARCHITECTURE §3.)"""
     from mmctl.media.probe import check_media
 
     paths = (Path(media),) if isinstance(media, str | Path) else tuple(Path(m) for m in media)
     if not paths:
         raise UsageError("give MEDIA files (or a request to replay)")
-    return Inputs(paths, tuple(check_media(p) for p in paths))
+    items: list[tuple[Path, MediaKind]] = []
+    for path in paths:
+        kind = check_media(path)
+        items.append((path, kind))
+        if soundtrack and kind is MediaKind.VIDEO:
+            from mmctl.media.audio import check_soundtrack
+
+            try:
+                check_soundtrack(path)
+            except InputError as err:
+                raise InputError(f"--soundtrack: {err.message}", hint=err.hint) from None
+            items.append((path, MediaKind.AUDIO))
+    if soundtrack and len(items) == len(paths):
+        raise UsageError("--soundtrack: no video among the media, so no soundtrack to send")
+    return Inputs(tuple(p for p, _ in items), tuple(k for _, k in items))
 
 
 def send_inputs(
@@ -185,7 +216,7 @@ def send_inputs(
     if bool(media) == (request is not None):
         raise UsageError("give MEDIA files or --request FILE (one of the two)")
     if request is None:
-        return media_inputs(media)
+        return media_inputs(media, opts.soundtrack)
     refuse("--request replays a recorded request", opts.shaping_a_request())
     return request_inputs(request)
 

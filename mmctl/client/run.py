@@ -182,8 +182,10 @@ def prepare(
     remove (:func:`finish`) from here on. ``cache``: where preprocessed media
     are kept across requests (the client's)."""
     run = Run(timeline, kinds=inputs.kinds)
-    choice = None if inputs.request is not None else session.processing(opts, hooks)
-    if choice is not None and choice.worker:
+    sound = MediaKind.AUDIO in inputs.kinds
+    choice = None if inputs.request is not None else session.processing(opts, hooks, sound=sound)
+    replays_refs = inputs.request is not None and inputs.request.HasField("media_refs")
+    if (choice is not None and choice.worker) or replays_refs:
         route = for_media_refs(opts.transport)
     else:
         route = choose(opts.transport, session.facts, opts.shm_min_bytes)

@@ -47,20 +47,30 @@ class Session:
         return self.model
 
     def processing(
-        self, opts: SendOptions, hooks: Hooks, others: Sequence[WorkerFacts] = ()
+        self,
+        opts: SendOptions,
+        hooks: Hooks,
+        others: Sequence[WorkerFacts] = (),
+        sound: bool = False,
     ) -> ProcessingChoice:
         """Who preprocesses (:func:`~mmctl.client.negotiate.choose_processing`); a
         choice mmctl made by itself is said once per session, not per request.
         ``others``: the facts of more workers the same requests go to (``bench``,
-        ``batch``), each of which must be able to take the choice."""
+        ``batch``), each of which must be able to take the choice; ``sound``: the
+        requests carry sound (processed by the worker, whatever the family)."""
         model = self.model
         unknown = model.unknown if isinstance(model, WorkerModel) else None
         name = model.model_type if isinstance(model, WorkerModel) else model.spec.name
-        choice = choose_processing(self.facts, opts.processing, opts.media_ref, unknown, name)
+        args = (opts.processing, opts.media_ref, unknown, name, sound)
+        choice = choose_processing(self.facts, *args)
         for facts in others:
-            choose_processing(facts, opts.processing, opts.media_ref, unknown, name)
+            choose_processing(facts, *args)
         if choice.worker and opts.processing is not Processing.WORKER:
-            opts.refuse_client_side(f"{name} is preprocessed by the worker")
+            opts.refuse_client_side(
+                "sound is processed by the worker"
+                if sound
+                else f"{name} is preprocessed by the worker"
+            )
         if choice.note is not None:
             with self._lock:
                 new = choice.note not in self._said

@@ -1,4 +1,4 @@
-"""Tell a video from an image before decoding, and fail early on bad paths."""
+"""Tell a video from an image or a sound before decoding, and fail early on bad paths."""
 
 from __future__ import annotations
 
@@ -12,6 +12,11 @@ from mmctl.errors import InputError
 class MediaKind(Enum):
     IMAGE = "image"
     VIDEO = "video"
+    AUDIO = "audio"
+
+
+#: The kinds a family's pixels carry (sound is the worker's: mmctl.media.audio).
+PIXEL_KINDS = (MediaKind.IMAGE, MediaKind.VIDEO)
 
 
 #: The one media-type table: file suffix → (kind, MIME type). Data URLs are
@@ -38,7 +43,18 @@ MEDIA_TYPES: dict[str, tuple[MediaKind, str]] = {
     ".pbm": (MediaKind.IMAGE, "image/x-portable-bitmap"),
     ".heic": (MediaKind.IMAGE, "image/heic"),
     ".avif": (MediaKind.IMAGE, "image/avif"),
+    # Sound travels only as media_refs: the worker decodes it (mmctl.media.audio).
+    ".wav": (MediaKind.AUDIO, "audio/wav"),
+    ".flac": (MediaKind.AUDIO, "audio/flac"),
+    ".mp3": (MediaKind.AUDIO, "audio/mpeg"),
+    ".ogg": (MediaKind.AUDIO, "audio/ogg"),
+    ".oga": (MediaKind.AUDIO, "audio/ogg"),
+    ".opus": (MediaKind.AUDIO, "audio/ogg"),
+    ".m4a": (MediaKind.AUDIO, "audio/mp4"),
+    ".aac": (MediaKind.AUDIO, "audio/aac"),
 }
+#: Each kind's suffix where a MIME type is not in the table.
+DEFAULT_SUFFIX = {MediaKind.IMAGE: ".png", MediaKind.VIDEO: ".mp4", MediaKind.AUDIO: ".wav"}
 
 
 def dimensions(width: int, height: int) -> str:
@@ -57,7 +73,7 @@ def suffix_for(mime: str, kind: MediaKind) -> str:
     for suffix, (_, known) in MEDIA_TYPES.items():
         if known == mime:
             return suffix
-    return ".mp4" if kind is MediaKind.VIDEO else ".png"
+    return DEFAULT_SUFFIX[kind]
 
 
 def check_readable(path: Path) -> int:
@@ -80,7 +96,7 @@ def check_readable(path: Path) -> int:
 
 
 def media_kind(path: Path) -> MediaKind:
-    """Image or video, from the file's suffix and, failing that, its first bytes.
+    """Image, video or sound, from the file's suffix and, failing that, its first bytes.
 
     Animated GIFs are videos (each frame is a frame); ``--as-image`` style
     overrides belong to the caller.
@@ -92,6 +108,8 @@ def media_kind(path: Path) -> MediaKind:
         head = f.read(16)
     if head.startswith((b"\x89PNG", b"\xff\xd8\xff", b"BM")) or head[8:12] == b"WEBP":
         return MediaKind.IMAGE
+    if (head[:4] == b"RIFF" and head[8:12] == b"WAVE") or head.startswith((b"fLaC", b"ID3")):
+        return MediaKind.AUDIO
     return MediaKind.VIDEO
 
 
@@ -105,6 +123,10 @@ def check_media(path: Path) -> MediaKind:
         from mmctl.media.image import check_image
 
         check_image(path)
+    elif kind is MediaKind.AUDIO:
+        from mmctl.media.audio import check_audio
+
+        check_audio(path)
     else:
         from mmctl.media.video import check_video
 

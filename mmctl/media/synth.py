@@ -134,3 +134,64 @@ def write_image(path: Path, array: np.ndarray, **save_kw: Any) -> Path:
 
     Image.fromarray(array).save(path, **save_kw)
     return path
+
+
+#: sound suffix -> (PyAV codec, sample format)
+SOUND_CODECS = {
+    ".wav": ("pcm_s16le", "s16"),
+    ".flac": ("flac", "s16"),
+    ".mp3": ("libmp3lame", "s16p"),
+    ".m4a": ("aac", "fltp"),
+    ".ogg": ("libopus", "flt"),
+    ".opus": ("libopus", "flt"),
+}
+
+
+def tones(freqs: Sequence[float], seconds: float, rate: int) -> np.ndarray:
+    """Sine tones one after another, ``seconds`` each, at half scale: float32 in [-1, 1]."""
+    n = round(seconds * rate)
+    t = np.arange(n, dtype=np.float64) / rate
+    return np.concatenate([0.5 * np.sin(2 * np.pi * f * t) for f in freqs]).astype(np.float32)
+
+
+def write_sound(
+    path: Path, samples: np.ndarray, rate: int, channels: int = 1, codec: str | None = None
+) -> Path:
+    """Encode a mono waveform (copied to every channel) with PyAV; the codec from
+    the suffix unless given. WAV through the standard library's ``wave`` (exact PCM:
+    the same bytes on every machine)."""
+    data = np.repeat(samples[None, :], channels, axis=0)
+    if path.suffix.lower() == ".wav" and codec is None:
+        import wave
+
+        pcm = (np.clip(data, -1, 1) * 32767).round().astype("<i2").T.reshape(-1)
+        with wave.open(str(path), "wb") as out:
+            out.setnchannels(channels)
+            out.setsampwidth(2)
+            out.setframerate(rate)
+            out.writeframes(pcm.tobytes())
+        return path
+    import av
+
+    name, fmt = SOUND_CODECS[path.suffix.lower()] if codec is None else (codec, "fltp")
+    layout = {1: "mono", 2: "stereo"}.get(channels, f"{channels}c")
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream(name, rate=rate, layout=layout)
+        frame_size = stream.codec_context.frame_size or 1024
+        plane = data.astype(np.float32)
+        for start in range(0, plane.shape[1], frame_size):
+            chunk = plane[:, start : start + frame_size]
+            if fmt == "s16" or fmt == "s16p":
+                chunk = (np.clip(chunk, -1, 1) * 32767).round().astype(np.int16)
+            if not fmt.endswith("p"):  # interleaved formats take (1, samples * channels)
+                chunk = chunk.T.reshape(1, -1)
+            frame = av.AudioFrame.from_ndarray(
+                np.ascontiguousarray(chunk), format=fmt, layout=layout
+            )
+            frame.sample_rate = rate
+            frame.pts = start
+            for packet in stream.encode(frame):
+                out.mux(packet)
+        for packet in stream.encode(None):
+            out.mux(packet)
+    return path

@@ -52,6 +52,14 @@ class Model:
         """The family's chat format, for :func:`mmctl.prompt.chat.render`."""
         return _Chat(self)
 
+    def as_worker(self, why: str) -> WorkerModel:
+        """The model as a worker-processed request reads it: its files, tokenizer
+        (loaded once) and own chat template — for a request the family's pixels
+        cannot carry (sound; ``why`` says so where client processing is asked)."""
+        model_type = str(self.files.config.get("model_type") or self.spec.name)
+        unknown = UnknownFamily(why, model_type=model_type)
+        return WorkerModel(self.source, self.files, unknown, _tokenizer=self.tokenizer)
+
     def with_vision(self, overrides: VisionOverrides) -> Model:
         """The same model (tokenizer included, loaded once) with other vision values."""
         return replace(
@@ -96,6 +104,7 @@ class WorkerModel:
     files: ModelFiles
     #: Why no family handles it (raised where mmctl's own preprocessing is asked for).
     unknown: UnknownFamily
+    _tokenizer: Any = field(default=None, repr=False)
 
     @property
     def model_type(self) -> str:
@@ -111,7 +120,7 @@ class WorkerModel:
 
     @cached_property
     def tokenizer(self) -> Tokenizer:
-        return Tokenizer.load(self.source)
+        return self._tokenizer or Tokenizer.load(self.source)
 
     @property
     def chat(self) -> ChatFormat:

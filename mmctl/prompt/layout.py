@@ -18,7 +18,7 @@ import numpy as np
 
 from mmctl.choices import LayoutKind
 from mmctl.errors import InputError
-from mmctl.media.probe import MediaKind
+from mmctl.media.probe import PIXEL_KINDS, MediaKind
 from mmctl.values.items import ItemFacts
 from mmctl.values.layout import Layout, Span
 from mmctl.values.tokens import Tokens
@@ -26,9 +26,9 @@ from mmctl.values.tokens import Tokens
 
 def placeholders_for(ids: Sequence[int], items: Sequence[ItemFacts], tokens: Tokens) -> list[int]:
     """Where the template put each item's placeholder, checked against the items' kinds."""
-    kinds = {k for k in MediaKind if any(it.kind is k for it in items)}
+    kinds = {k for k in PIXEL_KINDS if any(it.kind is k for it in items)}
     by_id: dict[int, MediaKind] = {}
-    for kind in MediaKind:
+    for kind in PIXEL_KINDS:
         try:
             by_id[tokens.placeholder(kind)] = kind
         except InputError:
@@ -64,7 +64,7 @@ def replace_placeholders(
     sequence matched and replaced whole. Spans are in item order."""
     ids = list(prompt_ids)
     where: dict[int, tuple[int, int]] = {}  # prompt position -> (item, target length)
-    for kind in MediaKind:
+    for kind in PIXEL_KINDS:
         members = [n for n, it in enumerate(items) if it.kind is kind]
         if not members:
             continue

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mmctl.errors import InputError
-from mmctl.media.probe import MediaKind
+from mmctl.media.probe import PIXEL_KINDS
 from mmctl.prompt.tokenizer import Tokenizer
 from mmctl.values.items import Frames
 from mmctl.values.layout import Layout, Span
@@ -51,7 +51,7 @@ def media_tokens(tokens: Tokens) -> dict[int, str]:
     """The family's embedding tokens (the positions that receive features), by id →
     kind; one id for both kinds (GLM's ``<|image|>``) is named by the first."""
     out: dict[int, str] = {}
-    for kind in MediaKind:
+    for kind in PIXEL_KINDS:
         with contextlib.suppress(InputError):  # a kind the family does not read
             out.setdefault(tokens.embed(kind), kind.value)
     return out
@@ -62,7 +62,7 @@ def marker_tokens(tokens: Tokens) -> dict[int, str]:
     ``<|image|>`` inside its expansion), by id → name."""
     out = dict(tokens.markers())
     embeds = media_tokens(tokens)
-    for kind in MediaKind:
+    for kind in PIXEL_KINDS:
         with contextlib.suppress(InputError):
             placeholder = tokens.placeholder(kind)
             if placeholder not in embeds:

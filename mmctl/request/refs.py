@@ -19,12 +19,19 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mmctl.choices import MediaRef
-from mmctl.errors import UsageError
+from mmctl.errors import InputError, UsageError
 from mmctl.media.probe import MediaKind, media_type
 from mmctl.request.build import RequestPlan, Sampling, new_request_id
 
 if TYPE_CHECKING:
     from mmctl.models.model import Model, WorkerModel
+
+#: Why a request with sound is processed by the worker as a whole (ARCHITECTURE §3).
+SOUND_BY_WORKER = (
+    "a request with sound is processed by the worker as a whole: smg-grpc-servicer names "
+    "every preprocessed tensor batch but video 'image', so sound cannot travel preprocessed, "
+    "and it refuses media_refs beside preprocessed tensors"
+)
 
 
 def media_refs(
@@ -57,9 +64,25 @@ def refs_plan(
     from mmctl.models.model import WorkerModel
     from mmctl.request.compose import render_prompt
 
+    sound = any(kind is MediaKind.AUDIO for kind, _ in refs)
+    if sound and not isinstance(model, WorkerModel):
+        # mmctl's families know their pixels' placeholders, not sound's: the
+        # model's own chat template writes it, as vLLM's chat endpoint has it do.
+        from mmctl.prompt.chat import find_template
+
+        template, _ = find_template(model.source)
+        if template is None or not model.chat.knows_media(template):
+            raise InputError(
+                f"{model.source.label} has no chat template that writes media "
+                f"({'a text-only one' if template else 'none'}), and mmctl does not know where "
+                f"sound goes in a {model.name} prompt",
+                hint="pass the model's folder with its own chat template (--model-dir DIR)",
+            )
+        model = model.as_worker(SOUND_BY_WORKER)
     if not chat and isinstance(model, WorkerModel):
+        what = "sound's placeholder text in" if sound else "the placeholder text of"
         raise UsageError(
-            f"--no-chat: mmctl does not know a {model.model_type} prompt's placeholder text; "
+            f"--no-chat: mmctl does not know {what} a {model.model_type} prompt; "
             "the model's chat template writes it",
             hint="drop --no-chat",
         )

@@ -137,6 +137,15 @@ def summary(req: GenerateRequest) -> dict[str, Any]:
         "original_text": req.tokenized.original_text,
         "sampling_params": MessageToDict(req.sampling_params, preserving_proto_field_name=True),
         "batches": out_batches,
+        "media_refs": [
+            {
+                "modality": modality_names.get(ref.modality, ref.modality),
+                "url": ref.url
+                if len(ref.url) <= 96
+                else ref.url[:80] + f"… ({len(ref.url)} chars)",
+            }
+            for ref in req.media_refs.items
+        ],
         "serialized_bytes": req.ByteSize(),
     }
 

@@ -28,7 +28,7 @@ from mmctl.choices import (
 )
 from mmctl.client.client import Client
 from mmctl.client.connection import Connection
-from mmctl.client.negotiate import choose_pixels
+from mmctl.client.negotiate import choose_pixels, takes_media_refs
 from mmctl.client.options import Hooks, SendOptions
 from mmctl.dataset import Items
 from mmctl.errors import CheckFailed, UsageError, WorkerUnavailable
@@ -182,6 +182,10 @@ def _setup(
             context_length=limits.context_length,
             prompt=prompt,
             sampling=sampling,
+            # A line with sound is worker-processed as a whole, where every worker can.
+            sound_ref=opts.media_ref
+            if all(takes_media_refs(f, opts.media_ref) for _, f in answering)
+            else None,
         )
         model_name = first_facts.model.served_model_name or model.source.label
         return Fleetwide(settings, members, model, model_name)

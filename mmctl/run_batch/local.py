@@ -50,6 +50,7 @@ from mmctl.run_batch.work import (
     Preparer,
     Preprocessed,
     Settings,
+    has_sound,
     media_keys,
     preprocess_in_process,
     warm,
@@ -275,7 +276,7 @@ class _Job:
         item is making them: then this one waits), the rest from the pool."""
         loop = asyncio.get_running_loop()
         settings = self.preparer.settings
-        if not self.cache.enabled:
+        if not self.cache.enabled or has_sound(item):
             done = await loop.run_in_executor(
                 self.pool, preprocess_in_process, settings, item, number
             )

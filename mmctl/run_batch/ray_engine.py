@@ -615,8 +615,9 @@ def route_key(item: Item) -> str | None:
     import os
 
     from mmctl.dataset import Embedded, Remote
+    from mmctl.run_batch.work import has_sound
 
-    if not item.media:
+    if not item.media or has_sound(item):  # worker-processed: no pixels to share
         return None
     parts: list[Any] = []
     for medium in item.media:

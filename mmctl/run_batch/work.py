@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 from mmctl.checkpoint.source import ModelSource
 from mmctl.choices import DEFAULT_MAX_TOKENS, MediaRef, PixelFormat
 from mmctl.dataset import Item, Medium, label, local_paths
-from mmctl.errors import MmctlError
+from mmctl.errors import InputError, MmctlError
 from mmctl.media.probe import MediaKind
 from mmctl.models.model import Model, WorkerModel
 from mmctl.models.registry import refuse_kind
@@ -45,6 +45,9 @@ class Settings:
     #: How the workers are sent the media they preprocess themselves (``media_refs``);
     #: ``None``: mmctl preprocesses (the family's tensors).
     media_ref: MediaRef | None = None
+    #: Where mmctl preprocesses: how a line with sound is sent, as a worker-processed
+    #: request of its own (``None``: the workers cannot take one; such lines fail).
+    sound_ref: MediaRef | None = None
 
 
 @dataclass
@@ -186,7 +189,14 @@ class Preparer:
         s = self.settings
         self._check(item, [_kind_of(m) for m in item.media])
         if s.media_ref is not None:  # the worker preprocesses: its refs only
-            return self._refs(item, number, start)
+            return self._refs(item, number, start, s.media_ref)
+        if has_sound(item):  # sound: the worker processes the whole line
+            if s.sound_ref is None:
+                raise InputError(
+                    "this line has sound, which only a worker that processes media itself takes, "
+                    "and these workers do not (mm_processor is empty)"
+                )
+            return self._refs(item, number, start, s.sound_ref)
         model = self.family
         with local_paths(item.media) as paths:
             kinds = [check_media(p) for p in paths]
@@ -201,14 +211,11 @@ class Preparer:
                 media.append(MediaItem(label(medium), pre, item_hash(pre, file_digest(path))))
         return Preprocessed(item, number, media, time.perf_counter() - start)
 
-    def _refs(self, item: Item, number: int, start: float) -> Preprocessed:
+    def _refs(self, item: Item, number: int, start: float, how: MediaRef) -> Preprocessed:
         """The item's media as ``media_refs`` (send's), read where it is preprocessed."""
-        from mmctl.errors import InputError
         from mmctl.media.probe import check_media
         from mmctl.request.refs import media_refs
 
-        how = self.settings.media_ref
-        assert how is not None
         if how is MediaRef.FILE and not all(isinstance(m, Path) for m in item.media):
             raise InputError(
                 "--media-ref file: the worker reads media by path, and this line names a "
@@ -226,7 +233,7 @@ class Preparer:
 
         start = time.perf_counter()
         s, item = self.settings, done.item
-        if s.media_ref is not None:
+        if s.media_ref is not None or done.refs:
             return self._compose_refs(done, start)
         check_encoder_budget(
             [(f"{it.kind.value} {n + 1}", it.pre.num_tokens) for n, it in enumerate(done.media)],
@@ -281,6 +288,11 @@ class Preparer:
             preprocess_s=done.preprocess_s + time.perf_counter() - start,
             node=done.node,
         )
+
+
+def has_sound(item: Item) -> bool:
+    """Whether a line names sound (its requests are worker-processed: no pixels to keep)."""
+    return any(_kind_of(m) == MediaKind.AUDIO.value for m in item.media)
 
 
 def media_keys(media: list[Medium], model: Model, fmt: PixelFormat) -> list[str | None]:

@@ -24,11 +24,13 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import grpc
 
+from mmctl import modality
 from mmctl.checkpoint.source import build_bundle
 from mmctl.errors import InputError, UsageError
 from mmctl.media.probe import MediaKind
 from mmctl.models.model import Model, WorkerModel
 from mmctl.models.registry import supported_hint
+from mmctl.request.refs import SOUND_BY_WORKER
 from mmctl.request.tensors import wire_name
 from mmctl.request.view import batches
 from mmctl.transport.shm import namespace_id
@@ -272,6 +274,9 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
         model = cfg.model
         if isinstance(model, WorkerModel):
             return self._answer_own(request, model)
+        if _has_sound(request):
+            # As the real worker: vLLM's own processor reads the whole request.
+            return self._answer_own(request, model.as_worker(SOUND_BY_WORKER))
         try:
             arrived = request
             if self.recorder is not None and request.HasField("media_refs"):
@@ -573,6 +578,13 @@ def _describe(mm: pb.MultimodalInputs, taken: bool = False) -> str:
     td = mm.pixel_values
     where = "inline" if taken else td.WhichOneof("payload") or "none"
     return f"{kind} {len(mm.mm_placeholders)} item(s) {list(td.shape)} {td.dtype} via {where}"
+
+
+def _has_sound(request: pb.GenerateRequest) -> bool:
+    audio = modality.to_wire(MediaKind.AUDIO)
+    return request.HasField("media_refs") and any(
+        ref.modality == audio for ref in request.media_refs.items
+    )
 
 
 def _modalities(model: Model | WorkerModel) -> tuple[MediaKind, ...]:

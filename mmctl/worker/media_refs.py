@@ -95,11 +95,11 @@ def process(
     for n, ref in enumerate(req.media_refs.items):
         # As the servicer's parse_media_refs: a reference names its modality
         # (UNSPECIFIED is refused there, unlike in a tensor batch).
-        try:
-            kinds.append(modality.from_wire(ref.modality))
-        except MmctlError:
+        kind = modality.ref_from_wire(ref.modality)
+        if kind is None:
             name = modality.WIRE_NAMES.get(ref.modality, str(ref.modality))
-            raise Rejected(f"media_refs[{n}]: unsupported modality {name}") from None
+            raise Rejected(f"media_refs[{n}]: unsupported modality {name}")
+        kinds.append(kind)
     if item_limits:
         try:
             check_item_limits([k.value for k in kinds], item_limits, "this worker")

@@ -14,8 +14,15 @@ it and refuses them; ``media_refs`` it processes as such a worker would:
   prompt update refuses it;
 * each placeholder becomes :func:`tokens_for` ids (the stand-in's own count,
   one per 28×28 cell of each sampled frame);
-* the answer is read from the decoded media (the colours of each frame),
-  so what reached the worker decides what it says.
+* the answer is read from the decoded media (the colours of each frame,
+  the dominant pitch of each half second of a sound), so what reached the
+  worker decides what it says.
+
+Sound (AUDIO refs) comes this way for every model, a family's too: mmctl's
+families describe pixels, and a request with sound is worker-processed as a
+whole (:data:`mmctl.request.refs.SOUND_BY_WORKER`). A sound's placeholder
+becomes :func:`audio_tokens_for` ids (the stand-in's count: one per 40 ms, as
+a Whisper-style encoder's output frames).
 """
 
 from __future__ import annotations
@@ -44,22 +51,63 @@ if TYPE_CHECKING:
 TOKEN_KEYS = {
     MediaKind.IMAGE: ("image_token_index", "image_token_id"),
     MediaKind.VIDEO: ("video_token_index", "video_token_id"),
+    MediaKind.AUDIO: ("audio_token_index", "audio_token_id"),
 }
+#: Where an omni checkpoint's config.json nests the multimodal model's ids
+#: (Qwen2.5-Omni, Qwen3-Omni: the thinker's).
+NESTED_CONFIGS = ("thinker_config",)
+#: The stand-in's sound tokens: one per this many seconds.
+AUDIO_TOKEN_S = 0.04
+#: The answer's pitch windows.
+PITCH_WINDOW_S = 0.5
 #: Frames of a video the stand-in samples (uniformly).
 VIDEO_FRAMES = 8
 CELL = 28
 
 
 def placeholder_ids(config: Mapping[str, Any]) -> dict[MediaKind, int]:
-    """Each kind's placeholder id the model's config names (kinds it names none for: absent)."""
+    """Each kind's placeholder id the model's config names (kinds it names none for:
+    absent), at its top level or in an omni model's thinker config."""
+    scopes = [config, *(config.get(k) for k in NESTED_CONFIGS)]
     found = {}
     for kind, keys in TOKEN_KEYS.items():
-        for key in keys:
-            value = config.get(key)
-            if isinstance(value, int) and not isinstance(value, bool):
+        for scope in scopes:
+            if not isinstance(scope, Mapping):
+                continue
+            value = next((scope.get(k) for k in keys if _is_id(scope.get(k))), None)
+            if value is not None:
                 found[kind] = value
                 break
     return found
+
+
+def _is_id(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def audio_tokens_for(samples: int, rate: int) -> int:
+    """The stand-in's expansion of one sound: a token per 40 ms (at least one)."""
+    return max(1, -(-samples // max(1, round(rate * AUDIO_TOKEN_S))))
+
+
+def pitches(audio: np.ndarray, rate: int) -> list[str]:
+    """The dominant frequency of each half second (to 10 Hz), consecutive repeats merged."""
+    window = max(1, int(rate * PITCH_WINDOW_S))
+    out: list[str] = []
+    for start in range(0, len(audio), window):
+        part = audio[start : start + window]
+        if len(part) < window // 4 and out:
+            break  # a short tail says little; a whole short sound still counts
+        spectrum = np.abs(np.fft.rfft(part * np.hanning(len(part))))
+        spectrum[0] = 0.0  # the mean
+        if not spectrum.any():
+            name = "silence"
+        else:
+            hz = float(np.fft.rfftfreq(len(part), 1.0 / rate)[int(spectrum.argmax())])
+            name = f"{int(round(hz / 10.0) * 10)} Hz"
+        if not out or out[-1] != name:
+            out.append(name)
+    return out
 
 
 def tokens_for(frames: list[np.ndarray]) -> int:
@@ -84,9 +132,30 @@ def colours(frames: list[np.ndarray]) -> list[str]:
 
 
 @dataclass(frozen=True)
+class Decoded:
+    """One item as the stand-in reads it: a video's sampled frames (an image's
+    one), or a sound's mono waveform."""
+
+    frames: list[np.ndarray]
+    audio: np.ndarray | None = None
+    rate: int = 0
+
+    @property
+    def tokens(self) -> int:
+        if self.audio is not None:
+            return audio_tokens_for(len(self.audio), self.rate)
+        return tokens_for(self.frames)
+
+    def answer(self) -> list[str]:
+        if self.audio is not None:
+            return pitches(self.audio, self.rate)
+        return colours(self.frames)
+
+
+@dataclass(frozen=True)
 class Processed:
     ids: list[int]  # the prompt, each placeholder expanded
-    colours: list[list[str]]  # per item, in prompt order
+    colours: list[list[str]]  # per item, in prompt order: colours, or a sound's pitches
 
 
 def process(
@@ -100,11 +169,11 @@ def process(
         raise Rejected("media_refs is set but carries no items")
     kinds = []
     for n, ref in enumerate(req.media_refs.items):
-        try:
-            kinds.append(modality.from_wire(ref.modality))
-        except MmctlError:
+        kind = modality.ref_from_wire(ref.modality)
+        if kind is None:
             name = modality.WIRE_NAMES.get(ref.modality, str(ref.modality))
-            raise Rejected(f"media_refs[{n}]: unsupported modality {name}") from None
+            raise Rejected(f"media_refs[{n}]: unsupported modality {name}")
+        kinds.append(kind)
     if item_limits:
         try:
             check_item_limits([k.value for k in kinds], item_limits, "this worker")
@@ -125,26 +194,36 @@ def process(
                 f"media_refs: {wanted} {kind.value} item(s) but {found} {kind.value} "
                 f"placeholder(s) (id {tokens[kind]}) in the prompt"
             )
-    decoded: list[list[np.ndarray]] = []
+    decoded: list[Decoded] = []
     with tempfile.TemporaryDirectory(prefix="mmctl-stub-") as tmp:
         for n, (ref, kind) in enumerate(zip(req.media_refs.items, kinds, strict=True)):
             path = resolve(ref.url, kind, Path(tmp), allowed_dir, n)
             try:
-                decoded.append(_frames(path, kind))
+                decoded.append(_decode(path, kind))
             except MmctlError as err:
                 raise Rejected(f"media_refs[{n}]: {err.message}") from None
     expanded: list[int] = []
-    left = {kind: [f for f, k in zip(decoded, kinds, strict=True) if k is kind] for kind in tokens}
-    order: list[list[np.ndarray]] = []
+    left = {kind: [d for d, k in zip(decoded, kinds, strict=True) if k is kind] for kind in tokens}
+    order: list[Decoded] = []
     for token in ids:
         of = next((k for k, t in tokens.items() if t == token and k in kinds), None)
         if of is None:
             expanded.append(token)
             continue
-        frames = left[of].pop(0)  # as many as placeholders: counted above
-        order.append(frames)
-        expanded.extend([token] * tokens_for(frames))
-    return Processed(expanded, [colours(frames) for frames in order])
+        item = left[of].pop(0)  # as many as placeholders: counted above
+        order.append(item)
+        expanded.extend([token] * item.tokens)
+    return Processed(expanded, [item.answer() for item in order])
+
+
+def _decode(path: Path, kind: MediaKind) -> Decoded:
+    if kind is MediaKind.AUDIO:
+        from mmctl.media.audio import check_soundtrack, load_audio
+
+        check_soundtrack(path)  # the worker's limits, before the waveform is held
+        audio, info = load_audio(path)
+        return Decoded([], audio, info.sample_rate)
+    return Decoded(_frames(path, kind))
 
 
 def _frames(path: Path, kind: MediaKind) -> list[np.ndarray]:
@@ -169,7 +248,7 @@ def _frames(path: Path, kind: MediaKind) -> list[np.ndarray]:
 def echo(req: GenerateRequest, processed: Processed) -> str:
     """What arrived, for ``--answer echo``."""
     items = "; ".join(
-        f"{modality.of(modality.from_wire(ref.modality)).wire_name} by media_refs"
+        f"{modality.WIRE_NAMES.get(ref.modality, str(ref.modality))} by media_refs"
         for ref in req.media_refs.items
     )
     return f"{len(processed.ids)} prompt tokens; {items}"
