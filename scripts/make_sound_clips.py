@@ -22,44 +22,21 @@ from __future__ import annotations
 
 import hashlib
 import sys
-import wave
 from pathlib import Path
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from mmctl.media.synth import tones, write_sound  # noqa: E402
+
 MEDIA = ROOT / "tests" / "fixtures" / "media"
 SUMS = MEDIA / "SHA256SUMS"
 RATE = 16000
-
-
-def sine(hz: float, seconds: float) -> np.ndarray:
-    """A sine at half scale as int16 samples (exact: a function of its arguments only)."""
-    t = np.arange(round(RATE * seconds)) / RATE
-    return np.round(0.5 * 32767 * np.sin(2 * np.pi * hz * t)).astype(np.int16)
-
-
-def write_wav(path: Path, samples: np.ndarray) -> Path:
-    with wave.open(str(path), "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(RATE)
-        out.writeframes(samples.astype("<i2").tobytes())
-    return path
-
-
-def write_flac(path: Path, samples: np.ndarray) -> Path:
-    import av
-
-    with av.open(str(path), "w", format="flac") as out:
-        stream = out.add_stream("flac", rate=RATE, layout="mono")
-        frame = av.AudioFrame.from_ndarray(samples[None, :], format="s16", layout="mono")
-        frame.sample_rate = RATE
-        for packet in stream.encode(frame):
-            out.mux(packet)
-        for packet in stream.encode(None):
-            out.mux(packet)
-    return path
+CLIPS = {  # name: the tones one after another, seconds each
+    "sound_tone.wav": ((440,), 0.25),
+    "sound_tone_880.wav": ((880,), 0.25),
+    "sound_two_tone.flac": ((660, 990), 0.25),
+}
 
 
 def record_sums(paths: list[Path]) -> None:
@@ -74,13 +51,7 @@ def record_sums(paths: list[Path]) -> None:
 
 
 def main() -> int:
-    paths = [
-        write_wav(MEDIA / "sound_tone.wav", sine(440, 0.25)),
-        write_wav(MEDIA / "sound_tone_880.wav", sine(880, 0.25)),
-        write_flac(
-            MEDIA / "sound_two_tone.flac", np.concatenate([sine(660, 0.25), sine(990, 0.25)])
-        ),
-    ]
+    paths = [write_sound(MEDIA / name, tones(f, s, RATE), RATE) for name, (f, s) in CLIPS.items()]
     record_sums(paths)
     for path in paths:
         print(f"{path.stat().st_size:,}  {path.relative_to(ROOT)}")
