@@ -78,7 +78,7 @@ class AsyncClient:
     ) -> SendResult:
         timeline = Timeline()
         opts = SendOptions.of(prompt=prompt, **options)
-        inputs = await asyncio.to_thread(media_inputs, media)
+        inputs = await asyncio.to_thread(media_inputs, media, opts.soundtrack)
         return await self._send(
             opts, inputs, Hooks(on_text, on_frame, on_note, on_warning), timeline
         )

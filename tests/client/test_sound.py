@@ -255,3 +255,17 @@ def test_inspect_tokens_shows_each_sound_and_its_tokens(cli, sounds, picture):
     r = cli("inspect-tokens", picture, sounds["a440"], "--model-dir", GEMMA4)
     assert r.code == 0, r.err
     assert "→ 25 audio tokens (+2 markers)" in r.out and "decided by the worker" in r.out
+
+
+def test_the_async_client_sends_sound_and_a_soundtrack(sound_stub, sounds, talking_clip):
+    import asyncio
+
+    import mmctl
+
+    async def ask() -> list[str]:
+        async with mmctl.AsyncClient(sound_stub.running.address, model_dir=GEMMA4) as client:
+            one = await client.send(sounds["a440"], "Which pitch?")
+            two = await client.send(talking_clip, "What?", soundtrack=True)
+            return [one.answer, two.answer]
+
+    assert asyncio.run(ask()) == ["440 Hz", "green; 660 Hz"]
