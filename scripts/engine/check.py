@@ -12,7 +12,11 @@ real worker on 127.0.0.1, and for each case sends
   fetches them and runs vLLM's own processor,
 
 both greedy with top-k logprobs and prompt logprobs, and compares output ids,
-top-k logprobs and prompt logprobs exactly. The offline reference
+top-k logprobs and prompt logprobs exactly. A case with sound is mmctl's
+worker-processed request (media_refs as ``data:`` or ``file:`` URLs, the
+prompt by the model's chat template), so its reference is vLLM's offline chat
+instead (``offline.py``: ``LLM.chat`` with OpenAI ``input_audio``/``audio_url``
+content parts: vLLM's own prompt rendering, audio loading and processing). The offline reference
 (``offline.py``: ``vllm.LLM.generate``, the media loaded by vLLM's connector
 with the model's video processor named) runs in the background for the cases
 a family lists, after its first worker's cases. Workers start ``--workers``
@@ -46,7 +50,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 
-from families import FAMILIES, Case, Family, Worker  # noqa: E402
+from families import CHAT_FORMS, FAMILIES, Case, Family, Worker  # noqa: E402
 from vllm_worker import Engine, EngineWorker, engine_args, engine_settings  # noqa: E402
 
 from mmctl.settings import CACHE_DIR  # noqa: E402
@@ -247,13 +251,25 @@ class Sender:
 
     def reference(self, media: list[Path]) -> Outcome:
         """The same media and prompt as media_refs: vLLM's own processing in the worker."""
+        req = self._worker_request(media)
+        return Outcome.from_complete(self._generate(req.SerializeToString(), req.request_id))
+
+    def sound_request(self, media: list[Path], ref: str) -> tuple[Outcome, dict[str, Any]]:
+        """mmctl's request for a case with sound: worker-processed as a whole
+        (media_refs, each medium a ``ref`` URL: "data" or "file"); returns the
+        outcome and what it sent."""
+        req = self._worker_request(media, media_ref=ref)
+        sent = sound_facts(req, len(media), ref)
+        return Outcome.from_complete(self._generate(req.SerializeToString(), req.request_id)), sent
+
+    def _worker_request(self, media: list[Path], **options: Any) -> Any:
         from mmctl.wire import proto
 
-        ready = self._prepare(media, processing="worker")
+        ready = self._prepare(media, processing="worker", **options)
         ready.arena.close()
         req = proto.engine_pb2.GenerateRequest.FromString(ready.data)
         _ask_logprobs(req)
-        return Outcome.from_complete(self._generate(req.SerializeToString(), req.request_id))
+        return req
 
     def unexpanded_prompt(self, media: list[Path]) -> list[int]:
         from mmctl.wire import proto
@@ -381,6 +397,29 @@ def _encoder_facts(req: Any, ready: Any) -> dict[str, Any]:
     return facts
 
 
+def sound_facts(req: Any, count: int, ref: str) -> dict[str, Any]:
+    """What mmctl's request with sound carries: its media_refs (modality and URL
+    scheme of each), no tensors. Raises when it is not the worker-processed
+    request of ``count`` media as ``ref`` URLs (the check would compare
+    something else)."""
+    from mmctl.wire import proto
+
+    items = [
+        {
+            "modality": proto.common_pb2.Modality.Name(item.modality),
+            "scheme": item.url.split(":")[0],
+        }
+        for item in req.media_refs.items
+    ]
+    if req.HasField("mm_inputs") or len(items) != count:
+        raise RuntimeError(f"not a worker-processed request of {count} media_refs: {items}")
+    if {i["scheme"] for i in items} != {ref}:
+        raise RuntimeError(f"media_refs not all {ref}: URLs: {items}")
+    if "AUDIO" not in {i["modality"] for i in items}:
+        raise RuntimeError(f"no AUDIO media_ref: {items}")
+    return {"prompt_tokens": len(req.tokenized.input_ids), "media_refs": items}
+
+
 def _kinds(media: list[Path]) -> list[str]:
     from mmctl.media.probe import check_media
 
@@ -480,6 +519,18 @@ def run_cases(
         for case in family.cases:
             media = [ROOT / m for m in case.media]
             t0 = time.monotonic()
+            if case.sound:
+                # Checked against vLLM's offline chat (finish_offline); here
+                # only mmctl's side, by the key the offline run writes.
+                sent = [ROOT / m for m in case.sent_media]
+                for transport in case.transports:
+                    mine, facts = sender.sound_request(sent, transport)
+                    inline[sound_key(case, transport)] = (mine, facts, [])
+                    log(
+                        f"{slot.label}: {case.name} {transport}: {len(mine.prompt_ids)} "
+                        f"prompt tokens, output {mine.output_ids}"
+                    )
+                continue
             ref = sender.reference(media)
             for transport in case.transports:
                 mine, encoder = sender.mmctl_request(media, transport, case)
@@ -498,6 +549,12 @@ def run_cases(
     finally:
         sender.close()
     return inline
+
+
+def sound_key(case: Case, transport: str) -> str:
+    """A sound case's outcome under one of mmctl's media_ref forms, named as
+    offline.py names the chat form it is checked against."""
+    return f"{case.name} {CHAT_FORMS[transport]}"
 
 
 def stop(procs: list[Engine]) -> None:
@@ -566,14 +623,7 @@ def start_offline(
         ),
         "max_tokens": MAX_TOKENS,
         "top_k": TOP_K,
-        "cases": [
-            {
-                "name": c.name,
-                "media": [str(ROOT / m) for m in c.media],
-                "prompt_ids": inline[c.name][2],
-            }
-            for c in cases
-        ],
+        "cases": [_offline_case(c, inline) for c in cases],
     }
     stem = f"offline-{family.name}-{worker.model_dtype}"
     job_path, out_path = work / f"{stem}.job.json", work / f"{stem}.out.json"
@@ -592,6 +642,18 @@ def start_offline(
     return Offline(slot, cases, mine, proc, out_path)
 
 
+def _offline_case(
+    case: Case, inline: dict[str, tuple[Outcome, dict[str, Any], list[int]]]
+) -> dict[str, Any]:
+    """One case of offline.py's job: a sound case as a chat in each of its
+    forms, any other as mmctl's unexpanded prompt ids."""
+    media = [str(ROOT / m) for m in case.media]
+    if case.sound:
+        forms = [CHAT_FORMS[t] for t in case.transports]
+        return {"name": case.name, "media": media, "chat": PROMPT, "forms": forms}
+    return {"name": case.name, "media": media, "prompt_ids": inline[case.name][2]}
+
+
 def finish_offline(off: Offline, results: list[CaseResult], timings: dict[str, float]) -> None:
     code = off.proc.wait(OFFLINE_TIMEOUT_S)
     if code != 0:
@@ -599,9 +661,19 @@ def finish_offline(off: Offline, results: list[CaseResult], timings: dict[str, f
     timings[f"offline {off.slot.label}"] = round(time.monotonic() - off.proc.t_start, 1)
     outcomes = json.loads(off.out.read_text())
     for case in off.cases:
+        media = [ROOT / m for m in case.media]
+        if case.sound:
+            for transport in case.transports:
+                key = sound_key(case, transport)
+                mine, sent = off.inline[key]
+                ref = Outcome.from_doc(outcomes[key])
+                results.append(
+                    _result(off.slot, case, media, transport, "offline-chat", mine, ref, sent, 0.0)
+                )
+                log(_line(results[-1]))
+            continue
         mine, encoder = off.inline[case.name]
         ref = Outcome.from_doc(outcomes[case.name])
-        media = [ROOT / m for m in case.media]
         results.append(_result(off.slot, case, media, "inline", "offline", mine, ref, encoder, 0.0))
         log(_line(results[-1]))
 

