@@ -32,7 +32,7 @@ import math
 from pathlib import Path
 
 import numpy as np
-from glm_golden import decode_all, expand
+from families.glm_golden import decode_all, expand
 
 #: ``Glm5NextProcessingInfo.get_hf_processor``'s cap on the video budget.
 MAX_VIDEO_TOKENS = 30000
