@@ -90,20 +90,9 @@ class Glm5NextVision(PatchSteps):
         "image_mean": kinds.CLIP_MEAN,
         "image_std": kinds.CLIP_STD,
     }
-    #: vLLM samples frames itself and tells the processor whether to sample
-    #: again; ``size`` is a placeholder both classes ignore (their budgets are
-    #: the token keys); the rest are sampling inputs no GLM-5-Next path reads.
-    INERT: ClassVar[frozenset[str]] = frozenset(
-        {
-            "do_sample_frames",
-            "return_metadata",
-            "video_metadata",
-            "num_frames",
-            "max_image_size",
-            "default_to_square",
-            "size",
-        }
-    )
+    #: GLM-4.1V/4.6V's (vLLM samples frames itself; sampling inputs no path reads),
+    #: and ``size``: a placeholder both classes ignore (their budgets are the token keys).
+    INERT: ClassVar[frozenset[str]] = glm4v.GlmVision.INERT | {"size"}
 
     image_min_tokens: int = setting(IMAGE, "min_image_tokens", 16, _MIN_TOKENS)
     image_max_tokens: int = setting(IMAGE, "max_image_tokens", 8000, _MAX_TOKENS)

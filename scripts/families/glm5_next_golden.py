@@ -27,12 +27,12 @@ vLLM's own code on them.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from pathlib import Path
 
 import numpy as np
-from families.glm_golden import decode_all, expand
+from families.glm_golden import VideoRules, decode_all
+from families.glm_golden import golden as glm_golden
 
 #: ``Glm5NextProcessingInfo.get_hf_processor``'s cap on the video budget.
 MAX_VIDEO_TOKENS = 30000
@@ -119,76 +119,12 @@ def video_ids(config: dict, grid, stamps: list[int], tokenizer) -> list[int]:
     return out
 
 
-def golden(processor, config: dict, media: list, prompt: str, record) -> dict:
-    """One golden. ``media``: [("image", PIL image, name, sha) | ("video", path, name, sha)].
-    ``record(prefix, array, out)`` writes a tensor as make_family_fixtures does."""
-    import torch
-    from transformers.video_utils import VideoMetadata
+RULES = VideoRules(load=load_video, seconds=seconds, ids=video_ids)
 
+
+def golden(processor, config: dict, media: list, prompt: str, record) -> dict:
+    """One golden, GLM's (glm_golden.golden) with GLM-5-Next's video rules, after
+    ``get_hf_processor``'s cap on the video budget."""
     vp = processor.video_processor
     vp.max_image_tokens = min(vp.max_image_tokens, MAX_VIDEO_TOKENS)
-    images, videos, content, out = [], [], [], {}
-    for kind, item, _name, _sha in media:
-        if kind == "image":
-            images.append(item)
-            content.append({"type": "image"})
-        else:
-            videos.append(load_video(item))
-            content.append({"type": "video"})
-    content.append({"type": "text", "text": prompt})
-    text = processor.apply_chat_template(
-        [{"role": "user", "content": content}], add_generation_prompt=True, tokenize=False
-    )
-    kwargs: dict = {"text": [text], "add_special_tokens": False, "return_tensors": "pt"}
-    if images:
-        kwargs["images"] = images
-    if videos:
-        assert len(videos) == 1, "vLLM's GLM processing takes at most one video per prompt"
-        video = videos[0]
-        meta = {k: v for k, v in video["metadata"].items() if k != "do_sample_frames"}
-        kwargs["videos"] = [video["frames"]]
-        kwargs["video_metadata"] = [VideoMetadata(**meta)]
-        kwargs["do_sample_frames"] = video["metadata"]["do_sample_frames"]
-        kwargs["return_metadata"] = True
-    result = processor(**kwargs)
-    tokenizer = processor.tokenizer
-    plain = tokenizer(text, add_special_tokens=False)["input_ids"]
-    ids = [int(i) for i in result["input_ids"][0]]
-    expansions = []
-    for n, video in enumerate(videos):
-        grid = result["video_grid_thw"][n]
-        stamps = seconds(video["metadata"], len(video["frames"]), processor)
-        expansions.append(video_ids(config, grid, stamps, tokenizer))
-        kept = [int(i) for i in result["video_metadata"][n].frames_indices]
-        out[f"video{n}_loader_indices"] = np.asarray(video["asked"], dtype=np.int64)
-        out[f"video{n}_indices"] = np.asarray(kept, dtype=np.int64)
-        out[f"video{n}_total_frames"] = np.int64(video["metadata"]["total_num_frames"])
-        out[f"video{n}_fps"] = np.float64(video["metadata"]["fps"])
-        out[f"video{n}_do_sample_frames"] = np.bool_(video["metadata"]["do_sample_frames"])
-        out[f"video{n}_seconds"] = np.asarray(stamps, dtype=np.int64)
-        out[f"video{n}_frames_sha256"] = np.asarray(
-            hashlib.sha256(np.ascontiguousarray(video["frames"]).tobytes()).hexdigest()
-        )
-    image_grids = result["image_grid_thw"].tolist() if images else []
-    vllm_ids = expand(plain, config, image_grids, expansions)
-    out.update(
-        text=np.asarray(text),
-        prompt=np.asarray(prompt),
-        media=np.asarray([m[2] for m in media]),
-        media_sha256=np.asarray([m[3] for m in media]),
-        template_ids=np.asarray(plain, dtype=np.int64),
-        input_ids=np.asarray(ids, dtype=np.int64),
-        vllm_input_ids=np.asarray(vllm_ids, dtype=np.int64),
-        vllm_equals_hf=np.bool_(vllm_ids == ids),
-    )
-    if images:
-        out["image_sizes_hw"] = np.asarray([[i.size[1], i.size[0]] for i in images], np.int64)
-    for key, value in result.items():
-        if key in ("input_ids", "attention_mask", "mm_token_type_ids", "video_metadata"):
-            continue
-        if isinstance(value, torch.Tensor) and value.is_floating_point():
-            out[f"{key}_source_dtype"] = np.asarray(str(value.dtype))
-            record(key, value.to(torch.float32).numpy(), out)
-        else:
-            record(key, np.asarray(value), out)
-    return out
+    return glm_golden("glm5_next", processor, config, media, prompt, record, RULES)
