@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "fixtures"), str(ROOT / "scripts")]
 
 import hf_cases  # noqa: E402
-from families import gemma4_reference, glm_golden  # noqa: E402
+from families import gemma4_reference, glm5_next_golden, glm_golden  # noqa: E402
 
 FAMILIES = ROOT / "tests" / "fixtures" / "families"
 OUT = FAMILIES / "goldens"
@@ -121,6 +121,13 @@ GLM_CASES = (
 )
 CASES["glm4v"] = GLM_CASES
 CASES["glm46v"] = GLM_CASES
+# GLM-5-Next (scripts/families/glm5_next_golden.py): GLM's cases, and a 0.6 s clip, of
+# which its loader keeps one frame (padded to a temporal patch; one_frame.mp4's 0.1 s
+# keeps none, and vLLM refuses it).
+CASES["glm5_next"] = [
+    *GLM_CASES,
+    ("video-min_frames", ("v:min_frames",)),
+]
 # InternVL reads the same media as OneVision: every image, two images, the clips, both kinds.
 CASES["internvl"] = list(CASES["llava_onevision"])
 
@@ -526,13 +533,15 @@ def load_media(media: tuple[str, ...]) -> Loaded:
 def family_golden(family: str, processor, media: tuple[str, ...]) -> dict:
     folder = FAMILIES / family
     config = json.loads((folder / "config.json").read_text())
-    if family in glm_golden.VARIANTS:
+    if family in glm_golden.VARIANTS or family == "glm5_next":
         glm_items = []
         for name in media:
             case = VIDEOS[name[2:]] if name.startswith("v:") else IMAGES[name]
             path = hf_cases.media_path(case)
             item = ("video", path) if name.startswith("v:") else ("image", load_image(path))
             glm_items.append((*item, path.name, hf_cases.sha256_of(path)))
+        if family == "glm5_next":
+            return glm5_next_golden.golden(processor, config, glm_items, PROMPT, tensor_record)
         return glm_golden.golden(family, processor, config, glm_items, PROMPT, tensor_record)
     loaded = load_media(media)
     images, videos, content, items, out = (
@@ -825,7 +834,9 @@ def _check_media() -> None:
             sys.exit(f"{path} does not match media/SHA256SUMS")
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
     import av
     import PIL
     import tokenizers
@@ -834,6 +845,15 @@ def main() -> int:
     import transformers
     from transformers import AutoProcessor
 
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=sorted(CASES),
+        metavar="MODEL_TYPE",
+        help="write only this family's goldens (repeatable); versions.json keeps the others'",
+    )
+    only = parser.parse_args(argv).only
     _check_media()
     torch.set_num_threads(1)  # one thread: the same float sums on any machine
     versions = {
@@ -847,7 +867,20 @@ def main() -> int:
     }
     OUT.mkdir(parents=True, exist_ok=True)
     written, classes, mismatches = [], {}, []
+    if only:  # the other families' goldens stay as they are, and so does their record
+        kept = json.loads((OUT / "versions.json").read_text())
+        # The releases must be the same; a build's local label (torch's "+cu130": the
+        # CPU kernels these goldens run are one) may differ, and stays as recorded.
+        release = {k: v.split("+")[0] for k, v in versions.items()}
+        assert release == {k: v.split("+")[0] for k, v in kept["versions"].items()}, kept
+        versions = kept["versions"]
+        classes = {k: v for k, v in kept["classes"].items() if k not in only}
+        owner = {f: f.split("-", 1)[0] for f in kept["files"]}
+        written = [f for f in kept["files"] if owner[f] not in only]
+        mismatches = [f for f in kept["vllm_differs_from_hf"] if owner[f] not in only]
     for family, cases in CASES.items():
+        if only and family not in only:
+            continue
         if family == "internvl":
             processor = internvl_processor(FAMILIES / family)
         else:
@@ -874,6 +907,14 @@ def main() -> int:
                 mismatches.append(file)
             shapes = {k[:-6]: record[k].tolist() for k in record if k.endswith("_shape")}
             print(f"{file}: {len(record['input_ids'])} ids {shapes}", flush=True)
+    order = list(CASES)  # the record in CASES's order, whichever families were written
+
+    def rank(file: str) -> int:
+        return order.index(file.split("-", 1)[0])
+
+    written.sort(key=rank)
+    mismatches.sort(key=rank)
+    classes = {family: classes[family] for family in order if family in classes}
     (OUT / "versions.json").write_text(
         json.dumps(
             {

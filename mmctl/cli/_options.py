@@ -360,7 +360,8 @@ FamilyOpt = Annotated[
         "--family",
         metavar="NAME",
         help="Model family: qwen3-vl, qwen3.5, qwen2.5-vl, llava, llava-next, llava-onevision, "
-        "llama4, glm4v, gemma4 or internvl." + default_text("from config.json, else qwen3-vl"),
+        "llama4, glm4v, glm5-next, gemma4 or internvl."
+        + default_text("from config.json, else qwen3-vl"),
         show_default=False,
     ),
 ]

@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -231,18 +231,23 @@ class GlmTokens(Settings):
         return frozenset(vars(self).values())
 
 
-def glm_tokens(config: Mapping[str, Any], vocab: Callable[[str], int | None]) -> GlmTokens:
+def glm_tokens(
+    config: Mapping[str, Any],
+    vocab: Callable[[str], int | None],
+    cls: type[GlmTokens] = GlmTokens,
+) -> GlmTokens:
     """The family's :class:`~mmctl.models.family.TokenReader`: all six ids from
-    config.json (the two model types' config classes default differently, so
-    none is guessed), checked against the tokenizer where vLLM reads that one."""
+    config.json (the model types' config classes default differently, so
+    none is guessed), checked against the tokenizer where vLLM reads that one;
+    ``cls`` holds the published ids (a folder without config.json)."""
     if config:
         missing = [k for k in TOKEN_KEYS if k not in config]
         if missing:
             raise InputError(
                 f"config.json lacks {', '.join(missing)}",
-                hint="GLM-4.1V/4.6V checkpoints name all six; pass --family only over such a folder",
+                hint="GLM checkpoints name all six; pass --family only over such a folder",
             )
-    ids: GlmTokens = GlmTokens.resolve(ModelFiles(config=config), "GLM").settings
+    ids: GlmTokens = cls.resolve(ModelFiles(config=config), "GLM").settings
     check_vocab(ids, VOCAB, vocab)
     return ids
 
@@ -385,13 +390,25 @@ def patch_seconds(indices: Sequence[int], fps: float) -> list[int]:
 # ---- the prompt -------------------------------------------------------------------
 
 
-def timestamp_text(second: int, s: GlmVision) -> str:
+@runtime_checkable
+class GlmSettings(Protocol):
+    """What GLM's prompt reads of a family's settings (GLM-4.1V/4.6V's, GLM-5-Next's)."""
+
+    @property
+    def variant(self) -> str:
+        """``glm4v`` writes bare seconds after each frame; the others ``"3.0 seconds"``."""
+        ...
+
+    def tokens_for_grid(self, grid_thw: tuple[int, int, int]) -> int: ...
+
+
+def timestamp_text(second: int, s: GlmSettings) -> str:
     """The text after each frame, tokenized on its own: ``"3"`` (GLM-4.1V) or
     ``"3.0 seconds"`` (GLM-4.6V; vLLM writes whole seconds, HF the exact time)."""
     return str(second) if s.variant == "glm4v" else f"{second:.1f} seconds"
 
 
-def image_replacement(grid: tuple[int, int, int], s: GlmVision, ids: GlmTokens) -> list[int]:
+def image_replacement(grid: tuple[int, int, int], s: GlmSettings, ids: GlmTokens) -> list[int]:
     """``t*h*w/4`` x ``<|image|>`` (every one an embedding position)."""
     return [ids.image_token_id] * s.tokens_for_grid(grid)
 
@@ -400,7 +417,7 @@ def video_replacement(
     grid: tuple[int, int, int],
     seconds: Sequence[int],
     encode: Callable[[str], Sequence[int]],
-    s: GlmVision,
+    s: GlmSettings,
     ids: GlmTokens,
 ) -> list[int]:
     """``_construct_video_placeholder``: ``<|begin_of_video|>``, then per temporal patch
@@ -421,7 +438,7 @@ def video_replacement(
     return out
 
 
-def span_problem(got: Sequence[int], item: ItemFacts, s: GlmVision, ids: GlmTokens) -> str | None:
+def span_problem(got: Sequence[int], item: ItemFacts, s: GlmSettings, ids: GlmTokens) -> str | None:
     """What in one item's span vLLM's GLM model would not read as its item, or
     ``None``. An image is one run of ``h*w/4`` ``<|image|>`` (``iter_mm_grid_thw``
     asserts it); a video is ``<|begin_of_video|>``, ``t`` blocks of
@@ -462,9 +479,9 @@ def span_problem(got: Sequence[int], item: ItemFacts, s: GlmVision, ids: GlmToke
     return None
 
 
-def _settings(model: ModelView) -> tuple[GlmVision, GlmTokens]:
+def _settings(model: ModelView) -> tuple[GlmSettings, GlmTokens]:
     s, ids = model.params, model.token_ids
-    assert isinstance(s, GlmVision) and isinstance(ids, GlmTokens), "a GLM model"
+    assert isinstance(s, GlmSettings) and isinstance(ids, GlmTokens), "a GLM model"
     return s, ids
 
 
@@ -521,7 +538,7 @@ class GlmPrompt:
         videos = sum(1 for it in items if it.kind is MediaKind.VIDEO)
         if videos > 1:
             raise InputError(
-                f"{videos} videos in one prompt; vLLM's GLM-4.1V/4.6V processing takes one",
+                f"{videos} videos in one prompt; vLLM's GLM processing takes one",
                 hint="send each video in its own request",
             )
         encode = model.tokenizer.encode_cached
@@ -584,6 +601,12 @@ class GlmVariant:
         self, num_frames: int, height: int, width: int, vision: GlmVision
     ) -> tuple[int, int]:
         return video_size(num_frames, height, width, vision)
+
+    def content_size(
+        self, kind: MediaKind, canvas: tuple[int, int], num_frames: int, height: int, width: int,
+        vision: GlmVision,
+    ) -> tuple[int, int]:  # fmt: skip
+        return canvas  # resized to fill it
 
     def image_size(self, height: int, width: int, vision: GlmVision) -> tuple[int, int]:
         return image_size(height, width, vision)

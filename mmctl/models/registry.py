@@ -5,7 +5,7 @@ primary family and its matcher is the narrower one (``Qwen3VL*``); the
 Qwen2 matcher must not see a Qwen3 config first. The LLaVA families match
 their ``model_type`` exactly (``llava`` must not take ``llava_next``'s or
 OneVision's folders, as smg's name-based matcher does). GLM matches its
-two model types exactly; which GLM processing (4.1V or 4.6V) a folder gets is
+model types exactly (GLM-5-Next's ``glm5_next`` its own); which GLM processing (4.1V or 4.6V) a folder gets is
 its processor class's, read with its settings (vLLM decides it so too).
 InternVL matches ``internvl`` (the transformers format) only: the remote-code
 ``internvl_chat`` folders are another processing in vLLM (``internvl.py``).
@@ -18,7 +18,16 @@ from typing import Any
 
 from mmctl.errors import InputError, UnknownFamily, UsageError
 from mmctl.media.probe import MediaKind
-from mmctl.models import gemma4, glm4v, internvl, llama4, llava, llava_next, llava_onevision
+from mmctl.models import (
+    gemma4,
+    glm4v,
+    glm5_next,
+    internvl,
+    llama4,
+    llava,
+    llava_next,
+    llava_onevision,
+)
 from mmctl.models.family import Family
 from mmctl.models.qwen_vl import qwen2_vl, qwen3_5, qwen3_vl
 
@@ -31,6 +40,7 @@ FAMILIES: tuple[Family, ...] = (
     llava_onevision.FAMILY,
     llama4.FAMILY,
     glm4v.FAMILY,
+    glm5_next.FAMILY,
     gemma4.FAMILY,
     internvl.FAMILY,
 )

@@ -28,7 +28,10 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -191,20 +194,52 @@ def expand(template_ids: list[int], config: dict, image_grids, video_items) -> l
     return out
 
 
-def golden(family: str, processor, config: dict, media: list, prompt: str, record) -> dict:
+@dataclass(frozen=True)
+class VideoRules:
+    """What differs between the GLM processings' videos: vLLM's loader, its
+    timestamps, its placeholder (GLM-5-Next brings its own: glm5_next_golden.py)."""
+
+    #: path -> vLLM's loader result (``frames``, ``asked``, ``metadata``)
+    load: Callable[[Path], dict]
+    #: (loader metadata, frames handed to HF, processor) -> each temporal patch's second
+    seconds: Callable[[dict, int, Any], list[int]]
+    #: (config, grid, seconds, tokenizer) -> the video's prompt ids
+    ids: Callable[[dict, Any, list[int], Any], list[int]]
+
+
+def rules(family: str) -> VideoRules:
+    """GLM-4.1V's or GLM-4.6V's."""
+    variant, _ = VARIANTS[family]
+    return VideoRules(
+        load=lambda path: load_video(path, variant),
+        seconds=lambda metadata, _frames, processor: seconds(variant, metadata, processor),
+        ids=lambda config, grid, stamps, tok: video_ids(variant, config, grid, stamps, tok),
+    )
+
+
+def golden(
+    family: str,
+    processor,
+    config: dict,
+    media: list,
+    prompt: str,
+    record,
+    video: VideoRules | None = None,
+) -> dict:
     """One golden. ``media``: [("image", PIL image, name, sha) | ("video", path, name, sha)].
-    ``record(prefix, array, out)`` writes a tensor as make_family_fixtures does."""
+    ``record(prefix, array, out)`` writes a tensor as make_family_fixtures does;
+    ``video``: the family's rules (GLM-4.1V's or 4.6V's by ``family`` when none)."""
     import torch
     from transformers.video_utils import VideoMetadata
 
-    variant, _ = VARIANTS[family]
+    video_rules = video or rules(family)
     images, videos, content, out = [], [], [], {}
     for kind, item, _name, _sha in media:
         if kind == "image":
             images.append(item)
             content.append({"type": "image"})
         else:
-            videos.append(load_video(item, variant))
+            videos.append(video_rules.load(item))
             content.append({"type": "video"})
     content.append({"type": "text", "text": prompt})
     text = processor.apply_chat_template(
@@ -229,8 +264,8 @@ def golden(family: str, processor, config: dict, media: list, prompt: str, recor
     video_expansions = []
     for n, video in enumerate(videos):
         grid = result["video_grid_thw"][n]
-        stamps = seconds(variant, video["metadata"], processor)
-        video_expansions.append(video_ids(variant, config, grid, stamps, tokenizer))
+        stamps = video_rules.seconds(video["metadata"], len(video["frames"]), processor)
+        video_expansions.append(video_rules.ids(config, grid, stamps, tokenizer))
         hf_meta = result["video_metadata"][n]
         kept = [int(i) for i in hf_meta.frames_indices]
         out[f"video{n}_loader_indices"] = np.asarray(video["asked"], dtype=np.int64)

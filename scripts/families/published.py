@@ -1346,3 +1346,71 @@ GLM46V = {
     "tokenizer_config": _glm_tokenizer_config("Glm46VProcessor", 131072),
     "special_tokens": GLM45_SPECIAL_TOKENS,
 }
+
+
+# ---- GLM-5-Next (glm5_next: GLM-5.3-Flash) ----
+#
+# The checkpoint's files are not reachable here (scripts/families/glm5_next.md, "Model
+# folder"). What each value rests on: the token ids are transformers 5.20.2's
+# ``Glm5NextConfig`` defaults (the GLM-4.5 specials from 154820, its text config's
+# ``pad_token_id``: ``<|image|>`` = 154854, as GLM-4.6V's is the 34th from 151329);
+# processor_config.json is the checkpoint's as public tests quote it (nested image and
+# video processors: token budgets 16..8000 and 16..240000, patch_expand_factor 1, fps 2,
+# no ``size``); the rest of config.json is the config classes' defaults, only the keys
+# the processing reads written out; the template is GLM-4.6V's (the GLM-5 one is not
+# quoted anywhere reachable; which template a folder has changes only the text around
+# the placeholders, and mmctl renders the folder's own).
+GLM5_SPECIAL_START = 154820
+GLM5_NEXT_PROCESSOR = {
+    "do_rescale": True,
+    "patch_expand_factor": 1,
+    "merge_size": 2,
+    "image_mean": CLIP_MEAN,
+    "image_std": CLIP_STD,
+    "temporal_patch_size": 2,
+    "patch_size": 14,
+    "min_image_tokens": 16,
+}
+GLM5_NEXT = {
+    "files": {
+        "config.json": {
+            "architectures": ["Glm5NextForConditionalGeneration"],
+            "image_end_token_id": 154831,
+            "image_start_token_id": 154830,
+            "image_token_id": 154854,
+            "model_type": "glm5_next",
+            "text_config": {
+                "model_type": "glm5_next_text",
+                "pad_token_id": 154820,
+                "vocab_size": 154880,
+            },
+            "tie_word_embeddings": False,
+            "video_end_token_id": 154833,
+            "video_start_token_id": 154832,
+            "video_token_id": 154855,
+            "vision_config": {
+                "model_type": "glm5_next_vision",
+                "patch_size": 14,
+                "spatial_merge_size": 2,
+                "temporal_patch_size": 2,
+            },
+        },
+        "processor_config.json": {
+            "image_processor": {
+                **GLM5_NEXT_PROCESSOR,
+                "max_image_tokens": 8000,
+                "image_processor_type": "Glm5NextImageProcessor",
+            },
+            "processor_class": "Glm5NextProcessor",
+            "video_processor": {
+                **GLM5_NEXT_PROCESSOR,
+                "max_image_tokens": 240000,
+                "fps": 2,
+                "video_processor_type": "Glm5NextVideoProcessor",
+            },
+        },
+        "chat_template.jinja": GLM46V_TEMPLATE,
+    },
+    "tokenizer_config": _glm_tokenizer_config("Glm5NextProcessor", 1048576),
+    "special_tokens": GLM45_SPECIAL_TOKENS,
+}

@@ -1,4 +1,4 @@
-"""``mmctl build``'s requests for the LLaVA families, Llama 4, GLM-4.1V/4.6V, Gemma 4 and Qwen3.5 against the goldens.
+"""``mmctl build``'s requests for the LLaVA families, Llama 4, GLM-4.1V/4.6V, GLM-5-Next, Gemma 4 and Qwen3.5 against the goldens.
 
 Each golden (``scripts/make_family_fixtures.py``: transformers 5.20.2's fast
 processors, vLLM 0.33's expansion; ``scripts/families/vllm_check.py`` ran vLLM's
@@ -44,6 +44,7 @@ MODEL_TYPES = (
     "llava_onevision",
     "glm4v",
     "glm46v",
+    "glm5_next",
     "gemma4",
     "qwen3_5",
     "internvl",
@@ -112,8 +113,8 @@ def models(tmp_path_factory) -> dict:
 
 def test_every_family_has_goldens():
     assert {_family(g) for g in GOLDENS} == set(MODEL_TYPES)
-    assert len(GOLDENS) == 168
-    assert len(REQUESTS) == 192  # Qwen3.5's 24 twice
+    assert len(GOLDENS) == 192
+    assert len(REQUESTS) == 216  # Qwen3.5's 24 twice
 
 
 def test_the_family_comes_from_config_json(models):
@@ -126,6 +127,7 @@ def test_the_family_comes_from_config_json(models):
         # vLLM's processor class, not the model type, picks GLM's processing.
         "glm4v": "glm4v",
         "glm46v": "glm4v",
+        "glm5_next": "glm5-next",
         "gemma4": "gemma4",
         "internvl": "internvl",
         # Qwen3-VL's processing under its own name, with its folder's ids.

@@ -1,7 +1,8 @@
 """The smg gateway 1.13.0 as a peer client of the stub serving the other families.
 
-The gateway serves LLaVA, LLaVA-NeXT, Llama 4, Gemma 4 and Qwen3.5 (not OneVision,
-GLM-4.1V/4.6V or InternVL); for each
+The gateway serves LLaVA, LLaVA-NeXT, Llama 4, Gemma 4, Qwen3.5 and GLM-5-Next's
+images (not OneVision, GLM-4.1V/4.6V or InternVL, nor GLM-5-Next's video as vLLM
+lays it out); for each
 it builds the request itself from the same published-values folder
 (``tests/fixtures/families/``). Where its layout is vLLM's, the stub accepts
 the request and it equals mmctl's in prompt ids, placeholders, ``im_token_id``
@@ -43,6 +44,7 @@ PUBLISHED = {
     "llava_onevision": "llava-hf/llava-onevision-qwen2-7b-ov-hf",
     "glm4v": "zai-org/GLM-4.1V-9B-Thinking",
     "glm46v": "zai-org/GLM-4.6V",
+    "glm5_next": "zai-org/GLM-5.3-Flash",
     "gemma4": "google/gemma-4-31B-it",
     "qwen3_5": "Qwen/Qwen3.5-0.8B",
     "internvl": "OpenGVLab/InternVL3-1B-hf",
@@ -242,3 +244,62 @@ def test_the_gateway_s_qwen3_5_equals_mmctl_but_for_one_video_key(smg_exe, tmp_p
             for key in set(a) & set(b):
                 assert a[key][0] == b[key][0], (case, key)
                 assert np.array_equal(a[key][1], b[key][1]), (case, key)
+
+
+def _bf16(bits: np.ndarray) -> np.ndarray:
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+def test_the_gateway_s_glm5_next_images_equal_mmctl_but_for_bf16_rounding(smg_exe, tmp_path):
+    """smg 1.13.0 serves GLM-5-Next with its GLM-5.3-Flash processor (picked by
+    ``glm-5.3-flash`` in the model name). Two images: prompt ids, placeholders,
+    ``im_token_id``, key lists and grids equal mmctl's (vLLM's: the goldens);
+    the pixels (bf16, a worker without device normalization) equal too for
+    shrink.jpg and differ by one bf16 step (0.03125) in 32 of rgb_odd.png's 96
+    rows, where mmctl's float32 equal HF's bit for bit (test_family_requests) and
+    are rounded as torch rounds them."""
+    paths = [FIXTURES / "media" / name for name in ("rgb_odd.png", "shrink.jpg")]
+    with _gateway(smg_exe, "glm5_next", tmp_path) as pair:
+        status, body = _chat(pair.http, PUBLISHED["glm5_next"], paths)
+        assert status == 200, f"{body}\n{pair.log.getvalue()}"
+        [recorded] = pair.recorded()
+        mine = pair.client.build(paths, prompt=PROMPT).request
+    gateway = read_request(recorded)
+    assert list(gateway.tokenized.input_ids) == list(mine.tokenized.input_ids)
+    [theirs], [ours] = batches(gateway), batches(mine)
+    assert (theirs.modality, theirs.im_token_id) == (ours.modality, ours.im_token_id)
+    assert [(p.offset, p.length) for p in theirs.mm_placeholders] == [
+        (p.offset, p.length) for p in ours.mm_placeholders
+    ]
+    a, b = _tensors(theirs), _tensors(ours)
+    assert set(a) == set(b) == {"pixel_values", "image_grid_thw", "patches_per_image"}
+    for key in ("image_grid_thw", "patches_per_image"):
+        assert np.array_equal(a[key][1], b[key][1]), key
+    assert a["pixel_values"][0] == b["pixel_values"][0] == "bfloat16"
+    first = int(b["patches_per_image"][1][0])
+    x, y = _bf16(a["pixel_values"][1]), _bf16(b["pixel_values"][1])
+    assert np.array_equal(x[first:], y[first:])  # shrink.jpg: every row
+    differ = np.abs(x[:first] - y[:first])
+    assert int((differ.max(axis=1) > 0).sum()) == 32 and float(differ.max()) == 0.03125
+
+
+GLM5_NEXT_REFUSALS = {
+    "image + video": (["rgb_odd.png", "odd_count.mp4"], "same tensor keys ['patches_per_image']"),
+    "video": (["film.mp4"], "its span is not <|begin_of_video|> … <|end_of_video|>"),
+}
+
+
+def test_the_stub_refuses_the_gateway_s_glm5_next_video(smg_exe, tmp_path):
+    """smg 1.13.0's GLM-5.3-Flash video is not vLLM's: an image with a video comes
+    as two batches that both carry ``patches_per_image`` (vLLM's field table names
+    the video's ``patches_per_video``: one would overwrite the other), and a video
+    alone as a span without the ``<|begin_of_video|>`` … ``<|end_of_video|>``
+    block vLLM's GLM mrope walks (384 pixel rows for film.mp4 where vLLM's
+    loader and processor make 96). The stub refuses both as vLLM would fail on them."""
+    with _gateway(smg_exe, "glm5_next", tmp_path) as pair:
+        for case, (media, refusal) in GLM5_NEXT_REFUSALS.items():
+            paths = [FIXTURES / "media" / name for name in media]
+            status, _body = _chat(pair.http, PUBLISHED["glm5_next"], paths)
+            assert status != 200, case
+            assert refusal in pair.log.getvalue(), case
+        assert pair.recorded() == []

@@ -154,7 +154,7 @@ def _mmctl(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.parametrize("model_type", ["llava_onevision", "gemma4", "internvl"])
+@pytest.mark.parametrize("model_type", ["llava_onevision", "gemma4", "internvl", "glm5_next"])
 def test_batch_and_bench_run_a_family(model_type, tmp_path, images, red_blue):
     """A family's images and video through ``mmctl batch`` and ``mmctl bench``."""
     model = load_model(model_dir=FAMILIES / model_type)
@@ -208,7 +208,7 @@ def test_the_stub_reports_the_folders_dtype_and_send_picks_it(served, images):
 # <|image|>: a video's span holds one <|image|> run per temporal patch. Qwen3.5 is
 # Qwen3-VL's layout with its own folder's ids (248053..248057).
 
-GLM_TYPES = ("glm4v", "glm46v")
+GLM_TYPES = ("glm4v", "glm46v", "glm5_next")
 PATCH_TYPES = (*GLM_TYPES, "qwen3_5")
 
 
@@ -289,8 +289,12 @@ def test_patch_a_wrong_pixel_shape_is_refused(patched, images, what):
     pixels = tensors.from_bytes(td.inline, td.shape, td.dtype)
     cut = np.ascontiguousarray(pixels[:, :1000] if what == "features" else pixels[:-4])
     req.mm_inputs.pixel_values.CopyFrom(tensors.inline(cut, td.dtype))
-    patch = {"glm4v": "14*14 = 1176", "glm46v": "14*14 = 1176", "qwen3_5": "16*16 = 1536"}
-    want = f"3*2*{patch[model_type]} features" if what == "features" else "needs sum(t*h*w)"
+    patch = {"qwen3_5": "16*16 = 1536"}
+    want = (
+        f"3*2*{patch.get(model_type, '14*14 = 1176')} features"
+        if what == "features"
+        else "needs sum(t*h*w)"
+    )
     assert want in _refused(stub, req)
 
 

@@ -21,7 +21,7 @@ from mmctl.choices import LayoutKind, PixelFormat
 from mmctl.errors import InputError
 from mmctl.media.probe import MediaKind
 from mmctl.models.family import Family, ModelView, TokenReader
-from mmctl.models.qwen_vl.settings import PatchVision, QwenVision, TokenIds
+from mmctl.models.qwen_vl.settings import PatchSteps, QwenVision, TokenIds
 from mmctl.models.qwen_vl.variant import PatchVariant, QwenVariant
 from mmctl.values.fields import GRID, PIXELS, ROWS, FieldLayout, WireField, by_value
 from mmctl.values.items import Frames, ItemFacts, ItemOptions, Preprocessed
@@ -70,10 +70,10 @@ def vision(model: ModelView) -> QwenVision:
     return settings
 
 
-def patch_settings(model: ModelView) -> PatchVision:
+def patch_settings(model: ModelView) -> PatchSteps:
     """The settings of a patchified family (Qwen-VL's, GLM's)."""
     settings = model.params
-    assert isinstance(settings, PatchVision), "a patchified family resolves PatchVision"
+    assert isinstance(settings, PatchSteps), "a patchified family resolves PatchSteps"
     return settings
 
 

@@ -36,7 +36,7 @@ from mmctl.errors import InputError
 from mmctl.media.image import load_image
 from mmctl.media.probe import MediaKind, check_readable, media_kind
 from mmctl.media.video import decode_sampled
-from mmctl.models.qwen_vl.settings import PatchVision
+from mmctl.models.qwen_vl.settings import PatchSteps
 from mmctl.models.qwen_vl.variant import PatchVariant
 from mmctl.preprocessing.pixels import grid_for, patchify_into
 from mmctl.preprocessing.resize import resize_rgb
@@ -50,7 +50,7 @@ from mmctl.values.items import (
     empty,
 )
 
-P = TypeVar("P", bound=PatchVision)
+P = TypeVar("P", bound=PatchSteps)
 
 MAX_PENDING_FRAMES = 8
 #: Source frames of at least this many pixels are resized on the helper thread.
@@ -101,7 +101,11 @@ def _image(
     info, rgb = load_image(path)
     loaded = time.perf_counter()
     height, width = spec.image_size(info.height, info.width, params)
-    resized = resize_rgb(rgb, height, width)
+    content = spec.content_size(
+        MediaKind.IMAGE, (height, width), params.temporal_patch_size, info.height, info.width,
+        params,
+    )  # fmt: skip
+    resized = fit(rgb, (height, width), content)
     grid = (1, height // params.patch_size, width // params.patch_size)
     out = options.allocate((grid[1] * grid[2], params.patch_dim), fmt.numpy_dtype)
     frames = np.broadcast_to(resized, (params.temporal_patch_size, *resized.shape))
@@ -123,6 +127,16 @@ def _image(
         timings=Timings(decode_s=loaded - start, preprocess_s=end - loaded),
         frames=(resized,) if options.keep_frames else (),
     )
+
+
+def fit(rgb: np.ndarray, canvas: tuple[int, int], content: tuple[int, int]) -> np.ndarray:
+    """``rgb`` resized to ``content`` at the canvas's top left, the rest zero
+    (``tvF.pad`` with ``fill=0`` on uint8, before rescaling: GLM-5-Next's)."""
+    if content == canvas:
+        return resize_rgb(rgb, *canvas)
+    out = np.zeros((*canvas, 3), dtype=np.uint8)
+    out[: content[0], : content[1]] = resize_rgb(rgb, *content)
+    return out
 
 
 class _VideoAssembler(Generic[P]):
@@ -163,6 +177,7 @@ class _VideoAssembler(Generic[P]):
         self.count = count
         self.done = 0
         self.size = self.spec.video_size(count, height, width, p)
+        self.content = self.spec.content_size(MediaKind.VIDEO, self.size, count, height, width, p)
         self.grid = grid_for(count, *self.size, p)
         rows_per_t = self.grid[1] * self.grid[2]
         self.out = self.allocate((self.grid[0] * rows_per_t, p.patch_dim), self.fmt.numpy_dtype)
@@ -175,7 +190,7 @@ class _VideoAssembler(Generic[P]):
     def add(self, pos: int, rgb: np.ndarray) -> None:
         began = time.perf_counter()
         tp = self.params.temporal_patch_size
-        resized = resize_rgb(rgb, *self.size)
+        resized = fit(rgb, self.size, self.content)
         t = pos // tp
         # The last patch of a count that Tp does not divide: pad with the last frame.
         need = tp if (t + 1) * tp <= self.count else self.count - t * tp

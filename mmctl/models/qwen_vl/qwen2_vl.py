@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from mmctl.errors import InputError
+from mmctl.media.probe import MediaKind
 from mmctl.models import kinds
 from mmctl.models.qwen_vl.parts import qwen_family
 from mmctl.models.qwen_vl.settings import QWEN2VL_IMAGE, QWEN2VL_VIDEO, QwenVision
@@ -108,6 +109,12 @@ class Qwen2VLVariant:
         return smart_resize_image(
             height, width, factor=vision.factor, min_pixels=low, max_pixels=high
         )
+
+    def content_size(
+        self, kind: MediaKind, canvas: tuple[int, int], num_frames: int, height: int, width: int,
+        vision: QwenVision,
+    ) -> tuple[int, int]:  # fmt: skip
+        return canvas  # resized to fill it
 
     def image_size(self, height: int, width: int, vision: QwenVision) -> tuple[int, int]:
         low, high = vision.image_min_pixels, vision.image_max_pixels

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mmctl.media.probe import MediaKind
 from mmctl.models.qwen_vl.parts import qwen_family
 from mmctl.models.qwen_vl.settings import QwenVision, video_budget
 from mmctl.preprocessing.resize import smart_resize_image
@@ -75,6 +76,12 @@ class Qwen3VLVariant:
         self, num_frames: int, height: int, width: int, vision: QwenVision
     ) -> tuple[int, int]:
         return vision.frames_size(num_frames, height, width, *video_budget(vision, num_frames))
+
+    def content_size(
+        self, kind: MediaKind, canvas: tuple[int, int], num_frames: int, height: int, width: int,
+        vision: QwenVision,
+    ) -> tuple[int, int]:  # fmt: skip
+        return canvas  # resized to fill it
 
     def image_size(self, height: int, width: int, vision: QwenVision) -> tuple[int, int]:
         return smart_resize_image(

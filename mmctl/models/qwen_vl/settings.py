@@ -87,28 +87,12 @@ _CAP = kinds.Int(1, 2**40)
 
 
 @dataclass(frozen=True)
-class PatchVision(Settings):
-    """What every Qwen-style processor (Qwen-VL's, GLM's) reads to make patch rows
-    with a ``(t, h, w)`` grid: the two budgets (``size``: ``shortest_edge`` /
-    ``longest_edge``, in pixels), the patch geometry and the pixel steps. The
-    image and the video processor must agree on the geometry and the steps
-    (mmctl keeps one value for both). Defaults: Qwen3-VL's published values; a
-    family's ``PUBLISHED`` differs."""
+class PatchSteps(Settings):
+    """The patch geometry and the pixel steps of every Qwen-style processor
+    (Qwen-VL's, GLM's): what makes patch rows with a ``(t, h, w)`` grid, whatever
+    the budget that sizes the frames. The image and the video processor must
+    agree on them (mmctl keeps one value for both)."""
 
-    #: ``--min-pixels`` / ``--max-pixels`` name the video budget.
-    FLAG_NAMES: ClassVar[Mapping[str, str]] = {
-        "min_pixels": "video_min_pixels",
-        "max_pixels": "video_max_pixels",
-    }
-
-    video_min_pixels: int = setting(
-        VIDEO, "size.shortest_edge", 4096, kinds.Int(1, kinds.MAX_MIN_PIXELS)
-    )
-    video_max_pixels: int = setting(VIDEO, "size.longest_edge", 25165824, _CAP)
-    image_min_pixels: int = setting(
-        IMAGE, "size.shortest_edge", 65536, kinds.Int(1, kinds.MAX_MIN_PIXELS)
-    )
-    image_max_pixels: int = setting(IMAGE, "size.longest_edge", 16777216, _CAP)
     # vision_config.patch_size etc. in config.json describe the same tower;
     # the processor files are what vLLM's processor reads.
     patch_size: int = setting(VIDEO, "patch_size", 16, kinds.Int(1, 256), also_image=True)
@@ -152,6 +136,28 @@ class PatchVision(Settings):
         """Pad tokens one item expands to: t·h·w / M²."""
         t, h, w = grid_thw
         return t * h * w // (self.merge_size * self.merge_size)
+
+
+@dataclass(frozen=True)
+class PatchVision(PatchSteps):
+    """The patch steps with the two budgets of the Qwen-VL and GLM-4.1V/4.6V
+    processors (``size``: ``shortest_edge`` / ``longest_edge``, in pixels).
+    Defaults: Qwen3-VL's published values; a family's ``PUBLISHED`` differs."""
+
+    #: ``--min-pixels`` / ``--max-pixels`` name the video budget.
+    FLAG_NAMES: ClassVar[Mapping[str, str]] = {
+        "min_pixels": "video_min_pixels",
+        "max_pixels": "video_max_pixels",
+    }
+
+    video_min_pixels: int = setting(
+        VIDEO, "size.shortest_edge", 4096, kinds.Int(1, kinds.MAX_MIN_PIXELS)
+    )
+    video_max_pixels: int = setting(VIDEO, "size.longest_edge", 25165824, _CAP)
+    image_min_pixels: int = setting(
+        IMAGE, "size.shortest_edge", 65536, kinds.Int(1, kinds.MAX_MIN_PIXELS)
+    )
+    image_max_pixels: int = setting(IMAGE, "size.longest_edge", 16777216, _CAP)
 
     def frames_size(
         self, num_frames: int, height: int, width: int, low: int, high: int

@@ -4,7 +4,7 @@ sized, what a video's prompt says of its frames, and the per-video tensors.
 :class:`PatchVariant` is what :mod:`.pipeline` reads of a family whose items
 are Qwen-style patch rows with a ``(t, h, w)`` grid (the Qwen-VL families, and
 GLM-4.1V / GLM-4.6V, each with its own
-:class:`~mmctl.models.qwen_vl.settings.PatchVision` settings class);
+:class:`~mmctl.models.qwen_vl.settings.PatchSteps` settings class);
 :class:`QwenVariant` adds what the Qwen-VL prompt layout reads. Each family module (:mod:`.qwen3_vl`,
 :mod:`.qwen2_vl`, :mod:`mmctl.models.glm4v`) gives one."""
 
@@ -14,9 +14,10 @@ from typing import Protocol, TypeVar
 
 import numpy as np
 
-from mmctl.models.qwen_vl.settings import PatchVision, QwenVision
+from mmctl.media.probe import MediaKind
+from mmctl.models.qwen_vl.settings import PatchSteps, QwenVision
 
-S = TypeVar("S", bound=PatchVision, contravariant=True)
+S = TypeVar("S", bound=PatchSteps, contravariant=True)
 
 
 class PatchVariant(Protocol[S]):
@@ -39,6 +40,16 @@ class PatchVariant(Protocol[S]):
         ...
 
     def image_size(self, height: int, width: int, vision: S) -> tuple[int, int]: ...
+
+    def content_size(
+        self, kind: MediaKind, canvas: tuple[int, int], num_frames: int, height: int, width: int,
+        vision: S,
+    ) -> tuple[int, int]:  # fmt: skip
+        """(h, w) a ``height`` x ``width`` frame of a ``kind`` item of ``num_frames``
+        frames is resized to inside its ``canvas`` (``image_size`` / ``video_size``);
+        the rest of the canvas is zero (GLM-5-Next pads). The canvas itself where
+        the processor resizes to it."""
+        ...
 
     def video_tensors(
         self, indices: np.ndarray, total_frames: int, source_fps: float, vision: S

@@ -101,6 +101,14 @@ CASES: list[tuple[str | None, str, str, Any, str]] = [
     ("glm46v", "preprocessor_config.json", "processor_class", 3, "wrong type"),
     ("glm46v", "video_preprocessor_config.json", "rescale_factor", math.inf, "non-finite"),
     ("glm46v", "config.json", "image_token_id", 151552, "out of vocabulary"),
+    # GLM-5-Next (processor_config.json's nested processors; budgets in tokens)
+    ("glm5_next", "processor_config.json", "image_processor.min_image_tokens", 0, "zero"),
+    ("glm5_next", "processor_config.json", "video_processor.max_image_tokens", -8, "negative"),
+    ("glm5_next", "processor_config.json", "image_processor.min_image_tokens", 10**9, "huge"),
+    ("glm5_next", "processor_config.json", "video_processor.patch_expand_factor", 64, "huge"),
+    ("glm5_next", "processor_config.json", "video_processor.fps", "two", "wrong type"),
+    ("glm5_next", "processor_config.json", "image_processor.image_std", [0, 1, 1], "non-finite"),
+    ("glm5_next", "config.json", "video_token_id", 154880, "out of vocabulary"),
     # Gemma 4 (processor_config.json's nested image processor; its video one is not read)
     ("gemma4", "processor_config.json", "image_processor.patch_size", 0, "zero"),
     ("gemma4", "processor_config.json", "image_processor.pooling_kernel_size", -3, "negative"),
