@@ -6,9 +6,10 @@ One JSON request a line on stdin — ``{"path": CLIP, "indices": [...]}`` —
 one JSON answer a line on stdout: ``{"seconds": S, "grid": [t, h, w],
 "frames": N, "total": N, "fps": F, ...}``; an empty line ends it. With
 ``"save": FILE`` in the request the processor's pixel tensor is also written
-there (``np.save``, from an untimed second run) for the exactness check. Imports no mmctl (that environment has
-no PyAV): the frame indices come with the request, as vLLM's Qwen3-VL loader
-computes them from OpenCV's count and rate (the driver checks they agree).
+there (``np.save``, from an untimed second run) for the exactness check.
+Imports no mmctl (that environment has no PyAV): the frame indices come with
+the request, as vLLM's Qwen3-VL loader computes them from OpenCV's count
+and rate (the driver checks they agree).
 
 What runs is what vLLM 0.33 does with a video it receives
 (``vllm/multimodal/video_decoders/opencv.py``): the bytes through
