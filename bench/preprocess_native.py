@@ -211,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
                         "engine environment's)")  # fmt: skip
     parser.add_argument("--small", action="store_true", help="Also 50 small clips (clips/s).")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--save", type=Path, help="Also write the JSON report there")
     args = parser.parse_args(argv)
 
     import clips as clip_set
@@ -303,6 +304,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     if rates:
         report["small_clips_per_s"] = rates
+    if args.save:
+        args.save.write_text(json.dumps(report, indent=1) + "\n")
     if args.json:
         print(json.dumps(report, indent=1))
         return 0
