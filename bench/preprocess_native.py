@@ -236,24 +236,22 @@ def main(argv: list[str] | None = None) -> int:
     }
     rates: dict[str, float] = {}
     try:
-        for name, path in clip_paths.items():  # warm-up, exactness, the same work on both sides
+        # Clip by clip (a long run cut short keeps whole clips): the exactness check (it
+        # warms up too), then the rounds, each contender in a turning order.
+        for name, path in clip_paths.items():
             picked = check(name, path, mmctl_run(path), native, Path(tempfile.gettempdir()))
-            if picked is not None:
-                indices[name] = picked
-        if wrong := sorted(set(clip_paths) - set(indices)):
-            raise SystemExit(f"not exact: {', '.join(wrong)}; no timings reported")
-        if args.rounds == 0:
-            print(f"exact: {', '.join(indices)} (no timings: --rounds 0)")
-            return 0
-        gops = {n: floor_gops(p, indices[n]) is not None for n, p in clip_paths.items()}
-        for r in range(args.rounds):
-            for name, path in clip_paths.items():
-                t = times[name]
+            if picked is None:
+                raise SystemExit(f"{name}: not exact; no timings reported")
+            indices[name] = picked
+            if args.rounds == 0:
+                continue
+            t = times[name]
+            order = [w for w in who if w != "floor-gops" or floor_gops(path, picked) is not None]
+            for r in range(args.rounds):
                 t["load"].append(os.getloadavg()[0])
-                order = [w for w in who if w != "floor-gops" or gops[name]]
                 for w in order[r % len(order) :] + order[: r % len(order)]:
                     if w == "native":
-                        answer = native.run(path, indices[name])
+                        answer = native.run(path, picked)
                         t[w].append(answer["seconds"])
                         t["native-processor"].append(answer["processor_s"])
                     elif w == "mmctl":
@@ -261,13 +259,16 @@ def main(argv: list[str] | None = None) -> int:
                     else:
                         fn = floor_auto if w == "floor-auto" else floor_gops
                         start = time.perf_counter()
-                        fn(path, indices[name])
+                        fn(path, picked)
                         t[w].append(time.perf_counter() - start)
-                t["floor"].append(min(t["floor-auto"][-1], *t["floor-gops"][-1:]))
+                t["floor"].append(min([t["floor-auto"][-1], *t["floor-gops"][-1:]]))
                 if not args.json:
                     print(f"round {r + 1} {name:14s} load {t['load'][-1]:5.2f}  " + "  ".join(
                         f"{w} {t[w][-1] * 1000:.1f}" for w in who if t[w]
                     ) + " ms", file=sys.stderr)  # fmt: skip
+        if args.rounds == 0:
+            print(f"exact: {', '.join(indices)} (no timings: --rounds 0)")
+            return 0
         if args.small:
             smalls = small_clips(Path(tempfile.gettempdir()))
             picked = {p: [int(i) for i in mmctl_run(p).frame_indices] for p in smalls}
