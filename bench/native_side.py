@@ -4,9 +4,12 @@ of ``bench/preprocess_native.py``, run by the engine environment's Python
 
 One JSON request a line on stdin — ``{"path": CLIP, "indices": [...]}`` —
 one JSON answer a line on stdout: ``{"seconds": S, "grid": [t, h, w],
-"frames": N}``; an empty line ends it. Imports no mmctl (that environment has
-no PyAV): the frame indices come with the request, as vLLM's Qwen3-VL loader
-computes them from OpenCV's count and rate (the driver checks they agree).
+"frames": N, "total": N, "fps": F, ...}``; an empty line ends it. With
+``"save": FILE`` in the request the processor's pixel tensor is also written
+there (``np.save``, from an untimed second run) for the exactness check.
+Imports no mmctl (that environment has no PyAV): the frame indices come with
+the request, as vLLM's Qwen3-VL loader computes them from OpenCV's count
+and rate (the driver checks they agree).
 
 What runs is what vLLM 0.33 does with a video it receives
 (``vllm/multimodal/video_decoders/opencv.py``): the bytes through
@@ -49,7 +52,7 @@ def main() -> int:
             raise RuntimeError("opencv cannot open the clip")
         return cap
 
-    def run(path: str, indices: list[int]) -> dict:
+    def run(path: str, indices: list[int], save: str | None = None) -> dict:
         with open(path, "rb") as f:  # vLLM receives bytes (a data URL or a download)
             data = f.read()
         cap = capture(data)
@@ -84,8 +87,12 @@ def main() -> int:
             do_normalize=False,
             return_tensors="pt",
         )
+        processor_s = time.perf_counter() - decoded
+        if save:  # the exactness check compares these with mmctl's (outside the times)
+            np.save(save, out["pixel_values_videos"].numpy())
         return {
-            "processor_s": time.perf_counter() - decoded,
+            "processor_s": processor_s,
+            "fps": fps,
             "grid": [int(v) for v in out["video_grid_thw"][0]],
             "frames": i,
             "total": total,
@@ -99,6 +106,8 @@ def main() -> int:
         start = time.perf_counter()
         answer = run(ask["path"], ask["indices"])
         answer["seconds"] = time.perf_counter() - start
+        if ask.get("save"):  # once more, untimed, keeping the pixels
+            run(ask["path"], ask["indices"], ask["save"])
         print(json.dumps(answer), flush=True)
     return 0
 
