@@ -142,6 +142,31 @@ def test_deadline_exits_5_and_cleans_shm(cli, make_stub, red_blue, no_leaks):
     assert r.code == 5 and "deadline" in r.err
 
 
+def test_shm_to_a_worker_on_another_dev_shm_is_refused_before_sending(
+    send_json, cli, stub, red_blue, replay, monkeypatch, no_leaks
+):
+    # Issue 44: sent anyway, the worker could open no file (exit 4, "No such
+    # file or directory"); `bench --transport shm` already refused this case.
+    monkeypatch.setattr("mmctl.client.route.namespace_id", lambda: "another-host:1")
+    for media in ([red_blue], ["--request", replay]):
+        r = send_json(stub, *media, "--shm")
+        assert r.code == 6, r.err
+        assert "--transport shm: the worker does not share this host's /dev/shm" in r.err
+        assert "here another-host:1" in r.err and "Hint: " in r.err
+    assert "[stub] Generate" not in stub.log.getvalue()  # nothing was sent
+    auto = send_json(stub, red_blue)  # auto still goes inline, and says why
+    assert auto.code == 0, auto.err
+    assert "different /dev/shm" in auto.json()["decisions"]["transport"]["reason"]
+
+
+@pytest.fixture
+def replay(cli, stub, red_blue, tmp_path):
+    req = tmp_path / "req.pb"
+    built = cli("build", red_blue, "-o", req, "-t", stub.running.address)
+    assert built.code == 0, built.err
+    return req
+
+
 def test_limits_are_checked_before_shipping(send_json, cli, make_stub, red_blue, no_leaks):
     tight = make_stub(encoder_budget=40)
     r = send_json(tight, red_blue, "--shm")
