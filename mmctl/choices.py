@@ -21,9 +21,11 @@ DEFAULT_PROMPT = "Describe this."
 
 
 def prompt_text(prompt: str | None) -> str:
-    """The one place the default applies: ``None`` is "not given"; a prompt
-    given with no text in it is refused (:func:`checked_prompt`)."""
-    return DEFAULT_PROMPT if prompt is None else checked_prompt(prompt)
+    """The one place the default applies: ``None`` is "not given"; ``""`` is
+    "no text" (the media alone: a batch line whose messages hold no text, as
+    OpenAI's format allows). A prompt a person gives is checked first
+    (:func:`checked_prompt`)."""
+    return DEFAULT_PROMPT if prompt is None else prompt
 
 
 def checked_prompt(text: str, given_as: str = "the prompt", *, usage: bool = True) -> str:
