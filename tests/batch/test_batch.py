@@ -339,3 +339,29 @@ def _children_of(pid: int) -> list[int]:
         except OSError:
             continue
     return kids
+
+
+def test_a_medium_that_is_a_device_or_a_fifo_fails_its_line_at_once(stub, red_blue, tmp_path):
+    # Issue 44: the local engine hashed each medium for its pixel-cache key
+    # before the regular-file check: /dev/zero was read for ever and a FIFO
+    # with no writer never opened; the batch never finished.
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    named = tmp_path / "pipe.mp4"
+    os.mkfifo(named)
+    data = tmp_path / "in.jsonl"
+    media = {"zero": "/dev/zero", "fifo": str(fifo), "named": str(named), "good": str(red_blue)}
+    data.write_text("".join(json.dumps({"id": k, "media": [v]}) + "\n" for k, v in media.items()))
+    out = tmp_path / "out.jsonl"
+    argv = ["batch", data, "-o", out, "-t", stub.running.address, "--workers", "1"]
+    try:
+        run = subprocess.run([sys.executable, "-m", "mmctl", *map(str, argv)],
+                             capture_output=True, text=True, timeout=120)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        pytest.fail("the batch did not finish")
+    assert run.returncode == 7, (run.stderr, out.read_text())
+    answers = _answers(out)
+    assert answers.pop("good") == "red, blue"
+    assert answers == dict.fromkeys(("zero", "fifo", "named"), "error:invalid_input")
+    said = {d["custom_id"]: d["error"]["message"] for d in _lines(out) if d["error"]}
+    assert all("not a regular file" in message for message in said.values()), said
