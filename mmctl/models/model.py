@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
@@ -37,6 +38,10 @@ class Model:
     #: know), for the commands to show once.
     warnings: tuple[str, ...] = ()
     _tokenizer: Any = field(default=None, repr=False)
+    #: Seconds :func:`load_model` spent loading the tokenizer for token ids the
+    #: config does not carry (Gemma 4, Llama 4, InternVL, GLM): the set-up's
+    #: "tokenizer load", not its "model files".
+    tokenizer_load_s: float = 0.0
 
     @cached_property
     def tokenizer(self) -> Tokenizer:
@@ -194,10 +199,14 @@ def load_model(
     # The ids come from config.json, and where a family's config does not carry
     # them all (Llama 4's tile tokens) from the tokenizer, loaded only then.
     loaded: list[Tokenizer] = []
+    load_s = 0.0
 
     def vocab(token: str) -> int | None:
+        nonlocal load_s
         if not loaded:
+            begin = time.perf_counter()
             loaded.append(Tokenizer.load(source))
+            load_s = time.perf_counter() - begin
         return loaded[0].token_to_id(token)
 
     try:
@@ -223,6 +232,7 @@ def load_model(
         vision_from,
         warnings,
         _tokenizer=loaded[0] if loaded else None,
+        tokenizer_load_s=load_s,
     )
 
 
