@@ -65,7 +65,9 @@ _DeviceNormalizeOpt = Annotated[
         "--device-normalize/--no-device-normalize",
         help="Advertise mm_device_do_normalize and accept only raw uint8 pixels (or, --no-: "
         "only normalized floats)."
-        + default_text("as a default `vllm serve MODEL --grpc` for the family: on for Qwen"),
+        + default_text(
+            "as a default `vllm serve MODEL --grpc` for the family: on for Qwen and glm4v"
+        ),
         show_default=False,
     ),
 ]
