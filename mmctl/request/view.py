@@ -7,6 +7,7 @@ live (inline / shm name) and a sha256 of inline bytes.
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -25,8 +26,9 @@ if TYPE_CHECKING:
     from mmctl.wire._gen.vllm_engine_pb2 import GenerateRequest, MultimodalInputs, TensorData
 
 
-def read_request(path: Path) -> GenerateRequest:
+def read_request(path: str | os.PathLike[str]) -> GenerateRequest:
     """The ``GenerateRequest`` in a file (as ``mmctl build`` writes it)."""
+    path = Path(path)
     try:
         data = path.read_bytes()
     except OSError as err:
@@ -50,12 +52,12 @@ def parse_request(data: bytes, label: str) -> GenerateRequest:
     return req
 
 
-def write_request(req: GenerateRequest, path: Path) -> int:
+def write_request(req: GenerateRequest, path: str | os.PathLike[str]) -> int:
     """Write ``req`` to exactly ``path``, atomically; returns the bytes written."""
     from mmctl.fileio import write_atomic
 
     data = req.SerializeToString()
-    write_atomic(path, lambda f: _write(f, data))
+    write_atomic(Path(path), lambda f: _write(f, data))
     return len(data)
 
 
