@@ -57,6 +57,20 @@ def test_stdout_is_the_answer_alone_and_the_report_goes_to_stderr(cli, stub, red
     assert unstreamed.code == 0 and unstreamed.out == "red, blue\n", unstreamed.err
 
 
+def test_build_for_a_worker_names_no_flag_that_was_not_given(cli, stub, red_blue, tmp_path):
+    # Issue 44: the reasons said "--transport inline" and "--processing client",
+    # options build does not even have.
+    built = cli("build", red_blue, "-o", tmp_path / "r.pb", "-t", stub.running.address, "--json")
+    assert built.code == 0, built.err
+    decisions = built.json()["decisions"]
+    assert decisions["transport"]["value"] == "inline"
+    assert decisions["processing"]["value"] == "client"
+    for name, decision in decisions.items():
+        assert "--" not in decision["reason"], (name, decision)
+    human = cli("build", red_blue, "-o", tmp_path / "r2.pb", "-t", stub.running.address)
+    assert human.code == 0 and "--transport" not in human.err and "--processing" not in human.err
+
+
 def test_replay_a_built_request(send_json, cli, stub, red_blue, tmp_path, no_leaks):
     req = tmp_path / "req.pb"
     built = cli("build", red_blue, "-p", PROMPT, "-o", req, "-t", stub.running.address, "--json")
