@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import grpc
 import numpy as np
@@ -671,3 +672,27 @@ def test_max_tokens_beyond_the_context_is_refused_before_sending(send_json, cli,
     shown = cli("info", "-t", stub.running.address)
     assert f"{limit:,} tokens (max_context_length)" in shown.out
     assert [line.split()[0] for line in shown.out.splitlines()].count("vision") <= 1
+
+
+@pytest.mark.parametrize("media", ["red_blue", "picture"])
+def test_a_request_built_for_another_family_says_so(cli, red_blue, picture, media, tmp_path,
+                                                     no_leaks):  # fmt: skip
+    # Issue 44: replayed at a Llama 4 worker, a Qwen request said only "mm_inputs
+    # (video) carries no aspect_ratios tensor" (or, first, a pixel dtype to
+    # rebuild with): nothing said the file was built for another family.
+    from mmctl.models.model import load_model
+    from tests.conftest import _stub
+
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "families"
+    req = tmp_path / "qwen.pb"
+    built = cli("build", {"red_blue": red_blue, "picture": picture}[media], "-o", req)
+    assert built.code == 0, built.err
+    llama4 = _stub(load_model(model_dir=fixtures / "llama4"))
+    try:
+        r = cli("send", "--request", req, "--target", llama4.running.address)
+    finally:
+        llama4.close()
+    assert r.code == 3, r.err
+    assert "carries no aspect_ratios tensor" in r.err
+    hint = r.err.split("Hint: ", 1)[1]
+    assert "qwen3-vl" in hint and "read as llama4's" in hint and "mmctl build" in hint
