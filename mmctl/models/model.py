@@ -14,7 +14,7 @@ from mmctl.checkpoint.source import resolve as resolve_source
 from mmctl.errors import InputError, UnknownFamily
 from mmctl.media.probe import MediaKind
 from mmctl.models.family import Family
-from mmctl.models.registry import forced_hint
+from mmctl.models.registry import forced_mismatch
 from mmctl.models.registry import resolve as resolve_family
 from mmctl.models.settings import Settings, VisionOverrides
 from mmctl.prompt.chat import ChatFormat
@@ -215,7 +215,8 @@ def load_model(
     except InputError as err:
         if not family or spec.matches(files.config):
             raise  # the files are this family's: the error is about them
-        raise InputError(err.message, hint=forced_hint(spec, files.config, source.label)) from None
+        message, hint = forced_mismatch(spec, files.config, source.label, err.message)
+        raise InputError(message, hint=hint) from None
     if overrides:
         params = params.overridden(overrides)
         vision_from.update(overridden(overrides, params))

@@ -696,3 +696,22 @@ def test_a_request_built_for_another_family_says_so(cli, red_blue, picture, medi
     assert "carries no aspect_ratios tensor" in r.err
     hint = r.err.split("Hint: ", 1)[1]
     assert "qwen3-vl" in hint and "read as llama4's" in hint and "mmctl build" in hint
+
+
+def test_a_forced_family_the_workers_files_do_not_hold_leads_with_that(cli, red_blue, picture):
+    # Issue 44: `--family llava` against a Qwen3.5 worker led with "config.json
+    # has no vision_config.image_size".
+    from mmctl.models.model import load_model
+    from tests.conftest import _stub
+
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "families"
+    qwen35 = _stub(load_model(model_dir=fixtures / "qwen3_5"))
+    try:
+        r = cli("send", picture, "--family", "llava", "--target", qwen35.running.address)
+    finally:
+        qwen35.close()
+    assert r.code == 3, r.err
+    message = r.err.splitlines()[0]
+    assert message.startswith("Error: --family llava does not fit "), message
+    assert "a qwen3.5 model's files (config.json has no vision_config.image_size)" in message
+    assert "Hint: --family llava reads a llava model's files" in r.err
