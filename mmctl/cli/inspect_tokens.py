@@ -103,7 +103,7 @@ def inspect_tokens(
     from mmctl.errors import CheckFailed
     from mmctl.offline import inspect_tokens as inspect
 
-    output = Output(json_mode=json_out)
+    output = Output(json_mode=json_out, schema="inspect-tokens")
     output.status("loading the model files and the tokenizer…")
     report = inspect(
         media or None,
