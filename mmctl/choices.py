@@ -22,8 +22,28 @@ DEFAULT_PROMPT = "Describe this."
 
 def prompt_text(prompt: str | None) -> str:
     """The one place the default applies: ``None`` is "not given"; ``""`` is
-    "no text" (the media alone)."""
+    "no text" (the media alone: a batch line whose messages hold no text, as
+    OpenAI's format allows). A prompt a person gives is checked first
+    (:func:`checked_prompt`)."""
     return DEFAULT_PROMPT if prompt is None else prompt
+
+
+def checked_prompt(text: str, given_as: str = "the prompt", *, usage: bool = True) -> str:
+    """``text`` if it holds more than white space. An empty prompt is almost
+    always a mistake upstream of mmctl (``-p "$VAR"`` unset, an empty
+    ``@file``, ``git log … | mmctl send … -p -`` with nothing to log): sent,
+    it asks the model about nothing and the answer looks like a bug of its
+    own. ``given_as`` names where it came from; ``usage``: a command-line
+    value (exit 2) or the contents of a file or stdin (exit 3)."""
+    from mmctl.errors import InputError, UsageError
+
+    if text.strip():
+        return text
+    error = UsageError if usage else InputError
+    raise error(
+        f"{given_as} is empty",
+        hint=f"give the text to send, or leave the prompt out for the default ({DEFAULT_PROMPT!r})",
+    )
 
 
 #: Most tokens to generate when the request does not say.

@@ -178,6 +178,7 @@ def write_for_worker(
     """The request ``send`` would send to ``target``, written to ``out``
     (``connection``: how the worker is reached and whose files describe it)."""
     from mmctl.client.client import Client
+    from mmctl.client.negotiate import Decision
     from mmctl.request.view import summary
 
     if force:
@@ -192,10 +193,17 @@ def write_for_worker(
     from mmctl.media.probe import MediaKind
 
     sound = MediaKind.AUDIO in media_inputs(media, options.soundtrack).kinds
+    asked = options.processing
     options = options.but(processing=Processing.AUTO if sound else Processing.CLIENT)
     with Client(target, connection) as client:
         built = client.build(list(media), **vars(options))
+        family = client.session().model.name
     run = built.run
+    if not sound and asked is not Processing.CLIENT and "processing" in run.decisions:
+        # Not "--processing client", which was not given.
+        run.decisions["processing"] = Decision(
+            "client", f"a request file carries mmctl's tensors ({family})"
+        )
     return {
         "out": str(out),
         "bytes": built.write(out),

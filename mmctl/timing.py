@@ -32,6 +32,16 @@ class Timeline:
             self.on_lap(name)
         return spent
 
+    def rebook(self, seconds: float, of: str, name: str) -> None:
+        """Book ``seconds`` of phase ``of`` as phase ``name``: work one step did
+        for the next (the tokenizer loaded while the model files were read,
+        for the ids the config does not carry) stays under its own name. The
+        phases still sum to the total."""
+        seconds = min(max(seconds, 0.0), self.phases.get(of, 0.0))
+        if seconds:
+            self.phases[of] -= seconds
+            self.phases[name] = self.phases.get(name, 0.0) + seconds
+
     @property
     def total_s(self) -> float:
         """From the start to the last lap: exactly the sum of the phases."""

@@ -25,6 +25,32 @@ class CliResult:
         return json.loads(self.out)
 
 
+def check_documents(out: str) -> list[dict]:
+    """Every line of a ``--json`` run's stdout: a document that names its schema
+    and validates against it (``mmctl/schemas/``). Run on every ``cli(…,
+    "--json")`` of the suite, so each document a test reads is checked."""
+    docs = []
+    for line in out.splitlines():
+        doc = json.loads(line)
+        assert isinstance(doc, dict) and "schema" in doc, line[:200]
+        validator(doc["schema"]).validate(doc)
+        docs.append(doc)
+    return docs
+
+
+def validator(schema_id: str):
+    """The validator of ``mmctl.<name>/<version>``'s JSON Schema (the version
+    this mmctl prints: an older one has no file)."""
+    import jsonschema
+
+    from mmctl import schemas
+
+    name = schema_id.removeprefix("mmctl.").partition("/")[0]
+    assert schemas.schema_id(name) == schema_id, f"{schema_id}: not what this mmctl prints"
+    schema = schemas.load(name)
+    return jsonschema.Draft202012Validator(schema)
+
+
 @pytest.fixture
 def cli(capsys):
     """Run ``mmctl ARGS`` in-process; returns code, stdout, stderr."""
@@ -32,6 +58,8 @@ def cli(capsys):
     def run(*argv) -> CliResult:
         code = main([str(a) for a in argv])
         out, err = capsys.readouterr()
+        if "--json" in (args := [str(a) for a in argv]) and "--help" not in args:
+            check_documents(out)
         return CliResult(code, out, err)
 
     return run

@@ -15,6 +15,11 @@ import numpy as np
 from mmctl.bench.runner import BenchResult
 from mmctl.errors import UsageError
 
+#: Each arm's colour, the same in both panels: a colour map whose darker shades
+#: tell the right panel's payloads apart (a colour of its own per series there
+#: made C1 the shm arm on the left and inline's second payload on the right).
+ARM_MAPS = ("Blues", "Oranges", "Greens", "Purples", "Reds", "Greys")
+
 #: How each percentile is drawn, in the order asked for (``--percentiles``): a line
 #: style and a marker, so that single points (one payload size, one
 #: concurrency) are told apart as well as lines; one legend says which is which.
@@ -42,13 +47,21 @@ def style(n: int) -> tuple[Any, str]:
     return STYLES[n % len(STYLES)]
 
 
+def arm_colour(n: int, shade: int = 0, shades: int = 1) -> tuple[float, ...]:
+    """The ``n``-th arm's colour; ``shade`` of ``shades`` (a payload) darker as it grows."""
+    from matplotlib import colormaps
+
+    where = 0.75 if shades == 1 else 0.45 + 0.5 * shade / (shades - 1)
+    return tuple(colormaps[ARM_MAPS[n % len(ARM_MAPS)]](where))
+
+
 def label(percentile: float) -> str:
     return f"p{percentile:g}"
 
 
 def figure(result: BenchResult, percentiles: Sequence[float]) -> Any:
     """The two panels: E2E latency against payload size (at the lowest
-    concurrency) and against concurrency (one colour per arm and payload),
+    concurrency) and against concurrency (an arm's colour, a shade of it per payload),
     each percentile of ``percentiles`` in both, in its own :func:`style`.
     Ticks are the values asked for: the concurrency levels as plain numbers
     (1, 4, 16 — not 2^0, 2^2, 2^4) and each payload by its item's name
@@ -72,10 +85,10 @@ def figure(result: BenchResult, percentiles: Sequence[float]) -> Any:
                 names[r.payload_bytes].add(r.item)
     levels = [lvl.concurrency for lvl in result.levels]
     low = min(levels)
-    arms: list[tuple[str, str]] = []  # (colour, arm) of the left panel's series
-    lines: list[tuple[str, str]] = []  # (colour, arm and payload) of the right panel's
-    for arm, sizes in sorted(data.items()):
-        colour = f"C{len(arms)}"
+    arms: list[tuple[Any, str]] = []  # (colour, arm) of the left panel's series
+    lines: list[tuple[Any, str]] = []  # (colour, arm and payload) of the right panel's
+    for number, (arm, sizes) in enumerate(sorted(data.items())):
+        colour = arm_colour(number)
         arms.append((colour, arm))
         # Against payload size, at the lowest concurrency (no queueing).
         xs = sorted(s for s in sizes if low in sizes[s])
@@ -85,9 +98,9 @@ def figure(result: BenchResult, percentiles: Sequence[float]) -> Any:
             by_size.plot([x / 1e6 for x in xs], ys, linestyle=dash, marker=marker, color=colour,
                          gid=f"{arm}|{label(p)}")  # fmt: skip
         # Against concurrency, one series per payload size.
-        for size in sorted(sizes):
+        for shade, size in enumerate(sorted(sizes)):
             series = f"{arm} {_name(names, size)}"
-            colour = f"C{len(lines)}"
+            colour = arm_colour(number, shade, len(sizes))
             lines.append((colour, series))
             cs = sorted(sizes[size])
             for n, p in enumerate(percentiles):
@@ -95,7 +108,9 @@ def figure(result: BenchResult, percentiles: Sequence[float]) -> Any:
                 ys = [float(np.percentile(sizes[size][c], p)) for c in cs]
                 by_conc.plot(cs, ys, linestyle=dash, marker=marker, color=colour,
                              gid=f"{series}|{label(p)}")  # fmt: skip
-    by_size.set_xlabel(f"payload (MB), max concurrency {low}")
+    # The ticks name the payloads (``1MB`` as given to --sizes, or a file's
+    # name); only their places are sizes, so the label claims no unit.
+    by_size.set_xlabel(f"payload (placed by size), max concurrency {low}")
     by_conc.set_xlabel("max concurrency")
     for ax, shown_series in ((by_size, arms), (by_conc, lines)):
         ax.set_ylabel("E2E latency (ms)")

@@ -24,24 +24,28 @@ if TYPE_CHECKING:
 
 def prompt_text(value: str | None, file: Path | None, stdin: TextIO | None = None) -> str | None:
     """``-p`` / ``--prompt-file`` as text: ``@FILE`` and ``--prompt-file`` read a
-    file, ``-`` reads stdin, ``@@…`` is a literal ``@…``; ``None`` when neither is given."""
+    file, ``-`` reads stdin, ``@@…`` is a literal ``@…``; ``None`` when neither
+    is given. A prompt with no text in it is refused, naming where it came from."""
+    from mmctl.choices import checked_prompt
     from mmctl.errors import UsageError
 
     if value is not None and file is not None:
         raise UsageError("--prompt and --prompt-file are alternatives; give one")
     if file is not None:
-        return _read_prompt(file)
+        return checked_prompt(_read_prompt(file), f"prompt file {file}", usage=False)
     if value is None:
         return None
     if value == "-":
-        return (stdin or sys.stdin).read()
+        text = (stdin or sys.stdin).read()
+        return checked_prompt(text, "the prompt read from stdin (-p -)", usage=False)
     if value.startswith("@@"):
         return value[1:]
     if value.startswith("@"):
         if len(value) == 1:
             raise UsageError("-p @FILE needs a file name (write @@ for a literal @)")
-        return _read_prompt(Path(value[1:]))
-    return value
+        path = Path(value[1:])
+        return checked_prompt(_read_prompt(path), f"prompt file {path}", usage=False)
+    return checked_prompt(value, "the prompt (-p)")
 
 
 def _read_prompt(path: Path) -> str:

@@ -181,7 +181,8 @@ def _pixel_dtype(default: str) -> object:
 PixelDtypeOpt = Annotated[
     PixelFormat | None,
     _pixel_dtype(
-        "a default vLLM worker's for the family: uint8 for the Qwen families, else float32"
+        "a default vLLM worker's for the family: uint8 for the Qwen families and glm4v, "
+        "else float32"
     ),
 ]
 NegotiatedPixelDtypeOpt = Annotated[
@@ -278,7 +279,7 @@ NumFramesOpt = Annotated[
         "--num-frames",
         metavar="N",
         help="Sample exactly N video frames (instead of --fps)."
-        + default_text("from --fps; llava-onevision and gemma4: the model's (32)"),
+        + default_text("from --fps; llava-onevision, gemma4 and internvl: the model's (32)"),
         show_default=False,
     ),
 ]
@@ -307,8 +308,8 @@ MinPixelsOpt = Annotated[
     typer.Option(
         "--min-pixels",
         metavar="N",
-        help="Qwen families, video: the whole clip's least pixels (frames x height x width)."
-        + default_text("the model's"),
+        help="Qwen families and glm4v, video: the whole clip's least pixels "
+        "(frames x height x width)." + default_text("the model's"),
         show_default=False,
     ),
 ]
@@ -317,8 +318,8 @@ MaxPixelsOpt = Annotated[
     typer.Option(
         "--max-pixels",
         metavar="N",
-        help="Qwen families, video: the whole clip's pixel budget (frames x height x width)."
-        + default_text("the model's"),
+        help="Qwen families and glm4v, video: the whole clip's pixel budget "
+        "(frames x height x width)." + default_text("the model's"),
         show_default=False,
     ),
 ]

@@ -44,10 +44,14 @@ class Output:
         self,
         *,
         json_mode: bool = False,
+        schema: str | None = None,
         stdout: TextIO | None = None,
         stderr: TextIO | None = None,
     ) -> None:
         self.json_mode = json_mode
+        #: The name of the command's document (:mod:`mmctl.schemas`): each JSON
+        #: document printed names its schema and version first.
+        self.schema = schema
         self._stdout = stdout or sys.stdout
         self._stderr = stderr or sys.stderr
         self._console: Console | None = None
@@ -72,17 +76,30 @@ class Output:
 
     # ---- stdout: results ----
 
-    def result(self, doc: dict[str, Any], human: Callable[[Any], None] | None = None) -> None:
+    def result(
+        self,
+        doc: dict[str, Any],
+        human: Callable[[Any], None] | None = None,
+        schema: str | None = None,
+    ) -> None:
         """Emit a command's result: ``doc`` as JSON, or ``human(console)``."""
         self.end_progress()
         if self.json_mode or human is None:
-            self.json_line(doc)
+            self.json_line(doc, schema)
         else:
             human(self.console)
 
-    def json_line(self, doc: dict[str, Any]) -> None:
-        """One compact JSON document on one line of stdout."""
+    def json_line(self, doc: dict[str, Any], schema: str | None = None) -> None:
+        """One compact JSON document on one line of stdout, named by its schema
+        (``schema``, else the command's)."""
+        global _documents
+        name = schema or self.schema
+        if name is not None:
+            from mmctl.schemas import named
+
+            doc = named(name, doc)
         self._write(json.dumps(doc, separators=(",", ":"), default=_json_default) + "\n")
+        _documents += 1
 
     def text(self, chunk: str) -> None:
         """Streamed text (the answer as it arrives), as it is."""
@@ -255,6 +272,41 @@ class Output:
         else:
             self._stderr.write(line + "\n")
             self._stderr.flush()
+
+
+#: JSON documents this process has printed on stdout since :func:`documents_reset`:
+#: a command that fails after its document (``health``, a partial ``send``)
+#: prints no error document besides it.
+_documents = 0
+
+
+def documents_reset() -> None:
+    global _documents
+    _documents = 0
+
+
+def documents_printed() -> int:
+    return _documents
+
+
+def error_document(
+    stream: TextIO, command: str, message: str, hint: str | None, exit_code: int, kind: str
+) -> None:
+    """A failure in ``--json`` mode: ``mmctl.error``'s document on stdout (the
+    ``Error:`` line still goes to stderr), so a script reading stdout always
+    gets one document."""
+    from mmctl.schemas import named
+
+    doc = {
+        "command": command,
+        "exit_code": exit_code,
+        "error": {"kind": kind, "message": _one_line(message), "hint": hint and _one_line(hint)},
+    }
+    try:
+        stream.write(json.dumps(named("error", doc), separators=(",", ":")) + "\n")
+        stream.flush()
+    except (BrokenPipeError, OSError, ValueError):
+        pass  # stdout is gone: the stderr line and the exit code still say it
 
 
 #: Width of a console that is not a terminal: wide enough that no table wraps.

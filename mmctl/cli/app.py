@@ -137,6 +137,9 @@ def main(argv: list[str] | None = None, *, stopped: Callable[[], str | None] = _
     still importing (``mmctl._entry``), acted on once the handlers are set."""
     args = sys.argv[1:] if argv is None else argv
     debug = _debug_requested(args)
+    from mmctl.cli._output import documents_reset
+
+    documents_reset()
     if not debug:
         # gRPC's C core logs its own view of a failure ("E1201 … Metadata key
         # … === Source Location Trace"), on top of the one line mmctl prints;
@@ -176,18 +179,22 @@ def main(argv: list[str] | None = None, *, stopped: Callable[[], str | None] = _
             sys.stderr.write(ctx.get_help() + "\n")  # a group called bare: its help page
         else:
             render_error(sys.stderr, _usage_message(err), _usage_hint(err))
-        return int(ExitCode.USAGE) if getattr(err, "exit_code", 2) == 2 else err.exit_code
+        code = int(ExitCode.USAGE) if getattr(err, "exit_code", 2) == 2 else err.exit_code
+        _json_error(args, _usage_message(err), _usage_hint(err), code)
+        return code
     except (MmctlError, Interrupted) as err:
         from mmctl.cli._output import render_error
 
         if debug:
             traceback.print_exc()
         render_error(sys.stderr, err.message, err.hint)
+        _json_error(args, err.message, err.hint, int(err.exit_code))
         return int(err.exit_code)
     except KeyboardInterrupt:  # before our handler was installed, or raised by a library
         from mmctl.cli._output import render_error
 
         render_error(sys.stderr, "interrupted by SIGINT", None)
+        _json_error(args, "interrupted by SIGINT", None, int(ExitCode.INTERRUPTED))
         return int(ExitCode.INTERRUPTED)
     except Exception as err:  # the boundary: anything else is a bug
         from mmctl.cli._output import render_error
@@ -196,17 +203,31 @@ def main(argv: list[str] | None = None, *, stopped: Callable[[], str | None] = _
             # Ctrl-C raised inside machinery that wraps exceptions (a class
             # body's __set_name__ while numpy imports): still an interruption.
             render_error(sys.stderr, stop.message, None)
+            _json_error(args, stop.message, None, int(stop.exit_code))
             return int(stop.exit_code)
 
         if debug:
             traceback.print_exc()
-        render_error(
-            sys.stderr,
-            f"unexpected {type(err).__name__}: {err}",
-            None if debug else "run with --debug or MMCTL_DEBUG=1 for the traceback",
-        )
+        message = f"unexpected {type(err).__name__}: {err}"
+        hint = None if debug else "run with --debug or MMCTL_DEBUG=1 for the traceback"
+        render_error(sys.stderr, message, hint)
+        _json_error(args, message, hint, int(ExitCode.UNEXPECTED))
         return int(ExitCode.UNEXPECTED)
     return code if isinstance(code, int) else int(ExitCode.OK)
+
+
+def _json_error(args: list[str], message: str, hint: str | None, code: int) -> None:
+    """With ``--json``, a failure prints ``mmctl.error``'s document on stdout
+    too — unless the command already printed its own (``health`` does, then
+    exits 5): a script reading stdout gets one document either way."""
+    from mmctl.cli._output import documents_printed, error_document
+
+    words = args[: args.index("--")] if "--" in args else args
+    if "--json" not in words or documents_printed():
+        return
+    names = [w for w in words if not w.startswith("-")]
+    command = " ".join(names[:2]) if names[:1] == ["shm"] else (names[0] if names else "")
+    error_document(sys.stdout, command, message, hint, code, ExitCode(code).name.lower())
 
 
 def _interrupted_inside(err: BaseException) -> Interrupted | None:

@@ -207,7 +207,7 @@ def batch(
         raise UsageError("no input: mmctl batch INPUT -o OUT.jsonl (or -i INPUT)")
     if output is None:
         raise UsageError("no output: -o/--output-file OUT.jsonl is required")
-    output_sink = Output(json_mode=json_out)
+    output_sink = Output(json_mode=json_out, schema="batch")
     # Seconds pass before the first item (probing, the tokenizer; Ray's start-up).
     output_sink.status(
         "starting Ray and the pipeline…"

@@ -305,7 +305,7 @@ def bench(
     from mmctl.errors import UsageError
     from mmctl.request.build import Sampling
 
-    output = Output(json_mode=json_out)
+    output = Output(json_mode=json_out, schema="bench")
     saving = SaveTarget.of(save_result, save_to, result_dir, result_filename)
     items = workload.choose(video, dataset, _csv(sizes), audio)
     if plot is not None:

@@ -154,7 +154,7 @@ def build(
     from mmctl.models.settings import VisionOverrides
     from mmctl.request_file import write_for_worker, write_offline
 
-    output = Output(json_mode=json_out)
+    output = Output(json_mode=json_out, schema="build")
     output.status("loading the model files and the tokenizer…")
     options = SendOptions(
         prompt=_inputs.prompt_text(prompt, prompt_file),

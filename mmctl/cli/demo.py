@@ -68,7 +68,7 @@ def demo(
     from mmctl.demo import EXPECTED, run_demo
     from mmctl.errors import CheckFailed
 
-    output = Output(json_mode=json_out)
+    output = Output(json_mode=json_out, schema="demo")
     output.status("starting the stub worker and loading the model…")
     hooks = Hooks(on_note=output.note, on_warning=output.warn)
     done = run_demo(clip, _inputs.prompt_text(prompt, None), rounds, hooks)

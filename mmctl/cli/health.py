@@ -80,7 +80,7 @@ def health(
 
     if not wait >= 0 or wait == float("inf"):
         raise UsageError(f"--wait must be a number of seconds, 0 or more; got {wait:g}")
-    output = Output(json_mode=json_out)
+    output = Output(json_mode=json_out, schema="health")
     with Client(
         target, _inputs.connection(header=header, tls=tls, ca_cert=ca_cert, timeout=timeout)
     ) as client:
@@ -131,7 +131,7 @@ def info(
     from mmctl.cli._output import Output
     from mmctl.client.client import Client
 
-    output = Output(json_mode=json_out)
+    output = Output(json_mode=json_out, schema="info")
     with Client(
         target, _inputs.connection(header=header, tls=tls, ca_cert=ca_cert, timeout=timeout)
     ) as client:

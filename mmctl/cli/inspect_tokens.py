@@ -104,7 +104,7 @@ def inspect_tokens(
     from mmctl.offline import SoundReport
     from mmctl.offline import inspect_tokens as inspect
 
-    output = Output(json_mode=json_out)
+    output = Output(json_mode=json_out, schema="inspect-tokens")
     output.status("loading the model files and the tokenizer…")
     report = inspect(
         media or None,
@@ -151,7 +151,12 @@ def _cell(row: Row) -> str:
     if row.kind == "pads":
         return f"[cyan]{_esc(row.token or f'<|{row.text}_pad|>')}×{row.count}[/]"
     if row.kind == "timestamp":  # a frame's text: a line break shown, not made (InternVL's)
-        return f"[yellow]{_esc(row.text.replace(chr(10), chr(92) + 'n'))}[/]"
+        # The white space around it joins it to the frame before (Gemma 4's
+        # " 00:01 ", InternVL's "\nFrame2: "); its row already says that, and
+        # shown it pushed every frame but the first one column right. --json
+        # keeps the exact text.
+        text = row.text.strip() if row.frame is not None else row.text
+        return f"[yellow]{_esc(text.replace(chr(10), chr(92) + 'n'))}[/]"
     return f"[dim]{_esc(repr(row.text))}[/] ({row.count})"
 
 

@@ -83,7 +83,7 @@ def preprocess(
     from mmctl.offline import preprocess as run
     from mmctl.preprocessing.report import contact_sheet, save_npz, summary
 
-    output = Output(json_mode=json_out)
+    output = Output(json_mode=json_out, schema="preprocess")
     with output.frames() as on_frame:
         pre = run(
             media,

@@ -184,7 +184,7 @@ def send(
     from mmctl.models.settings import VisionOverrides
     from mmctl.timing import Timeline
 
-    output = Output(json_mode=json_out)
+    output = Output(json_mode=json_out, schema="send")
     timeline = Timeline(on_lap=follow(output))
     output.status("checking the inputs…")
     opts = SendOptions(
@@ -238,6 +238,7 @@ def send(
             output.result(
                 done.as_dict(),
                 human=lambda console: render_comparison(console, done, "client vs worker"),
+                schema="send-comparison",
             )
             return
         streaming = not json_out and opts.stream is not False

@@ -65,7 +65,7 @@ def gc(
     from mmctl.run_batch.children import remove_unused_semaphores, semaphores
     from mmctl.transport.shm import leftovers, shm_dir, sweep_dead
 
-    output = Output(json_mode=json_out)
+    output = Output(json_mode=json_out, schema="shm-gc")
     found = list(leftovers())
     sems = semaphores(shm_dir())
     removed = [] if dry_run else sweep_dead()

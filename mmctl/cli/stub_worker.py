@@ -65,7 +65,9 @@ _DeviceNormalizeOpt = Annotated[
         "--device-normalize/--no-device-normalize",
         help="Advertise mm_device_do_normalize and accept only raw uint8 pixels (or, --no-: "
         "only normalized floats)."
-        + default_text("as a default `vllm serve MODEL --grpc` for the family: on for Qwen"),
+        + default_text(
+            "as a default `vllm serve MODEL --grpc` for the family: on for Qwen and glm4v"
+        ),
         show_default=False,
     ),
 ]
@@ -195,7 +197,7 @@ def stub_worker(
     from mmctl.worker.handlers import StubConfig, load_served
     from mmctl.worker.server import check_bindable, ready_event, start, tls_files
 
-    output = Output(json_mode=json_out)
+    output = Output(json_mode=json_out, schema="stub-worker")
     check_bindable(host, port)  # before the model loads: a taken port fails at once
     tls = tls_files(tls_cert, tls_key)
     model, device_normalize = load_served(

@@ -34,6 +34,7 @@ from mmctl.checkpoint.source import ModelSource
 from mmctl.checkpoint.source import resolve as resolve_source
 from mmctl.client.channel import Target, open_channel, resolve_target
 from mmctl.client.connection import Connection
+from mmctl.client.negotiate import Decision
 from mmctl.client.options import (
     Hooks,
     Inputs,
@@ -341,6 +342,10 @@ class Client:
         opts = SendOptions.of(prompt=prompt, **options).but(transport=Transport.INLINE)
         ready = self._prepare(opts, media_inputs(media, opts.soundtrack), Hooks(), timeline)
         ready.arena.close()
+        # Not "--transport inline": no one asked, and the reason is the file's.
+        ready.run.decisions["transport"] = Decision(
+            "inline", "a built request carries its tensors (a /dev/shm file would not outlive it)"
+        )
         from mmctl.wire import proto
 
         # The whole message: ``ready.request`` lacks a spliced tensor's bytes.

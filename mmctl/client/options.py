@@ -17,7 +17,14 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from mmctl.choices import SHM_MIN_BYTES, MediaRef, PixelFormat, Processing, Transport
+from mmctl.choices import (
+    SHM_MIN_BYTES,
+    MediaRef,
+    PixelFormat,
+    Processing,
+    Transport,
+    checked_prompt,
+)
 from mmctl.errors import InputError, UsageError
 from mmctl.media.probe import MediaKind
 from mmctl.models.settings import VisionOverrides
@@ -57,6 +64,8 @@ class SendOptions:
     soundtrack: bool = False
 
     def __post_init__(self) -> None:
+        if self.prompt is not None:
+            checked_prompt(self.prompt)
         for name, kind in (
             ("transport", Transport),
             ("pixel_dtype", PixelFormat),

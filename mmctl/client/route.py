@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from mmctl.choices import SHM_MIN_BYTES, Transport
 from mmctl.client.negotiate import Decision, transport
 from mmctl.client.placement import ShmAllocator, ShmPlacer, move_inline_to_shm
-from mmctl.errors import UsageError
+from mmctl.errors import CheckFailed, UsageError
 from mmctl.transport.shm import ShmArena, ShmUnavailable, namespace_id, shm_dir
 
 if TYPE_CHECKING:
@@ -152,7 +152,19 @@ def choose(
     asked — then a /dev/shm this process cannot write is an error, not a fallback."""
     mode = Transport(mode)
     problem = shm_problem()
-    decision = transport(mode.value, facts, namespace_id(), problem)
+    here = namespace_id()
+    decision = transport(mode.value, facts, here, problem)
     if decision.value == "shm" and mode is Transport.SHM and problem:
         raise ShmUnavailable(f"--transport shm: {problem}", hint="use --transport auto or inline")
+    worker = facts.server.shm_namespace_id if facts is not None else ""
+    if mode is Transport.SHM and worker and worker != here:
+        # Sent anyway, the worker could open none of the files: exit 4 with
+        # "TensorData.shm '…': No such file or directory", after the work.
+        # A worker that does not say is taken at the user's word.
+        raise CheckFailed(
+            "--transport shm: the worker does not share this host's /dev/shm "
+            f"(worker {worker}, here {here or 'unknown'})",
+            hint="shared memory works only with a worker on this host; "
+            "use --transport auto or inline",
+        )
     return Route(decision, min_bytes, fallback=mode is Transport.AUTO)

@@ -450,6 +450,10 @@ def _replay(session: Session, opts: SendOptions, inputs: Inputs, run: Run) -> An
         f"changed {', '.join(applied)}" if applied else "as recorded", inputs.request_label
     )
     facts = session.facts
+    # Read by the worker's family first: a file built for another family's
+    # worker is said as that, not as a pixel type to rebuild with.
+    model = session.family_model()
+    layout, items = layout_of(req, model)
     dtypes = {b.pixel_values.dtype for b in batches(req) if b.HasField("pixel_values")}
     want = choose_pixels(facts, None).decision
     normalizes = facts.server.mm_device_do_normalize
@@ -462,8 +466,6 @@ def _replay(session: Session, opts: SendOptions, inputs: Inputs, run: Run) -> An
                 hint="rebuild it with --pixel-dtype " + want.value,
             )
     run.decisions["pixel_dtype"] = Decision(",".join(sorted(dtypes)) or "none", "as recorded")
-    model = session.family_model()
-    layout, items = layout_of(req, model)
     _record_walk(run, model.spec, model.spec.prompt.check(layout, items, model), opts.skip_checks)
     run.items = [item.as_dict() for item in items]
     return req

@@ -102,9 +102,12 @@ class Session:
         else:
             source, bundle = fetch_bundle(channel, target, facts.model, refresh=refresh_bundle)
             origin = {"source": source.label, "from": "worker GetTokenizer", "bundle": bundle}
+        loaded_here = model is None
         if model is None:
             model = load_any(source=source, family=family, overrides=vision)
         timeline.lap("model_files_s")
+        if loaded_here and isinstance(model, Model):
+            timeline.rebook(model.tokenizer_load_s, "model_files_s", "tokenizer_s")
         model.tokenizer  # noqa: B018 - loading it is set-up, not a request's tokenize time
         timeline.lap("tokenizer_s")
         family_name = None if isinstance(model, WorkerModel) else model.spec.name

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
@@ -13,7 +14,7 @@ from mmctl.checkpoint.source import resolve as resolve_source
 from mmctl.errors import InputError, UnknownFamily
 from mmctl.media.probe import MediaKind
 from mmctl.models.family import Family
-from mmctl.models.registry import forced_hint
+from mmctl.models.registry import forced_mismatch
 from mmctl.models.registry import resolve as resolve_family
 from mmctl.models.settings import Settings, VisionOverrides
 from mmctl.prompt.chat import ChatFormat
@@ -37,6 +38,10 @@ class Model:
     #: know), for the commands to show once.
     warnings: tuple[str, ...] = ()
     _tokenizer: Any = field(default=None, repr=False)
+    #: Seconds :func:`load_model` spent loading the tokenizer for token ids the
+    #: config does not carry (Gemma 4, Llama 4, InternVL, GLM): the set-up's
+    #: "tokenizer load", not its "model files".
+    tokenizer_load_s: float = 0.0
 
     @cached_property
     def tokenizer(self) -> Tokenizer:
@@ -203,10 +208,14 @@ def load_model(
     # The ids come from config.json, and where a family's config does not carry
     # them all (Llama 4's tile tokens) from the tokenizer, loaded only then.
     loaded: list[Tokenizer] = []
+    load_s = 0.0
 
     def vocab(token: str) -> int | None:
+        nonlocal load_s
         if not loaded:
+            begin = time.perf_counter()
             loaded.append(Tokenizer.load(source))
+            load_s = time.perf_counter() - begin
         return loaded[0].token_to_id(token)
 
     try:
@@ -215,7 +224,8 @@ def load_model(
     except InputError as err:
         if not family or spec.matches(files.config):
             raise  # the files are this family's: the error is about them
-        raise InputError(err.message, hint=forced_hint(spec, files.config, source.label)) from None
+        message, hint = forced_mismatch(spec, files.config, source.label, err.message)
+        raise InputError(message, hint=hint) from None
     if overrides:
         params = params.overridden(overrides)
         vision_from.update(overridden(overrides, params))
@@ -232,6 +242,7 @@ def load_model(
         vision_from,
         warnings,
         _tokenizer=loaded[0] if loaded else None,
+        tokenizer_load_s=load_s,
     )
 
 

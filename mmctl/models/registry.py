@@ -102,14 +102,19 @@ def refuse_kind(family: Family, kind: MediaKind) -> None:
         )
 
 
-def forced_hint(forced: Family, config: Mapping[str, Any], files: str) -> str:
-    """What to do when ``--family`` names a family that ``files`` (a source's
-    label) do not hold: its tokens and settings come from its own model files."""
+def forced_mismatch(
+    forced: Family, config: Mapping[str, Any], files: str, detail: str
+) -> tuple[str, str]:
+    """The error and its hint when ``--family`` names a family that ``files`` (a
+    source's label) do not hold, so that its tokens or settings cannot be read
+    (``detail``: what was missing). The mismatch leads: the missing key is
+    only its symptom."""
     own = next((spec.name for spec in FAMILIES if config and spec.matches(config)), None)
     held = f"a {own or config.get('model_type')} model's" if config else "no config.json"
     return (
-        f"--family {forced.name} reads a {forced.name} model's files and {files} holds {held}: "
-        "pass that model's folder with --model-dir DIR (or its worker's --bundle ZIP)"
+        f"--family {forced.name} does not fit {files}, which holds {held} files ({detail})",
+        f"--family {forced.name} reads a {forced.name} model's files: pass that model's "
+        "folder with --model-dir DIR (or its worker's --bundle ZIP), or leave --family out",
     )
 
 

@@ -18,10 +18,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import stat
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from mmctl.errors import InputError
 from mmctl.values.items import Preprocessed
 
 VERSION = b"mmctl-mm-hash-v3\0"
@@ -55,11 +58,18 @@ def pixel_facts(pre: Preprocessed) -> dict[str, Any]:
 
 
 def file_digest(media: Path | bytes) -> str:
-    """sha256 of a medium's bytes (a file, read in chunks; or the bytes)."""
+    """sha256 of a medium's bytes (a file, read in chunks; or the bytes).
+
+    Only a regular file is read: ``/dev/zero`` never ends and a FIFO with no
+    writer never opens (hence ``O_NONBLOCK``), and a digest may be asked for
+    before the file's own check (the pixel cache's key)."""
     if isinstance(media, bytes | bytearray | memoryview):
         return hashlib.sha256(media).hexdigest()
     digest = hashlib.sha256()
-    with open(media, "rb") as f:
+    fd = os.open(media, os.O_RDONLY | os.O_NONBLOCK)
+    with open(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise InputError(f"{media} is not a regular file")
         while chunk := f.read(CHUNK):
             digest.update(chunk)
     return digest.hexdigest()

@@ -7,6 +7,7 @@ live (inline / shm name) and a sha256 of inline bytes.
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -25,8 +26,9 @@ if TYPE_CHECKING:
     from mmctl.wire._gen.vllm_engine_pb2 import GenerateRequest, MultimodalInputs, TensorData
 
 
-def read_request(path: Path) -> GenerateRequest:
+def read_request(path: str | os.PathLike[str]) -> GenerateRequest:
     """The ``GenerateRequest`` in a file (as ``mmctl build`` writes it)."""
+    path = Path(path)
     try:
         data = path.read_bytes()
     except OSError as err:
@@ -50,12 +52,12 @@ def parse_request(data: bytes, label: str) -> GenerateRequest:
     return req
 
 
-def write_request(req: GenerateRequest, path: Path) -> int:
+def write_request(req: GenerateRequest, path: str | os.PathLike[str]) -> int:
     """Write ``req`` to exactly ``path``, atomically; returns the bytes written."""
     from mmctl.fileio import write_atomic
 
     data = req.SerializeToString()
-    write_atomic(path, lambda f: _write(f, data))
+    write_atomic(Path(path), lambda f: _write(f, data))
     return len(data)
 
 
@@ -164,6 +166,34 @@ def shaped_tensors(batch: MultimodalInputs, kind: MediaKind) -> dict[str, np.nda
     return out
 
 
+def families_of(batch: MultimodalInputs, kind: MediaKind) -> list[str]:
+    """The families whose requests carry exactly this batch's tensors (by their
+    field tables): who a request file was built for, read from the file."""
+    from mmctl.models import registry
+
+    keys = {key for key, _ in tensor_fields(batch)}
+    return [
+        f.name
+        for f in registry.FAMILIES
+        if kind in f.modalities and {w.key for w in f.wire.fields(kind)} == keys
+    ]
+
+
+def _another_family(batch: MultimodalInputs, kind: MediaKind, model: Model) -> str:
+    """The hint for a batch the model's family cannot read: most often a request
+    file built for another model's worker."""
+    built = families_of(batch, kind)
+    whose = (
+        f"it carries the tensors of a {' or '.join(built)} request"
+        if built
+        else "was it built for another model?"
+    )
+    return (
+        f"{whose}; it is read as {model.spec.name}'s here: build the request for this "
+        "model (mmctl build MEDIA -o FILE -t TARGET)"
+    )
+
+
 def layout_of(req: GenerateRequest, model: Model) -> tuple[Layout, list[ItemFacts]]:
     """The request's token layout (spans in prompt order) and each span's item,
     read back by the served family from the batch's tensors."""
@@ -178,7 +208,9 @@ def layout_of(req: GenerateRequest, model: Model) -> tuple[Layout, list[ItemFact
             received = Received(kind, shaped_tensors(batch, kind), count)
             items = model.spec.contract.received_items(received, model)
         except ContractError as err:
-            raise InputError(err.about(label, kind)) from None
+            raise InputError(
+                err.about(label, kind), hint=_another_family(batch, kind, model)
+            ) from None
         for p, item in zip(batch.mm_placeholders, items, strict=True):
             spans.append((p.offset, p.length, item))
     spans.sort(key=lambda s: s[0])

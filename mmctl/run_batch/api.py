@@ -73,6 +73,9 @@ class BatchCounts:
     #: The pixel cache's account (:class:`mmctl.request.pixel_cache.Stats`):
     #: media asked about again and served without decoding, bytes kept.
     pixel_cache: dict[str, Any] = field(default_factory=dict)
+    #: ``/dev/shm`` files no live process owned, removed before sending (a
+    #: killed run's, which ``--resume`` follows), as ``send``'s ``shm_swept``.
+    shm_swept: list[str] = field(default_factory=list)
 
     @property
     def failed_in_output(self) -> int:
@@ -105,6 +108,8 @@ class Fleetwide:
     members: list[Member]
     model: Any  # mmctl.models.model.Model, loaded once here
     model_name: str
+    #: Dead processes' /dev/shm files removed before the run (the shm route only).
+    swept: list[str] = field(default_factory=list)
 
 
 def _setup(
@@ -160,6 +165,7 @@ def _setup(
             )
         limits = WorkerLimits.of(f for _, f in answering)
         from mmctl.client.route import choose, inline
+        from mmctl.transport.shm import sweep_dead
 
         members = []
         for client, f in zip(clients, facts, strict=True):
@@ -188,7 +194,9 @@ def _setup(
             else None,
         )
         model_name = first_facts.model.served_model_name or model.source.label
-        return Fleetwide(settings, members, model, model_name)
+        # A killed run (the one --resume follows) left its files: no one else removes them.
+        swept = sweep_dead() if any(m.route.shm for m in members) else []
+        return Fleetwide(settings, members, model, model_name, swept)
     finally:
         for client in clients:
             client.close()
@@ -482,8 +490,9 @@ def _run(
         if ray_run is not None:
             ray_run.close()
     return _counts(
-        tally, total, engine, out, start, startup_s=startup, pools=pools, pixel_cache=cache_doc
-    )
+        tally, total, engine, out, start, startup_s=startup, pools=pools, pixel_cache=cache_doc,
+        shm_swept=fleetwide.swept,
+    )  # fmt: skip
 
 
 def _counts(

@@ -301,6 +301,7 @@ def media_keys(media: list[Medium], model: Model, fmt: PixelFormat) -> list[str 
     once a run); ``None`` for one that cannot be read here (its item's
     preprocessing says why)."""
     from mmctl.dataset import Embedded
+    from mmctl.errors import InputError
     from mmctl.media.probe import MediaKind
     from mmctl.request.hashing import file_digest
     from mmctl.request.pixel_cache import key_of
@@ -317,7 +318,7 @@ def media_keys(media: list[Medium], model: Model, fmt: PixelFormat) -> list[str 
                 digest = file_digest(medium.data)
             else:
                 digest = "url:" + medium.url
-        except OSError:
+        except (OSError, InputError):  # not a regular file: its check says so
             keys.append(None)
             continue
         keys.append(key_of(digest, MediaKind(kind), model, fmt))
@@ -346,12 +347,16 @@ def _kind_of(medium: Medium) -> str:
     from urllib.parse import urlparse
 
     from mmctl.dataset import Embedded
-    from mmctl.media.probe import media_kind
+    from mmctl.media.probe import check_readable, media_kind
 
     if isinstance(medium, Embedded):
         path = Path("embedded" + medium.suffix)
     elif isinstance(medium, Path):
         path = medium
+        try:
+            check_readable(path)  # a FIFO with no suffix would be opened to be sniffed
+        except MmctlError:
+            return "unknown"
     else:
         path = Path(urlparse(medium.url).path or "remote")
     try:

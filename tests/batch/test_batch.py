@@ -339,3 +339,53 @@ def _children_of(pid: int) -> list[int]:
         except OSError:
             continue
     return kids
+
+
+def test_a_medium_that_is_a_device_or_a_fifo_fails_its_line_at_once(stub, red_blue, tmp_path):
+    # Issue 44: the local engine hashed each medium for its pixel-cache key
+    # before the regular-file check: /dev/zero was read for ever and a FIFO
+    # with no writer never opened; the batch never finished.
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    named = tmp_path / "pipe.mp4"
+    os.mkfifo(named)
+    data = tmp_path / "in.jsonl"
+    media = {"zero": "/dev/zero", "fifo": str(fifo), "named": str(named), "good": str(red_blue)}
+    data.write_text("".join(json.dumps({"id": k, "media": [v]}) + "\n" for k, v in media.items()))
+    out = tmp_path / "out.jsonl"
+    argv = ["batch", data, "-o", out, "-t", stub.running.address, "--workers", "1"]
+    try:
+        run = subprocess.run([sys.executable, "-m", "mmctl", *map(str, argv)],
+                             capture_output=True, text=True, timeout=120)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        pytest.fail("the batch did not finish")
+    assert run.returncode == 7, (run.stderr, out.read_text())
+    answers = _answers(out)
+    assert answers.pop("good") == "red, blue"
+    assert answers == dict.fromkeys(("zero", "fifo", "named"), "error:invalid_input")
+    said = {d["custom_id"]: d["error"]["message"] for d in _lines(out) if d["error"]}
+    assert all("not a regular file" in message for message in said.values()), said
+
+
+def test_resume_removes_the_shm_files_a_killed_run_left(cli, stub, red_blue, tmp_path,
+                                                         monkeypatch):  # fmt: skip
+    # Issue 44: a run killed mid-request leaves its placed tensors in /dev/shm
+    # (no process of its own is left to remove them), and --resume left them too.
+    folder = tmp_path / "shm"
+    folder.mkdir()
+    monkeypatch.setenv("MMCTL_SHM_DIR", str(folder))
+    killed = "mmctl-424242-3-abcd1234"  # a dead run's: nobody holds its lock
+    (folder / killed).write_bytes(b"x" * 4096)
+    data = tmp_path / "in.jsonl"
+    data.write_text("".join(json.dumps({"id": f"n{i}", "media": [str(red_blue)]}) + "\n"
+                            for i in range(2)))  # fmt: skip
+    out = tmp_path / "out.jsonl"
+    out.write_text(json.dumps({"custom_id": "n0", "response": {"status_code": 200},
+                               "error": None}) + "\n")  # fmt: skip
+    res = cli("batch", data, "-o", out, "-t", stub.running.address, "--workers", "1",
+              "--resume", "--transport", "shm", "--json")  # fmt: skip
+    assert res.code == 0, res.err
+    counts = res.json()
+    assert (counts["skipped"], counts["succeeded"]) == (1, 1)
+    assert counts["shm_swept"] == [killed]
+    assert list(folder.iterdir()) == []

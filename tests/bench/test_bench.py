@@ -126,6 +126,39 @@ def test_plot_ticks_are_the_values_asked_for():
     ]  # fmt: skip
 
 
+def test_plot_colours_mean_the_arm_in_both_panels_and_the_label_no_unit():
+    # Issue 44: the right panel took a colour per series, so C1 was the shm arm
+    # on the left and inline's second payload on the right; and the x-label said
+    # "payload (MB)" under tick labels that are names (clip.mp4).
+    pytest.importorskip("matplotlib")
+    import colorsys
+
+    from matplotlib.colors import to_rgb
+
+    from mmctl.bench.plot import figure
+
+    arms = ("inline/uint8", "shm/uint8")
+    sizes = [(995_328, "clip.mp4"), (3_981_312, "4MB"), (15_925_248, "16MB")]
+    result, _ = _latencies(arms, sizes, (1, 4))
+    fig = figure(result, (50, 99))
+    by_size, by_conc = fig.axes
+
+    def hue(line):
+        return colorsys.rgb_to_hsv(*to_rgb(line.get_color()))[0]
+
+    def arm_of(line):
+        return next(a for a in arms if line.get_gid().startswith(a))
+
+    left = {arm_of(line): hue(line) for line in by_size.get_lines() if line.get_gid()}
+    assert abs(left[arms[0]] - left[arms[1]]) > 0.2
+    for line in by_conc.get_lines():
+        if line.get_gid():
+            nearest = min(arms, key=lambda a: abs(left[a] - hue(line)))
+            assert nearest == arm_of(line), line.get_gid()
+    assert "MB" not in by_size.get_xlabel()
+    assert [t.get_text() for t in by_size.get_xticklabels()] == ["clip.mp4", "4MB", "16MB"]
+
+
 def _latencies(arms, sizes, levels, seed=0):
     """Records with known latencies: (arm, payload bytes, concurrency) → ms."""
     from types import SimpleNamespace

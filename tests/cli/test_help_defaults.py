@@ -215,7 +215,8 @@ def _bench_transports() -> bool:
 TRUTH: dict[tuple[str, str], Callable[[dict[str, Any]], object]] = {
     (
         "--pixel-dtype",
-        "a default vLLM worker's for the family: uint8 for the Qwen families, else float32",
+        "a default vLLM worker's for the family: uint8 for the Qwen families and glm4v, "
+        "else float32",
     ): (
         lambda o: (
             o["build"]["decisions"]["pixel_dtype"]["value"] == "uint8"
@@ -234,10 +235,13 @@ TRUTH: dict[tuple[str, str], Callable[[dict[str, Any]], object]] = {
     ),
     ("--min-frames", "the model's (4)"): lambda o: _settings(o, "min_frames") == 4,
     ("--max-frames", "the model's (768)"): lambda o: _settings(o, "max_frames") == 768,
-    ("--num-frames", "from --fps; llava-onevision and gemma4: the model's (32)"): lambda o: (
-        o["preprocess"]["frames"]["sampled_fps"] == 2
-        and _family_settings("llava_onevision").num_frames == 32
-        and _family_settings("gemma4").num_frames == 32
+    ("--num-frames", "from --fps; llava-onevision, gemma4 and internvl: the model's (32)"): (
+        lambda o: (
+            o["preprocess"]["frames"]["sampled_fps"] == 2
+            and _family_settings("llava_onevision").num_frames == 32
+            and _family_settings("gemma4").num_frames == 32
+            and _family_settings("internvl").num_frames == 32
+        )
     ),
     ("--min-pixels", "the model's"): lambda o: _settings(o, "video_min_pixels") == 4096,
     ("--max-pixels", "the model's"): lambda o: _settings(o, "video_max_pixels") == 25165824,
@@ -262,9 +266,10 @@ TRUTH: dict[tuple[str, str], Callable[[dict[str, Any]], object]] = {
     ("--target", "none: a default vLLM worker"): lambda o: o["build"]["target"] is None,
     ("--pixel-dtype", "what the worker expects (see `mmctl info`)"): _worker_default,
     ("--pixel-dtype", "what the worker expects"): _worker_default,
-    ("--device-normalize", "as a default `vllm serve MODEL --grpc` for the family: on for Qwen"): (
-        _stub_normalizes
-    ),
+    (
+        "--device-normalize",
+        "as a default `vllm serve MODEL --grpc` for the family: on for Qwen and glm4v",
+    ): _stub_normalizes,
     ("--allowed-local-media-path", "none"): _worker_default,
     ("--shm-allowed-uid", "own uid"): _worker_default,
     ("--tls-cert", "plain text"): _worker_default,
@@ -298,3 +303,58 @@ def test_every_shown_default_is_checked_and_true(where, text, observed):
 def test_the_table_has_no_stale_rows():
     texts = {(option, text) for (_, option), text in SHOWN.items()}
     assert set(TRUTH) <= texts, sorted(set(TRUTH) - texts)
+
+
+# ---- the families a help text names are the families it is true of (issue 44) ----
+
+
+def _named(text: str) -> set[str]:
+    """The canonical family names a help text names ("the Qwen families": every qwen*)."""
+    from mmctl.models import registry
+
+    names = {f.name for f in registry.FAMILIES}
+    said = {w for w in re.findall(r"[a-z0-9][a-z0-9._-]*[a-z0-9]", text.lower()) if w in names}
+    if re.search(r"\bQwen\b", text):
+        said |= {n for n in names if n.startswith("qwen")}
+    return said
+
+
+def _help(command: str, option: str) -> str:
+    for path, cmd in _commands():
+        if " ".join(path) == command:
+            ctx = click.Context(cmd, info_name=command)
+            param = next(p for p in cmd.params if option in p.opts)
+            return " ".join(param.get_help_record(ctx)[1].split())
+    raise AssertionError(command)
+
+
+def _taking(flag: str) -> set[str]:
+    """The families whose settings take ``--flag``."""
+    from mmctl.errors import MmctlError
+    from mmctl.models import registry
+    from mmctl.models.settings import VisionOverrides
+
+    taking = set()
+    for family in registry.FAMILIES:
+        try:
+            family.settings().overridden(VisionOverrides(**{flag: 65536}))
+        except MmctlError:
+            continue
+        taking.add(family.name)
+    return taking
+
+
+def test_the_families_named_in_help_are_those_it_is_true_of():
+    from mmctl.models import registry
+
+    normalizing = {f.name for f in registry.FAMILIES if f.processor.device_normalize}
+    assert "glm4v" in normalizing
+    assert _named(_help("stub-worker", "--device-normalize").split("[default:")[1]) == normalizing
+    assert _named(_help("preprocess", "--pixel-dtype").split("[default:")[1]) == normalizing
+    for flag in ("min_pixels", "max_pixels"):
+        option = "--" + flag.replace("_", "-")
+        assert _named(_help("send", option).split("[default:")[0]) == _taking(flag), option
+    fixed = {
+        f.name for f in registry.FAMILIES if f.settings().settings().get("num_frames") is not None
+    }
+    assert _named(_help("send", "--num-frames").split("[default:")[1]) == fixed

@@ -102,3 +102,23 @@ def test_build_refuses_too_many_items(cli, red_blue, tmp_path):
 def test_build_bad_pixel_dtype(cli, red_blue, tmp_path):
     r = cli("build", red_blue, "-o", tmp_path / "x.pb", "--pixel-dtype", "float64")
     assert r.code == 2 and "float64" in r.err
+
+
+def test_frame_rows_line_up_for_every_family_with_frame_text(cli):
+    # Issue 44: Gemma 4's frames after the first start " 00:01 " (InternVL's
+    # "\nFrame2: "), and each such row was one column (or two) to the right.
+    import re
+    from pathlib import Path
+
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures"
+    for family in ("gemma4", "internvl", "glm4v", "qwen3_5"):
+        r = cli("inspect-tokens", fixtures / "media" / "tok64.mp4", "--model-dir",
+                fixtures / "families" / family)  # fmt: skip
+        assert r.code == 0, r.err
+        rows = [m for line in r.out.splitlines() if (m := re.search(r"│ frame \d+ +(\S)", line))]
+        assert len(rows) == 6, r.out
+        assert len({m.start(1) for m in rows}) == 1, (family, r.out)
+        json_rows = cli("inspect-tokens", fixtures / "media" / "tok64.mp4", "--model-dir",
+                        fixtures / "families" / family, "--json").json()["rows"]  # fmt: skip
+        if family == "gemma4":  # the document keeps the text as the tokens spell it
+            assert [row["text"] for row in json_rows if row["kind"] == "timestamp"][1] == " 00:01 "

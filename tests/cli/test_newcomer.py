@@ -125,9 +125,11 @@ def test_kimi_k25_is_refused_with_the_reason_not_the_worker_way(how, tmp_path, e
 def test_a_family_forced_on_the_builtin_files_says_to_pass_its_folder(family, env):
     r = mmctl("inspect-tokens", MEDIA / "rgb_odd.png", "--family", family, env=env)
     assert r.returncode == 3
-    _, hint = one_error(r.stderr)
+    message, hint = one_error(r.stderr)
     assert f"--family {family}" in hint and "--model-dir DIR" in hint
-    assert "qwen3-vl" in hint  # what the files are instead
+    # The mismatch leads (issue 44), with what the files are instead.
+    assert message.startswith(f"--family {family} does not fit built-in qwen3-vl, which holds "
+                              "a qwen3-vl model's files (")  # fmt: skip
     ok = mmctl("inspect-tokens", MEDIA / "rgb_odd.png", "--family", family, "--model-dir",
                FAMILIES / family.replace("-", "_"), env=env)  # fmt: skip
     assert ok.returncode == 0, ok.stderr  # where the hint leads works

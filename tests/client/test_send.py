@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import grpc
 import numpy as np
@@ -55,6 +56,20 @@ def test_stdout_is_the_answer_alone_and_the_report_goes_to_stderr(cli, stub, red
     assert not [line for line in r.err.splitlines() if line != line.rstrip()], r.err
     unstreamed = cli("send", red_blue, "--target", stub.running.address, "--no-stream")
     assert unstreamed.code == 0 and unstreamed.out == "red, blue\n", unstreamed.err
+
+
+def test_build_for_a_worker_names_no_flag_that_was_not_given(cli, stub, red_blue, tmp_path):
+    # Issue 44: the reasons said "--transport inline" and "--processing client",
+    # options build does not even have.
+    built = cli("build", red_blue, "-o", tmp_path / "r.pb", "-t", stub.running.address, "--json")
+    assert built.code == 0, built.err
+    decisions = built.json()["decisions"]
+    assert decisions["transport"]["value"] == "inline"
+    assert decisions["processing"]["value"] == "client"
+    for name, decision in decisions.items():
+        assert "--" not in decision["reason"], (name, decision)
+    human = cli("build", red_blue, "-o", tmp_path / "r2.pb", "-t", stub.running.address)
+    assert human.code == 0 and "--transport" not in human.err and "--processing" not in human.err
 
 
 def test_replay_a_built_request(send_json, cli, stub, red_blue, tmp_path, no_leaks):
@@ -140,6 +155,31 @@ def test_deadline_exits_5_and_cleans_shm(cli, make_stub, red_blue, no_leaks):
     slow = make_stub(delay_ms=1000)
     r = cli("send", red_blue, "--target", slow.running.address, "--shm", "--timeout", "1.5")
     assert r.code == 5 and "deadline" in r.err
+
+
+def test_shm_to_a_worker_on_another_dev_shm_is_refused_before_sending(
+    send_json, cli, stub, red_blue, replay, monkeypatch, no_leaks
+):
+    # Issue 44: sent anyway, the worker could open no file (exit 4, "No such
+    # file or directory"); `bench --transport shm` already refused this case.
+    monkeypatch.setattr("mmctl.client.route.namespace_id", lambda: "another-host:1")
+    for media in ([red_blue], ["--request", replay]):
+        r = send_json(stub, *media, "--shm")
+        assert r.code == 6, r.err
+        assert "--transport shm: the worker does not share this host's /dev/shm" in r.err
+        assert "here another-host:1" in r.err and "Hint: " in r.err
+    assert "[stub] Generate" not in stub.log.getvalue()  # nothing was sent
+    auto = send_json(stub, red_blue)  # auto still goes inline, and says why
+    assert auto.code == 0, auto.err
+    assert "different /dev/shm" in auto.json()["decisions"]["transport"]["reason"]
+
+
+@pytest.fixture
+def replay(cli, stub, red_blue, tmp_path):
+    req = tmp_path / "req.pb"
+    built = cli("build", red_blue, "-o", req, "-t", stub.running.address)
+    assert built.code == 0, built.err
+    return req
 
 
 def test_limits_are_checked_before_shipping(send_json, cli, make_stub, red_blue, no_leaks):
@@ -632,3 +672,46 @@ def test_max_tokens_beyond_the_context_is_refused_before_sending(send_json, cli,
     shown = cli("info", "-t", stub.running.address)
     assert f"{limit:,} tokens (max_context_length)" in shown.out
     assert [line.split()[0] for line in shown.out.splitlines()].count("vision") <= 1
+
+
+@pytest.mark.parametrize("media", ["red_blue", "picture"])
+def test_a_request_built_for_another_family_says_so(cli, red_blue, picture, media, tmp_path,
+                                                     no_leaks):  # fmt: skip
+    # Issue 44: replayed at a Llama 4 worker, a Qwen request said only "mm_inputs
+    # (video) carries no aspect_ratios tensor" (or, first, a pixel dtype to
+    # rebuild with): nothing said the file was built for another family.
+    from mmctl.models.model import load_model
+    from tests.conftest import _stub
+
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "families"
+    req = tmp_path / "qwen.pb"
+    built = cli("build", {"red_blue": red_blue, "picture": picture}[media], "-o", req)
+    assert built.code == 0, built.err
+    llama4 = _stub(load_model(model_dir=fixtures / "llama4"))
+    try:
+        r = cli("send", "--request", req, "--target", llama4.running.address)
+    finally:
+        llama4.close()
+    assert r.code == 3, r.err
+    assert "carries no aspect_ratios tensor" in r.err
+    hint = r.err.split("Hint: ", 1)[1]
+    assert "qwen3-vl" in hint and "read as llama4's" in hint and "mmctl build" in hint
+
+
+def test_a_forced_family_the_workers_files_do_not_hold_leads_with_that(cli, red_blue, picture):
+    # Issue 44: `--family llava` against a Qwen3.5 worker led with "config.json
+    # has no vision_config.image_size".
+    from mmctl.models.model import load_model
+    from tests.conftest import _stub
+
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "families"
+    qwen35 = _stub(load_model(model_dir=fixtures / "qwen3_5"))
+    try:
+        r = cli("send", picture, "--family", "llava", "--target", qwen35.running.address)
+    finally:
+        qwen35.close()
+    assert r.code == 3, r.err
+    message = r.err.splitlines()[0]
+    assert message.startswith("Error: --family llava does not fit "), message
+    assert "a qwen3.5 model's files (config.json has no vision_config.image_size)" in message
+    assert "Hint: --family llava reads a llava model's files" in r.err

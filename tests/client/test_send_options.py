@@ -155,6 +155,48 @@ def _write(path, text):
     return path
 
 
+@pytest.mark.parametrize(
+    ("argv", "stdin", "code", "said"),
+    [
+        (["-p", ""], None, 2, "the prompt (-p) is empty"),
+        (["-p", "  \n"], None, 2, "the prompt (-p) is empty"),
+        (["-p", "@EMPTY"], None, 3, "prompt file EMPTY is empty"),
+        (["--prompt-file", "EMPTY"], None, 3, "prompt file EMPTY is empty"),
+        (["-p", "-"], "", 3, "the prompt read from stdin (-p -) is empty"),
+    ],
+    ids=["argument", "blank", "at-file", "prompt-file", "stdin"],
+)
+def test_an_empty_prompt_is_refused_before_the_worker(
+    cli, red_blue, tmp_path, monkeypatch, argv, stdin, code, said
+):
+    # Issue 44: `git log … | mmctl send clip.mp4 -p -` with nothing logged
+    # sent the media with no question at all.
+    empty = _write(tmp_path / "empty.txt", "")
+    argv = [a.replace("EMPTY", str(empty)) for a in argv]
+    if stdin is not None:
+        monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
+    commands = {
+        "send": ["--target", DEAD],
+        "build": ["-o", tmp_path / "r.pb"],
+        "inspect-tokens": [],
+    }
+    for command, more in commands.items():
+        r = cli(command, red_blue, *argv, *more)
+        assert r.code == code, (command, r.err)
+        assert r.err.startswith(f"Error: {said.replace('EMPTY', str(empty))}"), r.err
+        assert "Hint: give the text to send" in r.err
+        if stdin is not None:
+            monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
+
+
+def test_the_library_refuses_an_empty_prompt_too():
+    from mmctl.client.options import SendOptions
+    from mmctl.errors import UsageError
+
+    with pytest.raises(UsageError, match="the prompt is empty"):
+        SendOptions(prompt=" ")
+
+
 def test_prompt_and_prompt_file_together_is_usage(cli, red_blue, tmp_path):
     r = cli("send", red_blue, "-p", "x", "--prompt-file", _write(tmp_path / "p", "y"))
     assert r.code == 2 and "alternatives" in r.err

@@ -20,7 +20,14 @@ TREES = ("mmctl", "bench", "scripts")
 #: models → request → transport → client → the commands). A module may import
 #: its own layer's modules (without a circle) and lower layers' only.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("mmctl.errors", "mmctl.choices", "mmctl.settings", "mmctl.fileio", "mmctl.timing"),
+    (
+        "mmctl.errors",
+        "mmctl.choices",
+        "mmctl.settings",
+        "mmctl.fileio",
+        "mmctl.timing",
+        "mmctl.schemas",
+    ),
     ("mmctl._version",),
     ("mmctl.media", "mmctl.checkpoint", "mmctl.dataset"),
     ("mmctl.values", "mmctl.modality"),
