@@ -18,6 +18,7 @@ from mmctl.choices import LayoutKind, Processing
 from mmctl.client.connection import Connection
 from mmctl.client.options import SendOptions
 from mmctl.errors import CheckFailed, UsageError
+from mmctl.values.pruning import VideoPruning
 
 
 def write_offline(
@@ -32,6 +33,7 @@ def write_offline(
     item_limits: dict[str, int] | None = None,
     force: bool = False,
     on_warning: Callable[[str], None] | None = None,
+    video_pruning: VideoPruning | None = None,
 ) -> dict[str, Any]:
     """The request for a default worker of the model's family, written to ``out``.
     A failed layout check refuses (``CheckFailed``) unless ``force``; what a
@@ -41,7 +43,13 @@ def write_offline(
     from mmctl.request.compose import compose
     from mmctl.request.view import summary, write_request
 
-    model = model_for(model_dir=model_dir, bundle=bundle, family=family, vision=options.vision)
+    model = model_for(
+        model_dir=model_dir,
+        bundle=bundle,
+        family=family,
+        vision=options.vision,
+        pruning=video_pruning,
+    )
     pixels = choose_pixels(None, options.pixel_dtype, family=model.spec)
     composed = compose(
         list(media),
@@ -74,6 +82,7 @@ def write_offline(
         "decisions": {"pixel_dtype": pixels.decision.as_dict()},
         "prompt_format": composed.rendered.how,
         "layout": composed.layout.kind.value,
+        "video_pruning": model.pruning.as_dict(),
         "check": {"name": model.spec.prompt.check_name, **composed.check.as_dict()},
         "items": [
             {"path": it.path, **it.pre.facts.as_dict(), "content_hash": it.content_hash}

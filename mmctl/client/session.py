@@ -23,9 +23,10 @@ from mmctl.client.channel import Target
 from mmctl.client.negotiate import ProcessingChoice, choose_processing
 from mmctl.client.options import Hooks, SendOptions
 from mmctl.client.probe import WorkerFacts
-from mmctl.models.model import Model, WorkerModel, load_any
+from mmctl.models.model import Model, WorkerModel, load_any, with_pruning
 from mmctl.models.settings import VisionOverrides
 from mmctl.timing import Timeline
+from mmctl.values.pruning import VideoPruning
 
 
 @dataclass
@@ -81,6 +82,7 @@ class Session:
         source_flag: str = "",
         family: str | None = None,
         vision: VisionOverrides | None = None,
+        pruning: VideoPruning | None = None,
         refresh_bundle: bool = False,
         timeline: Timeline | None = None,
     ) -> Session:
@@ -93,7 +95,7 @@ class Session:
             source, bundle = fetch_bundle(channel, target, facts.model, refresh=refresh_bundle)
             origin = {"source": source.label, "from": "worker GetTokenizer", "bundle": bundle}
         if model is None:
-            model = load_any(source=source, family=family, overrides=vision)
+            model = with_pruning(load_any(source=source, family=family, overrides=vision), pruning)
         timeline.lap("model_files_s")
         model.tokenizer  # noqa: B018 - loading it is set-up, not a request's tokenize time
         timeline.lap("tokenizer_s")

@@ -182,6 +182,7 @@ def _setup(
             context_length=limits.context_length,
             prompt=prompt,
             sampling=sampling,
+            pruning=model.pruning,
         )
         model_name = first_facts.model.served_model_name or model.source.label
         return Fleetwide(settings, members, model, model_name)

@@ -27,6 +27,7 @@ from mmctl.models.model import Model, WorkerModel
 from mmctl.models.registry import refuse_kind
 from mmctl.request.build import MediaItem, RequestPlan, Sampling
 from mmctl.values.items import DEFAULT_OPTIONS
+from mmctl.values.pruning import NO_PRUNING, VideoPruning
 
 _T = TypeVar("_T")
 
@@ -45,6 +46,8 @@ class Settings:
     #: How the workers are sent the media they preprocess themselves (``media_refs``);
     #: ``None``: mmctl preprocesses (the family's tensors).
     media_ref: MediaRef | None = None
+    #: The workers' video pruning (each video laid out with the tokens they keep).
+    pruning: VideoPruning = NO_PRUNING
 
 
 @dataclass
@@ -108,7 +111,9 @@ class Preparer:
         self.model: Model | WorkerModel = model or (
             load_any(source=settings.source)
             if settings.media_ref is not None
-            else load_model(source=settings.source, family=settings.family)
+            else load_model(source=settings.source, family=settings.family).with_pruning(
+                settings.pruning
+            )
         )
 
     @property

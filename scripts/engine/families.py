@@ -42,18 +42,6 @@ _TEXT = {
 
 
 @dataclass(frozen=True)
-class Worker:
-    """One engine start: the model's dtype and vLLM's ``--mm-device-do-normalize``."""
-
-    model_dtype: str  # "float32" | "bfloat16"
-    device_normalize: bool
-
-    @property
-    def label(self) -> str:
-        return f"{self.model_dtype}/{'norm-on' if self.device_normalize else 'norm-off'}"
-
-
-@dataclass(frozen=True)
 class Case:
     """One request: media files (paths under the repository) in prompt order.
 
@@ -70,10 +58,45 @@ class Case:
     # mirrored left to right (the last axis of channels-first pixels),
     # compared with the reference of the image as it is; it must differ.
     mirror: bool = False
+    # The pruning negative control: mmctl's request laid out for this
+    # --video-pruning-rate instead of the worker's (0: for a worker that does
+    # not prune); the worker must refuse it or answer differently.
+    layout_rate: float | None = None
 
     @property
     def control(self) -> bool:
-        return self.reverse or self.mirror
+        return self.reverse or self.mirror or self.layout_rate is not None
+
+
+@dataclass(frozen=True)
+class Worker:
+    """One engine start: the model's dtype, vLLM's ``--mm-device-do-normalize``,
+    and its ``--video-pruning-rate`` / ``--video-pruning-method`` (rate 0: none).
+    ``cases``: what to send it (empty: the family's cases)."""
+
+    model_dtype: str  # "float32" | "bfloat16"
+    device_normalize: bool
+    pruning_rate: float = 0.0
+    pruning_method: str = "evs"
+    cases: tuple[Case, ...] = ()
+
+    @property
+    def label(self) -> str:
+        label = f"{self.model_dtype}/{'norm-on' if self.device_normalize else 'norm-off'}"
+        return f"{label}/{self.pruning_method}{self.pruning_rate:g}" if self.pruned else label
+
+    @property
+    def pruned(self) -> bool:
+        return self.pruning_rate > 0
+
+    def engine(self) -> dict[str, Any]:
+        """The ``vllm.EngineArgs`` fields of its pruning (none when off)."""
+        if not self.pruned:
+            return {}
+        return {
+            "video_pruning_rate": self.pruning_rate,
+            "video_pruning_method": self.pruning_method,
+        }
 
 
 @dataclass(frozen=True)
@@ -124,6 +147,21 @@ _CASES = (
     Case("image+video", (IMAGE, VIDEO)),
     Case("reversed-video", (VIDEO,), transports=("inline",), reverse=True),
 )
+
+
+def pruning_cases(other_rate: float, image: bool = True) -> tuple[Case, ...]:
+    """A pruning worker's cases: videos (with an image: its embeddings take the
+    pruned positions' extra channels too) laid out for its rate, and the
+    negative controls — laid out for a worker that does not prune, and for
+    ``other_rate`` (one whose kept count differs on both clips)."""
+    return (
+        Case("pruned-video", (VIDEO,)),
+        Case("pruned-odd-video", (ODD_VIDEO,), transports=("inline",)),
+        *((Case("pruned-image+video", (IMAGE, VIDEO), transports=("inline",)),) if image else ()),
+        Case("unpruned-layout", (ODD_VIDEO,), transports=("inline",), layout_rate=0.0),
+        Case("other-rate", (ODD_VIDEO,), transports=("inline",), layout_rate=other_rate),
+    )
+
 
 QWEN3_VL = Family(
     name="qwen3-vl",
@@ -183,7 +221,13 @@ QWEN3_VL = Family(
             "size": {"shortest_edge": 4096, "longest_edge": 25165824},
         },
     },
-    workers=(Worker("bfloat16", True), Worker("float32", False)),
+    workers=(
+        Worker("bfloat16", True),
+        Worker("float32", False),
+        # Video pruning (issue 43): two rates, both methods vLLM's Qwen3-VL has.
+        Worker("float32", True, 0.5, "evs", pruning_cases(other_rate=0.25)),
+        Worker("bfloat16", True, 0.25, "vidcom2", pruning_cases(other_rate=0.5, image=False)),
+    ),
     cases=_CASES,
     offline_cases=("video", "image+video"),
 )
@@ -238,7 +282,12 @@ QWEN2_5_VL = Family(
             "max_pixels": 12845056,
         },
     },
-    workers=(Worker("float32", True), Worker("bfloat16", False)),
+    workers=(
+        Worker("float32", True),
+        Worker("bfloat16", False),
+        # vLLM's Qwen2.5-VL model prunes with EVS only.
+        Worker("float32", True, 0.5, "evs", pruning_cases(other_rate=0.25, image=False)),
+    ),
     cases=_CASES,
     # Empty: as the last family its offline run would add a whole engine start-up
     # to the check (Qwen3-VL's overlaps this family's start). ("video",) passed
