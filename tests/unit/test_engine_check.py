@@ -393,3 +393,47 @@ def test_a_killed_engine_s_semaphores_are_removed(tmp_path: Path) -> None:
         assert sem.name in engine.removed_shm
     finally:
         sem.unlink(missing_ok=True)  # this test's own file, whatever happened
+
+
+def test_each_pruning_worker_has_cases_and_controls_that_can_fail(tmp_path: Path) -> None:
+    """A pruning worker runs only models vLLM prunes with its method, proves a
+    video, and its controls lay that video out with another number of kept
+    tokens (an equal count would make the control pass for nothing)."""
+    import mmctl
+    from mmctl.choices import PruningMethod
+    from mmctl.media.probe import MediaKind, check_media
+    from mmctl.models import registry
+    from mmctl.values.pruning import VideoPruning
+
+    families = _load("families").FAMILIES
+    pruned = [(f, w) for f in families.values() for w in f.workers if w.pruned]
+    assert {(f.name, w.pruning_method) for f, w in pruned} >= {
+        ("qwen3-vl", "evs"),
+        ("qwen3-vl", "vidcom2"),
+        ("qwen2.5-vl", "evs"),
+    }
+    assert len({w.pruning_rate for f, w in pruned if f.name == "qwen3-vl"}) == 2  # two rates
+    for family, worker in pruned:
+        spec = registry.by_name(family.mmctl_family)
+        method = PruningMethod(worker.pruning_method)
+        assert method in spec.pruning_methods(family.config["model_type"]), family.name
+        assert worker.engine() == {
+            "video_pruning_rate": worker.pruning_rate,
+            "video_pruning_method": worker.pruning_method,
+        }
+        folder = tmp_path / family.name
+        folder.mkdir(exist_ok=True)
+        (folder / "config.json").write_text(json.dumps(family.config))
+        for name, doc in family.processor_files.items():
+            (folder / name).write_text(json.dumps(doc))
+        proven = [c for c in worker.cases if not c.control]
+        assert any(check_media(ROOT / m) == MediaKind.VIDEO for c in proven for m in c.media)
+        controls = [c for c in worker.cases if c.layout_rate is not None]
+        assert {0.0} < {c.layout_rate for c in controls}, "unpruned and another rate"
+        for case in controls:
+            (video,) = case.media
+            t, h, w = mmctl.preprocess(ROOT / video, model_dir=folder).grid_thw
+            per_frame = h * w // 4
+            kept = VideoPruning(worker.pruning_rate, method).retained(per_frame, t)
+            other = VideoPruning(case.layout_rate, method).retained(per_frame, t)
+            assert kept != other, (family.name, worker.label, case.name)
