@@ -35,6 +35,8 @@ def test_a_layout_for_another_rate_is_refused(pruning_stub, red_blue, rate, says
     with pytest.raises(mmctl.WorkerRejected, match="mrope walk failed") as err:
         _send(pruning_stub, red_blue, rate)
     assert says in err.value.message
+    laid = "pruning video at rate 0.25 (evs)" if rate else "a worker that does not prune video"
+    assert laid in (err.value.hint or "") and "--video-pruning-rate" in (err.value.hint or "")
 
 
 def test_a_pruned_layout_is_refused_by_a_worker_that_does_not_prune(stub, red_blue):
