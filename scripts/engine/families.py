@@ -149,18 +149,18 @@ _CASES = (
 )
 
 
-def pruning_cases(other_rate: float, image: bool = True) -> tuple[Case, ...]:
-    """A pruning worker's cases: videos (with an image: its embeddings take the
-    pruned positions' extra channels too) laid out for its rate, and the
-    negative controls — laid out for a worker that does not prune, and for
-    ``other_rate`` (one whose kept count differs on both clips)."""
-    return (
-        Case("pruned-video", (VIDEO,)),
-        Case("pruned-odd-video", (ODD_VIDEO,), transports=("inline",)),
-        *((Case("pruned-image+video", (IMAGE, VIDEO), transports=("inline",)),) if image else ()),
-        Case("unpruned-layout", (ODD_VIDEO,), transports=("inline",), layout_rate=0.0),
-        Case("other-rate", (ODD_VIDEO,), transports=("inline",), layout_rate=other_rate),
-    )
+#: A pruning worker's cases: videos (and an image beside one: its embeddings take
+#: the position channels too) laid out for its rate, then the negative control,
+#: laid out for a worker that does not prune. Last and alone: vLLM 0.32 answers
+#: it by dying ("Attempted to assign 9 = 9 multimodal tokens to 18
+#: placeholders", EngineDeadError), so no case can follow it on that worker; a
+#: layout for another rate dies the same way (the stub and the goldens cover it).
+PRUNING_CASES = (
+    Case("pruned-video", (VIDEO,)),
+    Case("pruned-odd-video", (ODD_VIDEO,), transports=("inline",)),
+    Case("pruned-image+video", (IMAGE, VIDEO), transports=("inline",)),
+    Case("unpruned-layout", (ODD_VIDEO,), transports=("inline",), layout_rate=0.0),
+)
 
 
 QWEN3_VL = Family(
@@ -283,7 +283,7 @@ QWEN2_5_VL = Family(
         Worker("float32", True),
         Worker("bfloat16", False),
         # vLLM's Qwen2.5-VL model prunes with EVS only.
-        Worker("float32", True, 0.5, "evs", pruning_cases(other_rate=0.25)),
+        Worker("float32", True, 0.5, "evs", PRUNING_CASES),
     ),
     cases=_CASES,
     # Empty: as the last family its offline run would add a whole engine start-up

@@ -426,7 +426,8 @@ def test_each_pruning_worker_has_cases_and_controls_that_can_fail(tmp_path: Path
         proven = [c for c in worker.cases if not c.control]
         assert any(check_media(ROOT / m) == MediaKind.VIDEO for c in proven for m in c.media)
         controls = [c for c in worker.cases if c.layout_rate is not None]
-        assert {0.0} < {c.layout_rate for c in controls}, "unpruned and another rate"
+        # One control, the last case: vLLM's engine dies on a layout for another rate.
+        assert controls == [worker.cases[-1]]
         for case in controls:
             (video,) = case.media
             t, h, w = mmctl.preprocess(ROOT / video, model_dir=folder).grid_thw
