@@ -37,6 +37,8 @@ _EXPORTS = {
     "TokenReport": "mmctl.offline",
     "Sampling": "mmctl.request.build",
     "VisionOverrides": "mmctl.models.settings",
+    "VideoPruning": "mmctl.values.pruning",
+    "PruningMethod": "mmctl.choices",
     "PixelFormat": "mmctl.choices",
     "Transport": "mmctl.choices",
     "Processing": "mmctl.choices",
@@ -68,12 +70,14 @@ __all__ = [
     "MmctlError",
     "PixelFormat",
     "Processing",
+    "PruningMethod",
     "Sampling",
     "SendOptions",
     "SendResult",
     "TokenReport",
     "Transport",
     "UsageError",
+    "VideoPruning",
     "VisionOverrides",
     "WorkerRejected",
     "WorkerUnavailable",
@@ -84,7 +88,14 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from mmctl.choices import LayoutKind, MediaRef, PixelFormat, Processing, Transport
+    from mmctl.choices import (
+        LayoutKind,
+        MediaRef,
+        PixelFormat,
+        Processing,
+        PruningMethod,
+        Transport,
+    )
     from mmctl.client.aio import AsyncClient
     from mmctl.client.client import Built, Client
     from mmctl.client.connection import Connection
@@ -104,6 +115,7 @@ if TYPE_CHECKING:
     from mmctl.offline import TokenReport, inspect_tokens, preprocess
     from mmctl.request.build import Sampling
     from mmctl.run_batch.api import BatchCounts, batch
+    from mmctl.values.pruning import VideoPruning
 
 
 def __getattr__(name: str) -> Any:

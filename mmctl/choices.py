@@ -133,3 +133,16 @@ class MediaRef(StrEnum):
 
     DATA = "data"  # data: URLs carrying the file's bytes
     FILE = "file"  # file:// paths (the worker must see them)
+
+
+class PruningMethod(StrEnum):
+    """How a worker prunes video tokens after the vision encoder
+    (``--video-pruning-method``, vLLM's ``MultiModalConfig.video_pruning_method``)."""
+
+    EVS = "evs"  # Efficient Video Sampling (vLLM's default)
+    VIDCOM2 = "vidcom2"  # Video Compression Commander
+
+
+#: vLLM's defaults: no pruning (``video_pruning_rate`` None, i.e. 0), EVS when on.
+DEFAULT_PRUNING_RATE = 0.0
+DEFAULT_PRUNING_METHOD = PruningMethod.EVS

@@ -31,6 +31,7 @@ from mmctl.models.registry import refuse_kind
 from mmctl.models.settings import VisionOverrides
 from mmctl.values.items import Frames, ItemFacts, ItemOptions, Preprocessed
 from mmctl.values.layout import Layout, LayoutCheck
+from mmctl.values.pruning import VideoPruning
 
 
 def model_for(
@@ -40,16 +41,20 @@ def model_for(
     model_dir: str | Path | None = None,
     bundle: str | Path | None = None,
     vision: VisionOverrides | None = None,
+    pruning: VideoPruning | None = None,
 ) -> Model:
-    """``model`` with ``vision`` applied, else the model those files make."""
+    """``model`` with ``vision`` applied, else the model those files make; laid
+    out for a worker that prunes video as ``pruning`` says."""
     if model is not None:
-        return model.with_vision(vision) if vision and vision.given() else model
-    return load_model(
-        model_dir=Path(model_dir) if model_dir is not None else None,
-        bundle=Path(bundle) if bundle is not None else None,
-        family=family,
-        overrides=vision,
-    )
+        chosen = model.with_vision(vision) if vision and vision.given() else model
+    else:
+        chosen = load_model(
+            model_dir=Path(model_dir) if model_dir is not None else None,
+            bundle=Path(bundle) if bundle is not None else None,
+            family=family,
+            overrides=vision,
+        )
+    return chosen.with_pruning(pruning)
 
 
 def preprocess(
@@ -144,11 +149,22 @@ class TokenReport:
             totals=view.totals(self.layout, model.token_ids),
             rows=[r.as_dict() for r in self.rows()],
         )
+        if model.pruning.enabled:
+            doc["video_pruning"] = {**model.pruning.as_dict(), **self.pruned_tokens()}
         if ids:
             doc["input_ids"] = self.layout.id_list()
         if self.diff is not None:
             doc["diff"] = self.diff
         return doc
+
+    def pruned_tokens(self) -> dict[str, int]:
+        """The videos' embedding tokens before pruning, and the ones the worker keeps."""
+        from mmctl.media.probe import MediaKind
+        from mmctl.values.pruning import video_tokens
+
+        pad = self.model.token_ids.embed(MediaKind.VIDEO)
+        whole, kept = video_tokens(self.layout, self.facts, pad)
+        return {"video_tokens": whole, "kept_tokens": kept}
 
 
 def inspect_tokens(
@@ -166,12 +182,15 @@ def inspect_tokens(
     model_dir: str | Path | None = None,
     bundle: str | Path | None = None,
     model: Model | None = None,
+    video_pruning: VideoPruning | None = None,
     **vision: Any,
 ) -> TokenReport | SoundReport:
     """The token layout of ``media`` + ``prompt`` (what ``send`` would send,
     default prompt included), or of a recorded ``request``, with vLLM's mrope
-    walk run on it; ``diff`` ("vllm,hf-legacy") compares two layouts. Media with
-    sound: a :class:`SoundReport` (the worker lays such a request out)."""
+    walk run on it; ``diff`` ("vllm,hf-legacy") compares two layouts;
+    ``video_pruning``: the worker's (there is none to ask), which shortens each
+    video's span to the tokens it keeps. Media with sound: a :class:`SoundReport`
+    (the worker lays such a request out)."""
     overrides = VisionOverrides(**vision)
     kind = LayoutKind(layout)
     pair = _diff_pair(diff) if diff is not None else None
@@ -195,7 +214,12 @@ def inspect_tokens(
             prompt, system, chat, allow_special_tokens, kind, pair, strict, overrides
         )
     chosen = model_for(
-        model=model, family=family, model_dir=model_dir, bundle=bundle, vision=overrides
+        model=model,
+        family=family,
+        model_dir=model_dir,
+        bundle=bundle,
+        vision=overrides,
+        pruning=video_pruning,
     )
     if request is not None:
         return _recorded(chosen, Path(request))

@@ -22,6 +22,7 @@ from mmctl.choices import LayoutKind, Processing
 from mmctl.client.connection import Connection
 from mmctl.client.options import SendOptions
 from mmctl.errors import CheckFailed, UsageError
+from mmctl.values.pruning import VideoPruning
 
 
 def write_offline(
@@ -36,6 +37,7 @@ def write_offline(
     item_limits: dict[str, int] | None = None,
     force: bool = False,
     on_warning: Callable[[str], None] | None = None,
+    video_pruning: VideoPruning | None = None,
 ) -> dict[str, Any]:
     """The request for a default worker of the model's family, written to ``out``.
     A failed layout check refuses (``CheckFailed``) unless ``force``; what a
@@ -53,7 +55,13 @@ def write_offline(
             inputs, out, options, model_dir=model_dir, bundle=bundle, family=family,
             layout=layout, item_limits=item_limits, force=force,
         )  # fmt: skip
-    model = model_for(model_dir=model_dir, bundle=bundle, family=family, vision=options.vision)
+    model = model_for(
+        model_dir=model_dir,
+        bundle=bundle,
+        family=family,
+        vision=options.vision,
+        pruning=video_pruning,
+    )
     pixels = choose_pixels(None, options.pixel_dtype, family=model.spec)
     composed = compose(
         list(media),
@@ -86,6 +94,7 @@ def write_offline(
         "decisions": {"pixel_dtype": pixels.decision.as_dict()},
         "prompt_format": composed.rendered.how,
         "layout": composed.layout.kind.value,
+        "video_pruning": model.pruning.as_dict(),
         "check": {"name": model.spec.prompt.check_name, **composed.check.as_dict()},
         "items": [
             {"path": it.path, **it.pre.facts.as_dict(), "content_hash": it.content_hash}

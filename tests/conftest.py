@@ -170,8 +170,8 @@ def stub(builtin_model) -> Iterator[Stub]:
 def make_stub(builtin_model):
     made: list[Stub] = []
 
-    def make(**kw) -> Stub:
-        s = _stub(builtin_model, **kw)
+    def make(model=None, **kw) -> Stub:
+        s = _stub(model or builtin_model, **kw)
         made.append(s)
         return s
 

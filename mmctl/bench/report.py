@@ -168,6 +168,9 @@ def bench_doc(result: BenchResult) -> dict[str, Any]:
             "preprocess_s": p.prepare_s,
             "prompt_tokens": len(p.plan.input_ids),
             "pixel_cache": list(p.cached),
+            # What the worker's video pruning saves (equal when it does not prune).
+            "video_tokens": p.video_tokens[0],
+            "kept_video_tokens": p.video_tokens[1],
         }
         for (_, fmt), p in result.prepared.items()
     ]
@@ -182,6 +185,7 @@ def bench_doc(result: BenchResult) -> dict[str, Any]:
         "max_concurrency": list(cfg.max_concurrency),
         "percentiles": list(cfg.percentiles),
         "seed": cfg.seed,
+        "video_pruning": cfg.connection.video_pruning.as_dict(),
         "arms": [a.name for a in result.arms],
         "processing": result.processing.as_dict() if result.processing else None,
         "prepared": prepared,

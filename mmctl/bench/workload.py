@@ -18,12 +18,13 @@ from typing import Any
 
 from mmctl.choices import MediaRef, PixelFormat
 from mmctl.errors import UsageError
-from mmctl.media.probe import check_media
+from mmctl.media.probe import MediaKind, check_media
 from mmctl.models.model import Model, WorkerModel
 from mmctl.request.build import RequestPlan, Sampling
 from mmctl.request.compose import compose, compose_items
 from mmctl.request.limits import WorkerLimits
 from mmctl.request.pixel_cache import PixelCache, Pixels
+from mmctl.values.pruning import video_tokens
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,9 @@ class Prepared:
     prepare_s: float
     #: Per medium, how the pixel cache answered (``hit``: another item had it).
     cached: tuple[str, ...] = ()
+    #: The videos' embedding tokens, and those the worker's pruning keeps (equal
+    #: when it does not prune).
+    video_tokens: tuple[int, int] = (0, 0)
 
 
 def prepare(
@@ -160,7 +164,9 @@ def prepare(
         raise CheckFailed(f"{item.label}: {model.spec.check_failed(composed.check.reason)}")
     payload = sum(b.pixel_values.nbytes for b in composed.plan.batches)
     took = time.perf_counter() - start
-    return Prepared(item, fmt, composed.plan, payload, took, tuple(composed.cached))
+    pad = model.token_ids.embed(MediaKind.VIDEO)
+    tokens = video_tokens(composed.layout, [it.pre.facts for it in composed.items], pad)
+    return Prepared(item, fmt, composed.plan, payload, took, tuple(composed.cached), tokens)
 
 
 def prepare_refs(

@@ -14,7 +14,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from mmctl.choices import DEFAULT_PIXEL_CACHE_MB
+from mmctl.choices import (
+    DEFAULT_PIXEL_CACHE_MB,
+    DEFAULT_PRUNING_METHOD,
+    DEFAULT_PRUNING_RATE,
+    PruningMethod,
+)
 
 if TYPE_CHECKING:
     from mmctl.choices import Transport
@@ -91,10 +96,14 @@ def connection(
     family: str | None = None,
     refresh_bundle: bool = False,
     pixel_cache_mb: int = DEFAULT_PIXEL_CACHE_MB,
+    video_pruning_rate: float = DEFAULT_PRUNING_RATE,
+    video_pruning_method: PruningMethod = DEFAULT_PRUNING_METHOD,
 ) -> Connection:
     """The connection options (``-H``, ``--tls``/``--ca-cert``, ``--timeout``, the
-    model files, ``--pixel-cache-mb``) as the one library value."""
+    model files, ``--pixel-cache-mb``, the worker's ``--video-pruning-*``) as the
+    one library value."""
     from mmctl.client.connection import Connection
+    from mmctl.values.pruning import VideoPruning
 
     return Connection(
         headers=header,
@@ -105,6 +114,7 @@ def connection(
         family=family,
         refresh_bundle=refresh_bundle,
         pixel_cache_mb=pixel_cache_mb,
+        video_pruning=VideoPruning(video_pruning_rate, video_pruning_method),
     )
 
 

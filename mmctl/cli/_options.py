@@ -24,6 +24,7 @@ from mmctl.choices import (
     MediaRef,
     PixelFormat,
     Processing,
+    PruningMethod,
 )
 
 
@@ -243,6 +244,25 @@ LayoutOpt = Annotated[
         metavar="[vllm|hf-legacy]",
         help="How a video's placeholder expands: vllm (what a vLLM worker expects, and the smg "
         "gateway sends), hf-legacy (older transformers).",
+    ),
+]
+VideoPruningRateOpt = Annotated[
+    float,
+    typer.Option(
+        "--video-pruning-rate",
+        metavar="R",
+        help="The worker's --video-pruning-rate (vLLM's name): the fraction of each video's "
+        "tokens it drops after the vision encoder, in [0, 1); the prompt then holds only the "
+        "kept ones. 0: a worker that does not prune. No worker says its rate: give the one "
+        "it was started with.",
+    ),
+]
+VideoPruningMethodOpt = Annotated[
+    PruningMethod,
+    typer.Option(
+        "--video-pruning-method",
+        metavar="[evs|vidcom2]",
+        help="The worker's --video-pruning-method (used when the rate is above 0).",
     ),
 ]
 MmItemLimitsOpt = Annotated[

@@ -9,7 +9,7 @@ decoding) is a note on that row, never a row of its own.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mmctl.cli._output import Output, ms, size
 
@@ -212,3 +212,11 @@ def vision_rows(table: Table, settings: dict[str, dict[str, object]]) -> None:
             groups.setdefault(str(entry["from"]), []).append(key)
     for n, (origin, keys) in enumerate(groups.items()):
         table.add_row("from" if n == 0 else "", f"{origin}: {', '.join(keys)}")
+
+
+def pruning_line(pruning: dict[str, Any]) -> str:
+    """``2,880 → 720 tokens at rate 0.75 (evs)``: what the worker's pruning keeps."""
+    return (
+        f"{pruning['video_tokens']:,} → {pruning['kept_tokens']:,} tokens at rate "
+        f"{pruning['rate']:g} ({pruning['method']})"
+    )

@@ -10,6 +10,8 @@ import typer
 from mmctl.choices import (
     BATCH_MAX_CONCURRENCY,
     DEFAULT_PIXEL_CACHE_MB,
+    DEFAULT_PRUNING_METHOD,
+    DEFAULT_PRUNING_RATE,
     REMOTE_MEDIA_MAX_MB,
     MediaRef,
     Processing,
@@ -28,6 +30,8 @@ from mmctl.cli._options import (
     SendTimeoutOpt,
     TargetsOpt,
     TlsOpt,
+    VideoPruningMethodOpt,
+    VideoPruningRateOpt,
     WorkerModelDirOpt,
     default_text,
 )
@@ -193,6 +197,8 @@ def batch(
     ca_cert: CaCertOpt = None,
     model_dir: WorkerModelDirOpt = None,
     bundle: BundleOpt = None,
+    video_pruning_rate: VideoPruningRateOpt = DEFAULT_PRUNING_RATE,
+    video_pruning_method: VideoPruningMethodOpt = DEFAULT_PRUNING_METHOD,
     json_out: JsonOpt = False,
 ) -> None:
     from mmctl.cli._inputs import connection, prompt_text
@@ -242,6 +248,8 @@ def batch(
                 model_dir=model_dir,
                 bundle=bundle,
                 pixel_cache_mb=pixel_cache_mb,
+                video_pruning_rate=video_pruning_rate,
+                video_pruning_method=video_pruning_method,
             ),
             ray_address=ray_address,
             on_start=bar.start,

@@ -12,6 +12,8 @@ from mmctl.choices import (
     BENCH_NUM_PROMPTS,
     BENCH_WARMUP,
     DEFAULT_PIXEL_CACHE_MB,
+    DEFAULT_PRUNING_METHOD,
+    DEFAULT_PRUNING_RATE,
     MediaRef,
     PixelFormat,
     Processing,
@@ -30,6 +32,8 @@ from mmctl.cli._options import (
     PromptOpt,
     TargetsOpt,
     TlsOpt,
+    VideoPruningMethodOpt,
+    VideoPruningRateOpt,
     WorkerModelDirOpt,
     default_text,
 )
@@ -294,6 +298,8 @@ def bench(
     model_dir: WorkerModelDirOpt = None,
     bundle: BundleOpt = None,
     pixel_cache_mb: PixelCacheOpt = DEFAULT_PIXEL_CACHE_MB,
+    video_pruning_rate: VideoPruningRateOpt = DEFAULT_PRUNING_RATE,
+    video_pruning_method: VideoPruningMethodOpt = DEFAULT_PRUNING_METHOD,
     json_out: JsonOpt = False,
 ) -> None:
     from mmctl import settings
@@ -351,6 +357,8 @@ def bench(
             model_dir=model_dir,
             bundle=bundle,
             pixel_cache_mb=pixel_cache_mb,
+            video_pruning_rate=video_pruning_rate,
+            video_pruning_method=video_pruning_method,
         ),
     )
     live = _Live(output)
@@ -433,6 +441,11 @@ def render(console: Console, result: BenchResult, doc: dict[str, Any]) -> None:
             f"pixels, {prep['prompt_tokens']} prompt tokens, prepared in {prep['preprocess_s']:.3f} s"
             + (" (pixel cache)" if "hit" in prep["pixel_cache"] else "")
         )
+        if doc["video_pruning"]["enabled"] and prep["video_tokens"]:
+            from mmctl.cli._render import pruning_line
+
+            kept = {"video_tokens": prep["video_tokens"], "kept_tokens": prep["kept_video_tokens"]}
+            console.print(f"    video: {pruning_line({**doc['video_pruning'], **kept})}")
     for n, run in enumerate(doc["runs"]):
         arms = run["arms"]
         table = Table(

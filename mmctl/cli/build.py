@@ -7,7 +7,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from mmctl.choices import LayoutKind, MediaRef
+from mmctl.choices import (
+    DEFAULT_PRUNING_METHOD,
+    DEFAULT_PRUNING_RATE,
+    LayoutKind,
+    MediaRef,
+)
 from mmctl.cli._options import (
     AllowSpecialOpt,
     BuildModelDirOpt,
@@ -41,6 +46,8 @@ from mmctl.cli._options import (
     TlsOpt,
     TopKOpt,
     TopPOpt,
+    VideoPruningMethodOpt,
+    VideoPruningRateOpt,
     default_text,
 )
 
@@ -140,6 +147,8 @@ def build(
     max_pixels: MaxPixelsOpt = None,
     soundtrack: SoundtrackOpt = False,
     media_ref: MediaRefOpt = MediaRef.DATA,
+    video_pruning_rate: VideoPruningRateOpt = DEFAULT_PRUNING_RATE,
+    video_pruning_method: VideoPruningMethodOpt = DEFAULT_PRUNING_METHOD,
     force: _ForceOpt = False,
     target: _TargetOpt = None,
     tls: TlsOpt = False,
@@ -153,6 +162,7 @@ def build(
     from mmctl.media.probe import check_readable
     from mmctl.models.settings import VisionOverrides
     from mmctl.request_file import write_for_worker, write_offline
+    from mmctl.values.pruning import VideoPruning
 
     output = Output(json_mode=json_out, schema="build")
     output.status("loading the model files and the tokenizer…")
@@ -191,13 +201,15 @@ def build(
         doc = write_offline(
             media, out, options, model_dir=model_dir, bundle=bundle, family=family,
             layout=layout, item_limits=limits, force=force, on_warning=output.warn,
+            video_pruning=VideoPruning(video_pruning_rate, video_pruning_method),
         )  # fmt: skip
         output.written(doc, lambda console: _render(console, doc))
         return
     # One request: nothing to reuse in a pixel cache.
     connection = _inputs.connection(
         header=header, tls=tls, ca_cert=ca_cert, model_dir=model_dir, bundle=bundle,
-        family=family, pixel_cache_mb=0,
+        family=family, pixel_cache_mb=0, video_pruning_rate=video_pruning_rate,
+        video_pruning_method=video_pruning_method,
     )  # fmt: skip
     doc = write_for_worker(
         target, media, out, options, connection=connection, layout=layout, item_limits=limits,

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from mmctl.choices import LayoutKind
+from mmctl.choices import DEFAULT_PRUNING_METHOD, DEFAULT_PRUNING_RATE, LayoutKind
 from mmctl.cli._options import (
     AllowSpecialOpt,
     BundleOpt,
@@ -26,6 +26,8 @@ from mmctl.cli._options import (
     PromptOpt,
     StrictOpt,
     SystemOpt,
+    VideoPruningMethodOpt,
+    VideoPruningRateOpt,
 )
 
 if TYPE_CHECKING:
@@ -96,6 +98,8 @@ def inspect_tokens(
     max_frames: MaxFramesOpt = None,
     min_pixels: MinPixelsOpt = None,
     max_pixels: MaxPixelsOpt = None,
+    video_pruning_rate: VideoPruningRateOpt = DEFAULT_PRUNING_RATE,
+    video_pruning_method: VideoPruningMethodOpt = DEFAULT_PRUNING_METHOD,
     json_out: JsonOpt = False,
 ) -> None:
     from mmctl.cli import _inputs
@@ -103,6 +107,7 @@ def inspect_tokens(
     from mmctl.errors import CheckFailed
     from mmctl.offline import SoundReport
     from mmctl.offline import inspect_tokens as inspect
+    from mmctl.values.pruning import VideoPruning
 
     output = Output(json_mode=json_out, schema="inspect-tokens")
     output.status("loading the model files and the tokenizer…")
@@ -125,6 +130,7 @@ def inspect_tokens(
         max_frames=max_frames,
         min_pixels=min_pixels,
         max_pixels=max_pixels,
+        video_pruning=VideoPruning(video_pruning_rate, video_pruning_method),
     )
     for warning in report.warnings:
         output.warn(warning)
@@ -175,6 +181,11 @@ def _render(console: Console, doc: dict[str, Any], rows: list[Row], show_all: bo
     console.print(
         f"[bold]layout[/]   {doc['layout']} · {doc['num_tokens']} tokens · {len(doc['items'])} item(s)"
     )
+    pruning = doc.get("video_pruning")
+    if pruning:
+        from mmctl.cli._render import pruning_line
+
+        console.print(f"[bold]video[/]    {pruning_line(pruning)}")
     console.print()
     for line in _lines(rows, doc, show_all):
         console.print(line)

@@ -7,7 +7,14 @@ from typing import Annotated
 
 import typer
 
-from mmctl.choices import SHM_MIN_BYTES, MediaRef, Processing, Transport
+from mmctl.choices import (
+    DEFAULT_PRUNING_METHOD,
+    DEFAULT_PRUNING_RATE,
+    SHM_MIN_BYTES,
+    MediaRef,
+    Processing,
+    Transport,
+)
 from mmctl.cli._options import (
     AllowSpecialOpt,
     BundleOpt,
@@ -41,6 +48,8 @@ from mmctl.cli._options import (
     TlsOpt,
     TopKOpt,
     TopPOpt,
+    VideoPruningMethodOpt,
+    VideoPruningRateOpt,
     WorkerModelDirOpt,
 )
 
@@ -173,6 +182,8 @@ def send(
     max_frames: MaxFramesOpt = None,
     min_pixels: MinPixelsOpt = None,
     max_pixels: MaxPixelsOpt = None,
+    video_pruning_rate: VideoPruningRateOpt = DEFAULT_PRUNING_RATE,
+    video_pruning_method: VideoPruningMethodOpt = DEFAULT_PRUNING_METHOD,
     json_out: JsonOpt = False,
 ) -> None:
     from mmctl.cli import _inputs
@@ -226,6 +237,7 @@ def send(
     client = Client(target, _inputs.connection(
         header=header, tls=tls, ca_cert=ca_cert, model_dir=model_dir, bundle=bundle,
         family=family, refresh_bundle=refresh_bundle, pixel_cache_mb=0,
+        video_pruning_rate=video_pruning_rate, video_pruning_method=video_pruning_method,
     ))  # fmt: skip
     hooks = Hooks(on_note=output.note, on_warning=output.warn)
     with client:

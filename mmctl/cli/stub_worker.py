@@ -9,8 +9,22 @@ from typing import Annotated
 
 import typer
 
-from mmctl.choices import STUB_ENCODER_BUDGET, STUB_ITEM_LIMITS, STUB_PORT
-from mmctl.cli._options import BundleOpt, FamilyOpt, JsonOpt, ModelDirOpt, default_text
+from mmctl.choices import (
+    DEFAULT_PRUNING_METHOD,
+    DEFAULT_PRUNING_RATE,
+    STUB_ENCODER_BUDGET,
+    STUB_ITEM_LIMITS,
+    STUB_PORT,
+)
+from mmctl.cli._options import (
+    BundleOpt,
+    FamilyOpt,
+    JsonOpt,
+    ModelDirOpt,
+    VideoPruningMethodOpt,
+    VideoPruningRateOpt,
+    default_text,
+)
 from mmctl.worker.limits import MAX_CONCURRENT_REQUESTS, MAX_MESSAGE_MB
 
 HELP = """Serve vllm.grpc.engine.VllmEngine (plus grpc.health.v1 and reflection) without a GPU.
@@ -31,6 +45,7 @@ Examples:
   mmctl stub-worker --legacy-proto         # predates the modality field
   mmctl stub-worker --answer echo --delay-ms 50
   mmctl stub-worker --record requests/     # each accepted request as a .pb file
+  mmctl stub-worker --video-pruning-rate 0.5   # as vllm serve --video-pruning-rate 0.5
 
 Exit codes: 0 stopped by SIGINT/SIGTERM; 2 usage (a port out of range or
 already taken, bad limits, unreadable TLS files, a --record folder that
@@ -188,20 +203,24 @@ def stub_worker(
     model_dir: ModelDirOpt = None,
     bundle: BundleOpt = None,
     family: FamilyOpt = None,
+    video_pruning_rate: VideoPruningRateOpt = DEFAULT_PRUNING_RATE,
+    video_pruning_method: VideoPruningMethodOpt = DEFAULT_PRUNING_METHOD,
     json_out: JsonOpt = False,
 ) -> None:
     from mmctl.cli import _inputs
     from mmctl.cli._output import Output
     from mmctl.errors import Interrupted
+    from mmctl.values.pruning import VideoPruning
     from mmctl.worker import checks
     from mmctl.worker.handlers import StubConfig, load_served
     from mmctl.worker.server import check_bindable, ready_event, start, tls_files
 
     output = Output(json_mode=json_out, schema="stub-worker")
+    pruning = VideoPruning(video_pruning_rate, video_pruning_method)
     check_bindable(host, port)  # before the model loads: a taken port fails at once
     tls = tls_files(tls_cert, tls_key)
     model, device_normalize = load_served(
-        model_dir, bundle, family, device_normalize, record_dir is not None
+        model_dir, bundle, family, device_normalize, record_dir is not None, pruning
     )
     policy = checks.Policy(
         device_normalize=device_normalize,
@@ -233,6 +252,8 @@ def stub_worker(
             for f, on in (("device-normalize", device_normalize), ("legacy proto", legacy_proto))
             if on
         ]
+        if pruning.enabled:
+            extras.append(f"video pruning {pruning.describe()}")
         output.result(
             doc,
             human=lambda console: console.print(

@@ -18,12 +18,12 @@ from typing import Any
 
 import grpc
 
-from mmctl.client.channel import Target, as_error, generate_method, open_aio_channel
+from mmctl.client.channel import Target, generate_method, open_aio_channel
 from mmctl.client.client import Built, Client, Media
 from mmctl.client.connection import Connection
 from mmctl.client.options import Hooks, Inputs, SendOptions, media_inputs, refuse, request_inputs
 from mmctl.client.probe import Health
-from mmctl.client.run import Answer, SendResult, finish, prepare
+from mmctl.client.run import Answer, SendResult, finish, generate_error, prepare
 from mmctl.request.pixel_cache import PixelCache, Pixels
 from mmctl.timing import Timeline
 
@@ -119,8 +119,7 @@ class AsyncClient:
                 async for resp in call:
                     answer.feed(resp)
             except grpc.RpcError as err:
-                where = f"Generate {ready.request.request_id}"
-                raise as_error(err, self.target, where) from None
+                raise generate_error(err, session, ready) from None
             finally:
                 call.cancel()
         finally:

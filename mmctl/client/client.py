@@ -102,6 +102,7 @@ class Client:
         self._model_dir, self._bundle = conn.model_dir, conn.bundle
         self._family, self._vision = conn.family, conn.vision
         self._refresh = conn.refresh_bundle
+        self._pruning = conn.video_pruning
         self._lock = threading.RLock()
         self._channel: grpc.Channel | None = None
         self._facts: WorkerFacts | None = None
@@ -144,13 +145,14 @@ class Client:
         """The model of ``model_dir`` / ``bundle``, its settings resolved and checked
         before any network (a bad folder is exit 3 whatever the worker does; one
         no family handles waits for the worker's facts: it may preprocess it)."""
-        from mmctl.models.model import load_any
+        from mmctl.models.model import load_any, with_pruning
 
         source = self.local_source()
         with self._lock:
             if self._local_model is None and source is not None:
-                self._local_model = load_any(
-                    source=source, family=self._family, overrides=self._vision
+                self._local_model = with_pruning(
+                    load_any(source=source, family=self._family, overrides=self._vision),
+                    self._pruning,
                 )
             return self._local_model
 
@@ -185,6 +187,7 @@ class Client:
                     source_flag="--model-dir" if self._model_dir else "--bundle",
                     family=self._family,
                     vision=self._vision,
+                    pruning=self._pruning,
                     refresh_bundle=self._refresh,
                     timeline=timeline,
                 )

@@ -16,6 +16,7 @@ from mmctl.choices import DEFAULT_PIXEL_CACHE_MB
 from mmctl.errors import UsageError
 from mmctl.models.settings import VisionOverrides
 from mmctl.request.pixel_cache import budget_bytes
+from mmctl.values.pruning import NO_PRUNING, VideoPruning
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,10 @@ class Connection:
     model's sampling and pixel budget for every request; ``refresh_bundle``
     fetches the worker's bundle again. ``pixel_cache_mb``: MiB of
     preprocessed media kept for later requests about the same media (LRU; 0
-    turns it off; :mod:`mmctl.request.pixel_cache`)."""
+    turns it off; :mod:`mmctl.request.pixel_cache`). ``video_pruning``: the
+    worker's ``--video-pruning-rate`` / ``--video-pruning-method`` (a
+    :class:`~mmctl.values.pruning.VideoPruning`; no worker says its own), so
+    each video is laid out with only the tokens it keeps."""
 
     headers: Mapping[str, str] | Sequence[str] | None = None
     tls: bool | str | Path | None = None
@@ -40,6 +44,7 @@ class Connection:
     vision: VisionOverrides = field(default_factory=VisionOverrides)
     refresh_bundle: bool = False
     pixel_cache_mb: int = DEFAULT_PIXEL_CACHE_MB
+    video_pruning: VideoPruning = NO_PRUNING
 
     def __post_init__(self) -> None:
         # Paths as the caller spelled them (str or Path), held as Paths.
@@ -49,6 +54,12 @@ class Connection:
                 object.__setattr__(self, name, Path(value))
         if self.vision is None:
             object.__setattr__(self, "vision", VisionOverrides())
+        if self.video_pruning is None:
+            object.__setattr__(self, "video_pruning", NO_PRUNING)
+        if not isinstance(self.video_pruning, VideoPruning):
+            raise UsageError(
+                f"video_pruning takes a VideoPruning(rate, method), got {self.video_pruning!r}"
+            )
         if self.timeout is not None and not self.timeout > 0:
             raise UsageError(f"--timeout must be positive, got {self.timeout}")
         if self.model_dir is not None and self.bundle is not None:

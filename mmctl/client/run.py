@@ -30,10 +30,10 @@ from mmctl.client.placement import ShmAllocator, inline_bytes
 from mmctl.client.route import Route, choose, for_media_refs
 from mmctl.client.session import Session
 from mmctl.client.stream import TokenStream
-from mmctl.errors import CheckFailed, GenerationIncomplete
+from mmctl.errors import CheckFailed, GenerationIncomplete, MmctlError, WorkerRejected
 from mmctl.media.probe import MediaKind
 from mmctl.models.family import Family
-from mmctl.models.model import WorkerModel
+from mmctl.models.model import Model, WorkerModel
 from mmctl.request.build import new_request_id
 from mmctl.request.compose import Composed, compose
 from mmctl.request.limits import (
@@ -508,6 +508,32 @@ class Answer:
             self.shown = text
 
 
+def generate_error(err: Any, session: Session, ready: Ready) -> MmctlError:
+    """A failed ``Generate`` as its mmctl error; a refused request with video, for
+    a family whose vLLM model can prune, gets a hint at the pruning flags: no
+    worker says its rate, and one laid out for another refuses or misreads it."""
+    failure = as_error(err, session.target, f"Generate {ready.request.request_id}")
+    model = session.model
+    if (
+        isinstance(failure, WorkerRejected)
+        and failure.hint is None
+        and MediaKind.VIDEO in ready.run.kinds
+        and isinstance(model, Model)
+        and model.spec.pruning_methods(model.model_type)
+    ):
+        laid = (
+            f"a worker pruning video at {model.pruning.describe()}"
+            if model.pruning.enabled
+            else "a worker that does not prune video"
+        )
+        failure.hint = (
+            f"its videos were laid out for {laid}; a worker started with another "
+            "--video-pruning-rate (or --video-pruning-method) expects its own: give mmctl "
+            "the worker's"
+        )
+    return failure
+
+
 def generate(session: Session, ready: Ready, hooks: Hooks, timeout: float | None) -> SendResult:
     """``Generate`` on the session's blocking channel; then :func:`finish`."""
     import grpc
@@ -520,7 +546,7 @@ def generate(session: Session, ready: Ready, hooks: Hooks, timeout: float | None
             for resp in call:
                 answer.feed(resp)
         except grpc.RpcError as err:
-            raise as_error(err, session.target, f"Generate {ready.request.request_id}") from None
+            raise generate_error(err, session, ready) from None
         finally:
             call.cancel()  # no-op when done; on Ctrl-C it stops the worker's work
     finally:

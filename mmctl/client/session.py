@@ -23,9 +23,10 @@ from mmctl.client.channel import Target
 from mmctl.client.negotiate import ProcessingChoice, choose_processing
 from mmctl.client.options import Hooks, SendOptions
 from mmctl.client.probe import WorkerFacts
-from mmctl.models.model import Model, WorkerModel, load_any
+from mmctl.models.model import Model, WorkerModel, load_any, with_pruning
 from mmctl.models.settings import VisionOverrides
 from mmctl.timing import Timeline
+from mmctl.values.pruning import VideoPruning
 
 
 @dataclass
@@ -91,6 +92,7 @@ class Session:
         source_flag: str = "",
         family: str | None = None,
         vision: VisionOverrides | None = None,
+        pruning: VideoPruning | None = None,
         refresh_bundle: bool = False,
         timeline: Timeline | None = None,
     ) -> Session:
@@ -104,7 +106,7 @@ class Session:
             origin = {"source": source.label, "from": "worker GetTokenizer", "bundle": bundle}
         loaded_here = model is None
         if model is None:
-            model = load_any(source=source, family=family, overrides=vision)
+            model = with_pruning(load_any(source=source, family=family, overrides=vision), pruning)
         timeline.lap("model_files_s")
         if loaded_here and isinstance(model, Model):
             timeline.rebook(model.tokenizer_load_s, "model_files_s", "tokenizer_s")

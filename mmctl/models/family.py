@@ -34,13 +34,14 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from mmctl.choices import LayoutKind, PixelFormat
+from mmctl.choices import LayoutKind, PixelFormat, PruningMethod
 from mmctl.media.probe import MediaKind
 from mmctl.models.settings import Settings
 from mmctl.prompt.tokenizer import Tokenizer
 from mmctl.values.fields import WireField
 from mmctl.values.items import Frames, ItemFacts, ItemOptions, Preprocessed
 from mmctl.values.layout import Layout, LayoutCheck
+from mmctl.values.pruning import VideoPruning
 from mmctl.values.received import Received
 from mmctl.values.tokens import Tokens
 
@@ -58,6 +59,12 @@ class ModelView(Protocol):
 
     @property
     def tokenizer(self) -> Tokenizer: ...
+
+    @property
+    def pruning(self) -> VideoPruning:
+        """The worker's video pruning (:mod:`mmctl.values.pruning`): how many of a
+        video's tokens its prompt holds."""
+        ...
 
 
 class Processor(Protocol):
@@ -184,6 +191,9 @@ class Family:
     contract: Contract
     #: ``architectures`` prefixes that are this family's where ``model_type`` is not.
     architectures: tuple[str, ...] = ()
+    #: The model types whose vLLM model prunes video (``SupportsMultiModalPruning``)
+    #: and the methods it implements (its ``supported_video_pruning_methods``).
+    video_pruning: tuple[tuple[str, tuple[PruningMethod, ...]], ...] = ()
 
     def matches(self, config: Mapping[str, Any]) -> bool:
         """True when ``config.json`` (model_type / architectures) is this family's."""
@@ -194,6 +204,16 @@ class Family:
             str(a).startswith(self.architectures)
             for a in (architectures if isinstance(architectures, list) else ())
         )
+
+    def pruning_methods(self, model_type: str) -> tuple[PruningMethod, ...]:
+        """What vLLM's model for ``model_type`` can prune with; ``()``: it cannot.
+        Files of another model type (``--family`` forced on them) get every
+        method any of the family's models has: which one serves them is the
+        worker's to know."""
+        table = dict(self.video_pruning)
+        if model_type in self.model_types:
+            return table.get(model_type, ())
+        return tuple(dict.fromkeys(m for methods in table.values() for m in methods))
 
     def check_failed(self, reason: str) -> str:
         """The sentence for a failed :meth:`Prompt.check` ("mrope walk failed: …")."""

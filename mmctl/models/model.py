@@ -11,14 +11,15 @@ from typing import Any
 from mmctl.checkpoint.files import ModelFiles, load_model_files, read_json
 from mmctl.checkpoint.source import ModelSource
 from mmctl.checkpoint.source import resolve as resolve_source
-from mmctl.errors import InputError, UnknownFamily
+from mmctl.errors import InputError, UnknownFamily, UsageError
 from mmctl.media.probe import MediaKind
 from mmctl.models.family import Family
-from mmctl.models.registry import forced_mismatch
+from mmctl.models.registry import forced_mismatch, pruning_model_types
 from mmctl.models.registry import resolve as resolve_family
 from mmctl.models.settings import Settings, VisionOverrides
 from mmctl.prompt.chat import ChatFormat
 from mmctl.prompt.tokenizer import Tokenizer
+from mmctl.values.pruning import NO_PRUNING, VideoPruning
 from mmctl.values.tokens import Tokens
 
 
@@ -37,6 +38,9 @@ class Model:
     #: What the settings resolver could not take into account (keys it does not
     #: know), for the commands to show once.
     warnings: tuple[str, ...] = ()
+    #: The worker's video pruning, which decides how many tokens a video's
+    #: prompt holds (:meth:`with_pruning`).
+    pruning: VideoPruning = NO_PRUNING
     _tokenizer: Any = field(default=None, repr=False)
     #: Seconds :func:`load_model` spent loading the tokenizer for token ids the
     #: config does not carry (Gemma 4, Llama 4, InternVL, GLM): the set-up's
@@ -74,6 +78,37 @@ class Model:
             _tokenizer=self.tokenizer,
         )
 
+    @property
+    def model_type(self) -> str:
+        return str(self.files.config.get("model_type") or "")
+
+    def with_pruning(self, pruning: VideoPruning | None) -> Model:
+        """The same model laid out for a worker that prunes video as ``pruning`` says;
+        refused where vLLM's model for it cannot (its engine would not start)."""
+        pruning = pruning or NO_PRUNING
+        if pruning == self.pruning:
+            return self
+        if pruning.enabled:
+            methods = self.spec.pruning_methods(self.model_type)
+            if not methods:
+                pruners = ", ".join(pruning_model_types())
+                raise UsageError(
+                    f"vLLM's {self.model_type or self.spec.name} model does not prune video "
+                    f"(--video-pruning-rate {pruning.rate:g}); it serves the whole video",
+                    hint=f"vLLM prunes video for {pruners}; leave the rate out (or 0)",
+                )
+            if pruning.method not in methods:
+                raise UsageError(
+                    f"vLLM's {self.model_type} model does not implement "
+                    f"--video-pruning-method {pruning.method.value} (it has "
+                    f"{', '.join(m.value for m in methods)}); its engine refuses to start with it"
+                )
+        # A tokenizer already loaded comes along; none is loaded for this (pool
+        # processes that only preprocess never load one).
+        return replace(
+            self, pruning=pruning, _tokenizer=self.__dict__.get("tokenizer", self._tokenizer)
+        )
+
     def vision_settings(self) -> dict[str, dict[str, Any]]:
         """Each resolved setting with where it came from (``info``, ``preprocess --json``)."""
         return {
@@ -85,6 +120,12 @@ class Model:
     def eos_token_ids(self) -> list[int]:
         """Read once (the stub worker asks on every request)."""
         return eos_ids(self.source, self.files)
+
+
+def with_pruning(model: Model | WorkerModel, pruning: VideoPruning | None) -> Model | WorkerModel:
+    """A family's model laid out for ``pruning``; a worker-processed one as it is
+    (the worker lays its own prompt out, pruning included)."""
+    return model.with_pruning(pruning) if isinstance(model, Model) else model
 
 
 def eos_ids(source: ModelSource, files: ModelFiles) -> list[int]:

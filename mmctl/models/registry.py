@@ -90,6 +90,11 @@ def reading(kind: MediaKind) -> list[str]:
     return [family.name for family in FAMILIES if kind in family.modalities]
 
 
+def pruning_model_types() -> list[str]:
+    """The ``model_type`` values whose vLLM model prunes video, in the registry's order."""
+    return [t for family in FAMILIES for t, methods in family.video_pruning if methods]
+
+
 def refuse_kind(family: Family, kind: MediaKind) -> None:
     """One sentence for media ``family``'s model cannot read, and which families read it."""
     if kind not in family.modalities:

@@ -21,6 +21,7 @@ import numpy as np
 
 from mmctl.media.probe import MediaKind
 from mmctl.values.layout import LayoutCheck, Span, span_outside
+from mmctl.values.pruning import NO_PRUNING, VideoPruning
 
 
 class FrameMarkers(Protocol):
@@ -42,8 +43,11 @@ def walk(
     token_ids: FrameMarkers,
     merge_size: int,
     per_frame_markers: bool = True,
+    pruning: VideoPruning = NO_PRUNING,
 ) -> LayoutCheck:
-    """Check every span; the first problem found is the result."""
+    """Check every span; the first problem found is the result. A video's pads
+    are counted as a worker pruning with ``pruning`` expects them (all retained
+    ones in the first frame's block: vLLM's walk skips the empty frames)."""
     arr = np.asarray(ids, dtype=np.int64)
     n = len(arr)
     vs_at = np.flatnonzero(arr == token_ids.vision_start_token_id)
@@ -56,12 +60,19 @@ def walk(
             return outside
         per_frame = h * w // (merge_size * merge_size)
         pad = token_ids.placeholder(span.kind)
+        video = span.kind is MediaKind.VIDEO
+        runs = (
+            pruning.frame_runs(per_frame, t, per_frame=per_frame_markers)
+            if video
+            else [t * per_frame]
+        )
         inside = int(np.count_nonzero(arr[span.offset : span.end] == pad))
-        if inside != t * per_frame:
+        if inside != sum(runs):
             return LayoutCheck(
                 False,
                 f"item {item}: its span holds {inside} {span.kind.value} pad tokens, grid "
-                f"{t}x{h}x{w} needs t*h*w/{merge_size**2} = {t * per_frame}",
+                f"{t}x{h}x{w} needs {_needs(t * per_frame, sum(runs), merge_size, pruning)}"
+                + (_pruning_note(pruning, t * per_frame, inside) if video else ""),
                 item,
                 frames_checked=checked,
             )
@@ -124,11 +135,16 @@ def walk(
                     checked,
                 )
             count = int(np.count_nonzero(arr[start + 1 : end] == pad))
-            if count != per_frame:
+            if count != runs[frame]:
+                needs = (
+                    f"video pruning ({pruning.describe()}) puts {runs[frame]} in this frame"
+                    if pruning.enabled
+                    else f"grid needs h*w/{merge_size**2} = {per_frame}"
+                )
                 return LayoutCheck(
                     False,
                     f"item {item} frame {frame + 1}/{t}: {count} <|video_pad|> tokens between "
-                    f"tokens {start} and {end}, grid needs h*w/{merge_size**2} = {per_frame} "
+                    f"tokens {start} and {end}, {needs} "
                     "(vLLM would misplace every later position)",
                     item,
                     frame + 1,
@@ -137,3 +153,24 @@ def walk(
             checked += 1
             cursor = end + 1
     return LayoutCheck(True, frames_checked=checked)
+
+
+def _needs(whole: int, kept: int, merge_size: int, pruning: VideoPruning) -> str:
+    if kept == whole:
+        return f"t*h*w/{merge_size**2} = {whole}"
+    return f"{kept} of its {whole} after video pruning at {pruning.describe()}"
+
+
+def _pruning_note(pruning: VideoPruning, whole: int, inside: int) -> str:
+    """Which worker the count that arrived was laid out for, when it is not
+    this one: the flag that tells mmctl the worker's pruning."""
+    if not pruning.enabled:
+        return (
+            " (laid out for a worker that prunes video; this one does not: --video-pruning-rate 0)"
+        )
+    if inside == whole:
+        return (
+            f" (laid out for a worker that does not prune video; this one prunes at "
+            f"{pruning.describe()}: --video-pruning-rate {pruning.rate:g})"
+        )
+    return f" (laid out for another --video-pruning-rate; this worker's is {pruning.rate:g})"

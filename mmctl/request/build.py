@@ -26,7 +26,7 @@ import numpy as np
 
 from mmctl import modality
 from mmctl.choices import DEFAULT_MAX_TOKENS
-from mmctl.errors import UsageError
+from mmctl.errors import InputError, UsageError
 from mmctl.media.probe import MediaKind
 from mmctl.request import tensors
 from mmctl.values.fields import EMBED, GRID, PIXELS, ROWS, FieldLayout, WireField
@@ -131,7 +131,9 @@ class Batch:
     pixel_values: np.ndarray
     pixel_dtype: str
     tensors: dict[str, np.ndarray]
-    im_token_id: int
+    #: ``None``: unset, so the servicer marks every position of each span
+    #: (``Span.embeds_all``).
+    im_token_id: int | None
     placeholders: list[tuple[int, int]]
     hashes: list[str]
     batched_keys: list[str]
@@ -150,13 +152,14 @@ class Batch:
         from mmctl.wire import proto
 
         msg = proto.engine_pb2.MultimodalInputs(
-            im_token_id=self.im_token_id,
             mm_hashes=self.hashes,
             batched_keys=self.batched_keys,
             flat_keys=self.flat_keys,
             keep_on_cpu_keys=self.keep_on_cpu_keys,
             modality=self.modality,
         )
+        if self.im_token_id is not None:
+            msg.im_token_id = self.im_token_id
         pixel_place = pixels or place
         msg.pixel_values.CopyFrom(
             pixel_place(PIXEL_KEY, self.pixel_values, self.pixel_dtype)
@@ -202,13 +205,27 @@ def make_batches(items: Sequence[MediaItem], layout: Layout, model: Model) -> li
             if f.value != PIXELS
         }
         spans = [layout.spans[n] for n, _ in members]
+        if any(s.embeds_all for s in spans) and not all(s.embeds_all for s in spans):
+            raise InputError(
+                f"the {kind.value} items of this request mark their embedding positions in "
+                "two ways (one im_token_id per batch)"
+            )
+        if spans and spans[0].embeds_all:
+            missing = [f.key for f in fields if f.value != PIXELS and f not in sent]
+            if missing:
+                raise InputError(
+                    f"videos of different lengths cannot share a request with a worker that "
+                    f"prunes video: vLLM's model reads {', '.join(missing)} per video, and the "
+                    "wire holds one row per item",
+                    hint="send each video in a request of its own",
+                )
         batches.append(
             Batch(
                 kind=kind,
                 pixel_values=pixels,
                 pixel_dtype=pres[0].pixel_format.value,
                 tensors=arrays,
-                im_token_id=embed,
+                im_token_id=None if spans and spans[0].embeds_all else embed,
                 placeholders=[(s.offset, s.length) for s in spans],
                 hashes=[it.content_hash for _, it in members],
                 batched_keys=[f.key for f in sent if f.layout is FieldLayout.BATCHED],

@@ -192,6 +192,7 @@ def _setup(
             sound_ref=opts.media_ref
             if all(takes_media_refs(f, opts.media_ref) for _, f in answering)
             else None,
+            pruning=model.pruning,
         )
         model_name = first_facts.model.served_model_name or model.source.label
         # A killed run (the one --resume follows) left its files: no one else removes them.

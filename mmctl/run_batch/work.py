@@ -27,6 +27,7 @@ from mmctl.models.model import Model, WorkerModel
 from mmctl.models.registry import refuse_kind
 from mmctl.request.build import MediaItem, RequestPlan, Sampling
 from mmctl.values.items import DEFAULT_OPTIONS
+from mmctl.values.pruning import NO_PRUNING, VideoPruning
 
 _T = TypeVar("_T")
 
@@ -48,6 +49,8 @@ class Settings:
     #: Where mmctl preprocesses: how a line with sound is sent, as a worker-processed
     #: request of its own (``None``: the workers cannot take one; such lines fail).
     sound_ref: MediaRef | None = None
+    #: The workers' video pruning (each video laid out with the tokens they keep).
+    pruning: VideoPruning = NO_PRUNING
 
 
 @dataclass
@@ -111,7 +114,9 @@ class Preparer:
         self.model: Model | WorkerModel = model or (
             load_any(source=settings.source)
             if settings.media_ref is not None
-            else load_model(source=settings.source, family=settings.family)
+            else load_model(source=settings.source, family=settings.family).with_pruning(
+                settings.pruning
+            )
         )
 
     @property

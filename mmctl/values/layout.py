@@ -20,6 +20,12 @@ class Span:
     kind: MediaKind
     offset: int
     length: int
+    #: Every position of the span receives the item's embeddings, its text
+    #: included (vLLM's ``PromptUpdateDetails.from_seq``: a pruned Qwen3-VL
+    #: video, whose model embeds the frames' times and markers itself). The
+    #: batch then leaves ``im_token_id`` unset, so the servicer marks the whole
+    #: span; otherwise only the embedding token's positions receive them.
+    embeds_all: bool = False
 
     @property
     def end(self) -> int:

@@ -298,6 +298,7 @@ def validate(
             )
     spans: list[Span] = []
     facts: list[ItemFacts] = []
+    deferred = ""
     for batch in batches:
         for (offset, length), item in zip(batch.placeholders, batch.items(model), strict=True):
             if offset + length > len(ids):
@@ -306,14 +307,26 @@ def validate(
                     f"prompt of {len(ids)} tokens"
                 )
             tokens = item.tokens
-            if batch.im_token_id is None and length != tokens:
+            if batch.im_token_id is None and length != tokens and not deferred:
                 # Without im_token_id the servicer marks the whole span as embedding
-                # positions; only a span of exactly the item's pads fits that.
-                raise Rejected(
+                # positions; only a span of exactly the item's pads fits that (or, for
+                # a pruned Qwen3-VL video, the whole span its model builds). Said
+                # after the family's check, whose sentence names a pruning mismatch.
+                deferred = (
                     f"{batch.label}.im_token_id is unset, so all {length} tokens of the span at "
                     f"{offset} would receive embeddings; the item has {tokens}; {ENGINE_FAIL} "
                     "a placeholder/embedding count mismatch"
                 )
+            if batch.im_token_id is not None and model.pruning.enabled and not deferred:
+                marked = int(np.count_nonzero(ids[offset : offset + length] == batch.im_token_id))
+                if marked != tokens:
+                    deferred = (
+                        f"{batch.label}.im_token_id is set, so only the {marked} embedding "
+                        f"tokens of the span at {offset} would receive embeddings; this worker "
+                        f"prunes video ({model.pruning.describe()}) and its model embeds "
+                        f"{tokens} positions (the whole span: leave im_token_id unset); "
+                        f"{ENGINE_FAIL} a placeholder/embedding count mismatch"
+                    )
             if tokens > policy.encoder_budget:
                 what = f"of grid {list(item.grid_thw)} " if item.grid_thw else ""
                 raise Rejected(
@@ -340,6 +353,8 @@ def validate(
         if "not in list" in result.reason:
             fail = f"; {ENGINE_FAIL} ValueError"
         raise Rejected(f"{model.spec.check_failed(result.reason)}{fail}")
+    if deferred:
+        raise Rejected(deferred)
 
 
 def _check_batch(batch: ReceivedBatch, model: Model, policy: Policy) -> None:

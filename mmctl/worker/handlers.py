@@ -34,6 +34,7 @@ from mmctl.request.refs import SOUND_BY_WORKER
 from mmctl.request.tensors import wire_name
 from mmctl.request.view import batches
 from mmctl.transport.shm import namespace_id
+from mmctl.values.pruning import VideoPruning
 from mmctl.wire import proto
 from mmctl.wire.splice import take_pixels
 from mmctl.worker import answers, checks, media_refs, own_processor, record
@@ -95,10 +96,13 @@ def load_served(
     family: str | None,
     device_normalize: bool | None,
     record: bool,
+    pruning: VideoPruning | None = None,
 ) -> tuple[Model | WorkerModel, bool]:
     """The model the stub serves (its tokenizer loaded: a broken one fails at start)
     and whether it normalizes on the device. A model no family handles is served
-    through :mod:`~mmctl.worker.own_processor` (media_refs only)."""
+    through :mod:`~mmctl.worker.own_processor` (media_refs only). ``pruning``:
+    its ``--video-pruning-rate`` / method, as vLLM's: each video's span must hold
+    the tokens that keeps (refused where vLLM's model does not prune)."""
     from mmctl.checkpoint.source import resolve
     from mmctl.errors import UsageError
     from mmctl.models.model import load_any
@@ -108,6 +112,7 @@ def load_served(
     if isinstance(model, WorkerModel):
         asked = ["--device-normalize"] if device_normalize else []
         asked += ["--record"] if record else []
+        asked += ["--video-pruning-rate"] if pruning is not None and pruning.enabled else []
         if asked:
             raise UsageError(
                 f"model_type {model.model_type!r} is served through its own processor here "
@@ -115,7 +120,7 @@ def load_served(
                 hint=supported_hint(),
             )
         return model, False
-    return model, checks.device_normalize_for(model.spec, device_normalize)
+    return model.with_pruning(pruning), checks.device_normalize_for(model.spec, device_normalize)
 
 
 class _Requests:

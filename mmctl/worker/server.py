@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 import grpc
 
 from mmctl.errors import UsageError
+from mmctl.models.model import Model
+from mmctl.values.pruning import NO_PRUNING
 from mmctl.wire import proto
 from mmctl.worker.descriptors import reflection_pool
 
@@ -150,6 +152,9 @@ def ready_event(cfg: StubConfig, running: Running, host: str, tls: bool) -> dict
         "device_normalize": cfg.policy.device_normalize,
         "legacy_proto": cfg.policy.legacy_proto,
         "tls": tls,
+        "video_pruning": (
+            cfg.model.pruning.as_dict() if isinstance(cfg.model, Model) else NO_PRUNING.as_dict()
+        ),
     }
 
 

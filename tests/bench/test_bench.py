@@ -389,3 +389,22 @@ def test_sizes_fit_the_workers_encoder_budget_or_are_refused(cli, make_stub, no_
     assert res.code == 6 and res.out == ""
     (line,) = [x for x in res.err.splitlines() if x.startswith("Error: ")]
     assert "--sizes 8MB: more uint8 pixels than one request to this worker may carry" in line
+
+
+def test_a_pruning_worker_s_bench_reports_the_tokens_it_keeps(
+    cli, make_stub, builtin_model, red_blue
+):
+    from mmctl.values.pruning import VideoPruning
+
+    worker = make_stub(builtin_model.with_pruning(VideoPruning(0.5)), device_normalize=True)
+    res = cli("bench", "-t", worker.running.address, "--video", red_blue, "--num-prompts", "2",
+              "--no-floors", "--transport", "inline", "--video-pruning-rate", "0.5", "--json")  # fmt: skip
+    assert res.code == 0, res.err
+    doc = json.loads(res.out)
+    assert doc["video_pruning"] == {"rate": 0.5, "method": "evs", "enabled": True}
+    (prepared,) = doc["prepared"]
+    assert (prepared["video_tokens"], prepared["kept_video_tokens"]) == (48, 24)
+    assert doc["runs"][0]["completed"] == 2
+    human = cli("bench", "-t", worker.running.address, "--video", red_blue, "--num-prompts", "2",
+                "--no-floors", "--transport", "inline", "--video-pruning-rate", "0.5")  # fmt: skip
+    assert "video: 48 → 24 tokens at rate 0.5 (evs)" in human.out

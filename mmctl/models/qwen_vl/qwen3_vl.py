@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mmctl.choices import PruningMethod
 from mmctl.media.probe import MediaKind
 from mmctl.models.qwen_vl.parts import qwen_family
 from mmctl.models.qwen_vl.settings import QwenVision, video_budget
@@ -19,9 +20,10 @@ from mmctl.values.fields import FieldLayout, WireField
 #: vLLM's Qwen3-VL field config (``Qwen3VLMultiModalProcessor._get_mm_fields_config``):
 #: video adds ``timestamps``, batched and kept on the CPU — one row per video, one
 #: time per temporal patch, which vLLM's own processing passes on and the model
-#: reads when video pruning is on (``timestamps[video]``). A dense row per item
-#: needs the batch's videos to share t; where they do not it is left out (the
-#: model only asserts it under pruning, which mmctl does not lay out).
+#: reads when video pruning is on (``timestamps[video]``: it re-tokenizes the
+#: frames' times to embed the span's text). A dense row per item needs the
+#: batch's videos to share t; where they do not it is left out, and under
+#: pruning such a request is refused (the model asserts the tensor).
 TIMESTAMPS = WireField(
     "timestamps",
     FieldLayout.BATCHED,
@@ -32,6 +34,10 @@ TIMESTAMPS = WireField(
     keep_on_cpu=True,
     optional=True,
 )
+
+
+#: What vLLM's Qwen3-VL model prunes with (and Qwen3.5's, its subclass).
+PRUNING_METHODS = (PruningMethod.EVS, PruningMethod.VIDCOM2)
 
 
 @dataclass(frozen=True)
@@ -111,4 +117,7 @@ FAMILY = qwen_family(
     aliases=("qwen3-vl-moe",),
     model_types=("qwen3_vl", "qwen3_vl_moe"),
     architectures=("Qwen3VL",),
+    # vLLM's Qwen3VLForConditionalGeneration (and its MoE subclass):
+    # supported_video_pruning_methods = ("evs", "vidcom2").
+    video_pruning=tuple((t, PRUNING_METHODS) for t in ("qwen3_vl", "qwen3_vl_moe")),
 )
