@@ -113,12 +113,14 @@ class Output:
         except BrokenPipeError:
             raise _closed(self._stdout) from None
 
-    def written(self, doc: dict[str, Any], human: Callable[[Any], None]) -> None:
+    def written(
+        self, doc: dict[str, Any], human: Callable[[Any], None], schema: str | None = None
+    ) -> None:
         """A command whose product is a file (``build -o``): ``--json``'s
-        document on stdout; for a person the summary goes to stderr and stdout
-        stays empty, like ``curl -o``."""
+        document on stdout (named ``schema``, else the command's); for a person
+        the summary goes to stderr and stdout stays empty, like ``curl -o``."""
         if self.json_mode:
-            self.json_line(doc)
+            self.json_line(doc, schema)
         else:
             self.report(human)
 

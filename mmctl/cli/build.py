@@ -203,7 +203,7 @@ def build(
             layout=layout, item_limits=limits, force=force, on_warning=output.warn,
             video_pruning=VideoPruning(video_pruning_rate, video_pruning_method),
         )  # fmt: skip
-        output.written(doc, lambda console: _render(console, doc))
+        output.written(doc, lambda console: _render(console, doc), _schema(doc))
         return
     # One request: nothing to reuse in a pixel cache.
     connection = _inputs.connection(
@@ -215,7 +215,7 @@ def build(
         target, media, out, options, connection=connection, layout=layout, item_limits=limits,
         force=force,
     )  # fmt: skip
-    output.written(doc, lambda console: _render_for_worker(console, doc))
+    output.written(doc, lambda console: _render_for_worker(console, doc), _schema(doc))
 
 
 build.__doc__ = HELP
@@ -230,6 +230,11 @@ def _render_for_worker(console: Console, doc: dict[str, Any]) -> None:
     _render_decisions(console, doc["decisions"])
     console.print(f"[bold]prompt[/] {req['num_input_ids']} tokens")
     _render_batches(console, req)
+
+
+def _schema(doc: dict[str, Any]) -> str:
+    """A worker-processed request (media_refs: sound) is its own document."""
+    return "build-refs" if doc["request"].get("media_refs") else "build"
 
 
 def _render(console: Console, doc: dict[str, Any]) -> None:

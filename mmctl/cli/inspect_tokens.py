@@ -136,7 +136,11 @@ def inspect_tokens(
         output.warn(warning)
     if isinstance(report, SoundReport):
         sound = report.as_dict(ids=ids)
-        output.result(sound, human=lambda console: _render_sound(console, sound))
+        output.result(
+            sound,
+            human=lambda console: _render_sound(console, sound),
+            schema="inspect-tokens-sound",
+        )
         return
     doc = report.as_dict(ids=ids)
     rows = report.rows()

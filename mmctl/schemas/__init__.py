@@ -20,7 +20,9 @@ from typing import Any
 VERSIONS: dict[str, int] = {
     "preprocess": 2,
     "inspect-tokens": 1,
+    "inspect-tokens-sound": 1,
     "build": 1,
+    "build-refs": 1,
     "send": 1,
     "send-comparison": 1,
     "demo": 1,

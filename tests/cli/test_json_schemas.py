@@ -91,6 +91,13 @@ def test_every_command_prints_a_valid_document(cli, stub, red_blue, picture, tmp
             _one(cli, "preprocess", media, "--model-dir", folder)
             _one(cli, "inspect-tokens", media, "--model-dir", folder)
             _one(cli, "build", media, "-o", tmp_path / "f.pb", "--model-dir", folder)
+    # sound: a worker-processed request, and its layout as the worker will make it
+    from mmctl.media import synth
+
+    tone = synth.write_sound(tmp_path / "tone.wav", synth.tones([440], 0.5, 16000), 16000)
+    gemma4 = FIXTURES / "families" / "gemma4"
+    seen.add(_one(cli, "inspect-tokens", tone, picture, "--model-dir", gemma4)["schema"])
+    seen.add(_one(cli, "build", tone, "-o", tmp_path / "s.pb", "--model-dir", gemma4)["schema"])
     _one(cli, "inspect-tokens", "--request", tmp_path / "worker.pb")
     _one(cli, "inspect-tokens", red_blue, "--diff", "vllm,hf-legacy")
     _one(cli, "send", "--request", tmp_path / "worker.pb", "-t", target, "--shm")
