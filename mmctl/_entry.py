@@ -6,8 +6,10 @@ the import machinery's own callbacks, where Python prints the exception as
 "ignored" (a traceback) and the import — and the command — carries on. So
 until the CLI's handlers take over, a stop signal is only *noted*, and acted
 on (one line, exit 130) as soon as the import is done: :func:`stopped`.
-This module imports nothing heavy itself. (A signal that lands before the
-interpreter runs any of it takes the default action.)
+This module imports nothing heavy itself. A signal that lands before the
+interpreter runs any of it is Python's to answer: the default action at first,
+then exit 1 ("Fatal Python error: init_import_site") while ``site`` imports, then
+a KeyboardInterrupt traceback (tests wait for the handlers set here, not a time).
 """
 
 from __future__ import annotations
