@@ -43,21 +43,6 @@ CASES = {
 CLIPS = ("tok4.mp4", "odd_count.mp4")
 
 
-def _processor(folder: str, rate: float, method: str):
-    from vllm.config import ModelConfig
-    from vllm.multimodal import MULTIMODAL_REGISTRY
-
-    config = ModelConfig(
-        model=folder,
-        tokenizer=folder,
-        dtype="float32",
-        seed=0,
-        video_pruning_rate=rate,
-        video_pruning_method=method,
-    )
-    return MULTIMODAL_REGISTRY.create_processor(config)
-
-
 def _clip(name: str, folder: str):
     from vllm.multimodal.media import ImageMediaIO, VideoMediaIO
     from vllm.multimodal.video import get_video_loader_backend_for_processor
@@ -74,8 +59,9 @@ def _clip(name: str, folder: str):
 def golden(family: str, folder: str, clip: str, rate: float, method: str) -> dict:
     from vllm.multimodal.processing.context import TimingContext
     from vllm.multimodal.processing.inputs import ProcessorInputs
+    from vllm_check import processor_for
 
-    proc = _processor(folder, rate, method)
+    proc = processor_for(folder, video_pruning_rate=rate, video_pruning_method=method)
     tokenizer = proc.info.get_tokenizer()
     template = [1, *tokenizer.encode("<|vision_start|><|video_pad|><|vision_end|>"), 2]
     items = proc.info.parse_mm_data({"video": [_clip(clip, folder)]})

@@ -41,19 +41,17 @@ MEDIA = ROOT / "tests" / "fixtures" / "media"
 
 
 def _processor(family: str, device_normalize: bool | None = False):
+    # mm_device_do_normalize None: vLLM's default for the model (on for Qwen and GLM, which
+    # then leave do_rescale/do_normalize off); False: HF's normalised values.
+    return processor_for(str(FAMILIES / family), mm_device_do_normalize=device_normalize)
+
+
+def processor_for(folder: str, **settings: object):
+    """vLLM's multimodal processor for ``folder``, with ``ModelConfig`` ``settings``."""
     from vllm.config import ModelConfig
     from vllm.multimodal import MULTIMODAL_REGISTRY
 
-    folder = str(FAMILIES / family)
-    # mm_device_do_normalize None: vLLM's default for the model (on for Qwen and GLM, which
-    # then leave do_rescale/do_normalize off); False: HF's normalised values.
-    config = ModelConfig(
-        model=folder,
-        tokenizer=folder,
-        dtype="float32",
-        seed=0,
-        mm_device_do_normalize=device_normalize,
-    )
+    config = ModelConfig(model=folder, tokenizer=folder, dtype="float32", seed=0, **settings)
     return MULTIMODAL_REGISTRY.create_processor(config)
 
 
