@@ -41,6 +41,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from mmctl.media.probe import dimensions  # noqa: E402  (one way to write a size)
+
 CACHE = Path.home() / ".cache" / "mmctl" / "bench-clips"
 
 
@@ -71,7 +76,8 @@ class Clip:
         return [encode, tagged]
 
     def _encode(self, out: Path) -> list[str]:
-        source = f"testsrc2=size={self.width}x{self.height}:rate={self.fps}:duration={self.seconds}"
+        size = dimensions(self.width, self.height)
+        source = f"testsrc2=size={size}:rate={self.fps}:duration={self.seconds}"
         filters = f"noise=alls={self.grain}:allf=t+u," if self.grain else ""
         return [
             "ffmpeg", "-hide_banner", "-loglevel", "error", "-y",

@@ -1,11 +1,12 @@
 """mmctl preprocess vs its references, on one generated clip, in one run.
 
     python bench/preprocess.py [--runs 3] [--clip PATH]
-    /path/to/reference/python bench/preprocess.py --native [--rounds 7]
+    python bench/preprocess.py --native [--rounds 3]
 
 ``--native`` runs the other comparison instead: mmctl against vLLM's own
-media path (its OpenCV backend + the HF processor), warm and in-process, at
-three clip sizes and on 50 small clips (``bench/preprocess_native.py``).
+media path (its OpenCV backend + the HF processor) and the decoding floor,
+warm and in-process, on the encodings people send (``bench/clips.py``;
+``bench/preprocess_native.py``, whose options follow).
 
 Without it, the script generates (once, cached in the temp dir) a 30 s 1280x720 30 fps H.264 clip
 with motion, then times each contender in its own fresh subprocess,

@@ -57,8 +57,8 @@ def read(path: Path) -> dict:
             break
         rgb = cv2.cvtColor(frame, cv2.COLOR_BGR2RGB)
         if rgb.shape[:2] != (doc["height"], doc["width"]):
-            raise SystemExit(f"{path}: a frame of {rgb.shape[:2]}, the capture says "
-                             f"{doc['height']}x{doc['width']}")  # fmt: skip
+            raise SystemExit(f"{path}: a frame's (height, width) is {rgb.shape[:2]}, the "
+                             f"capture's {(doc['height'], doc['width'])}")  # fmt: skip
         doc["frames"].append(digest(rgb))
     return doc
 
@@ -71,7 +71,7 @@ def main() -> int:
     for name, doc in sorted(docs.items()):
         if isinstance(doc, dict):
             print(f"{name:32s} {doc['count']:4d} frames ({len(doc['frames'])} read) "
-                  f"{doc['fps']:.3f} fps {doc['width']}x{doc['height']}")  # fmt: skip
+                  f"{doc['fps']:.3f} fps, width {doc['width']}, height {doc['height']}")  # fmt: skip
     return 0
 
 
