@@ -139,16 +139,11 @@ class PatchSteps(Settings):
 
 
 @dataclass(frozen=True)
-class PatchVision(PatchSteps):
-    """The patch steps with the two budgets of the Qwen-VL and GLM-4.1V/4.6V
-    processors (``size``: ``shortest_edge`` / ``longest_edge``, in pixels).
-    Defaults: Qwen3-VL's published values; a family's ``PUBLISHED`` differs."""
-
-    #: ``--min-pixels`` / ``--max-pixels`` name the video budget.
-    FLAG_NAMES: ClassVar[Mapping[str, str]] = {
-        "min_pixels": "video_min_pixels",
-        "max_pixels": "video_max_pixels",
-    }
+class PixelBudgets(Settings):
+    """The two pixel budgets of the Qwen-VL and GLM-4.1V/4.6V processors
+    (``size``: ``shortest_edge`` / ``longest_edge``, in pixels). A base of
+    :class:`PatchVision` before :class:`PatchSteps`, so its fields come first
+    (``info`` lists each file's settings in field order)."""
 
     video_min_pixels: int = setting(
         VIDEO, "size.shortest_edge", 4096, kinds.Int(1, kinds.MAX_MIN_PIXELS)
@@ -158,6 +153,19 @@ class PatchVision(PatchSteps):
         IMAGE, "size.shortest_edge", 65536, kinds.Int(1, kinds.MAX_MIN_PIXELS)
     )
     image_max_pixels: int = setting(IMAGE, "size.longest_edge", 16777216, _CAP)
+
+
+@dataclass(frozen=True)
+class PatchVision(PatchSteps, PixelBudgets):
+    """The patch steps with the two budgets of the Qwen-VL and GLM-4.1V/4.6V
+    processors (``size``: ``shortest_edge`` / ``longest_edge``, in pixels).
+    Defaults: Qwen3-VL's published values; a family's ``PUBLISHED`` differs."""
+
+    #: ``--min-pixels`` / ``--max-pixels`` name the video budget.
+    FLAG_NAMES: ClassVar[Mapping[str, str]] = {
+        "min_pixels": "video_min_pixels",
+        "max_pixels": "video_max_pixels",
+    }
 
     def frames_size(
         self, num_frames: int, height: int, width: int, low: int, high: int
