@@ -113,3 +113,28 @@ def test_the_benchmarks_picture_reads_the_table():
     rows = _site_hooks().transport_rows()
     assert [r[0] for r in rows] == sorted(r[0] for r in rows) and len(rows) >= 3
     assert all(low <= ratio <= high for _mb, ratio, low, high, *_ in rows)
+
+
+def _family_rows(text: str) -> dict[str, set[str]]:
+    """A families table's rows: the family's name -> the model types it names."""
+    if "\n## Model families" in text:  # the README: that section only
+        text = text[text.index("\n## Model families") + 1 :]
+        text = text.split("\n## ", 1)[0]
+    section = text
+    rows = {}
+    for line in section.splitlines():
+        if line.startswith("| `") and "|---" not in line:
+            cells = [c.strip() for c in line.split("|")[1:-1]]
+            name = re.match(r"`([^`]+)`", cells[0]).group(1)
+            rows[name] = set(re.findall(r"`([a-z0-9_]+)`", cells[1]))
+    return rows
+
+
+def test_the_family_tables_name_every_family_and_model_type():
+    """The README's table and the site's are the registry's, row for row."""
+    from mmctl.models.registry import FAMILIES
+
+    served = {f.name: set(f.model_types) for f in FAMILIES}
+    for doc in (ROOT / "README.md", ROOT / "docs" / "families.md"):
+        rows = _family_rows(doc.read_text())
+        assert {k: v & set().union(*served.values()) for k, v in rows.items()} == served, doc
