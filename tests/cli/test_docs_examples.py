@@ -1,7 +1,7 @@
-"""Every shell and Python example of the documentation site runs.
+"""Every shell and Python example of the documentation site and the README runs.
 
 Each fenced ``sh``/``bash``/``python`` block of ``docs/`` (the root documents
-the site includes too) runs as a reader would run it: in a fresh folder that
+the site includes too) and of README.md runs as a reader would run it: in a fresh folder that
 holds the files the examples name, against a stub worker on 127.0.0.1 (a
 ``mmctl stub-worker`` as a reader starts it, or the one the example starts),
 bounded in time. A block that
@@ -76,8 +76,8 @@ class Example:
 def examples() -> list[Example]:
     hooks = _hooks()
     found = []
-    for path in sorted(DOCS.rglob("*.md")):
-        page = path.relative_to(DOCS).as_posix()
+    for path in [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]:
+        page = path.relative_to(DOCS if path.is_relative_to(DOCS) else ROOT).as_posix()
         folder = page.rpartition("/")[0]
 
         def included(m: re.Match[str], folder: str = folder) -> str:
@@ -102,9 +102,9 @@ RUN = [e for e in EXAMPLES if e.not_run is None]
 def test_the_docs_have_examples_and_each_one_not_run_says_why():
     assert len(RUN) >= 20, [e.name for e in RUN]
     pages = {e.page for e in RUN}
-    assert {"getting-started.md", "python-api.md", "commands/send.md"} <= pages
+    assert {"README.md", "getting-started.md", "python-api.md", "commands/send.md"} <= pages
     # A marker that is not right above a block would leave it unmarked: none stray.
-    for path in DOCS.rglob("*.md"):
+    for path in [ROOT / "README.md", *DOCS.rglob("*.md")]:
         text = path.read_text()
         for m in re.finditer(r"^<!-- not run:.*$", text, re.M):
             after = text[m.end() :].lstrip("\n")
