@@ -205,7 +205,7 @@ def main() -> int:
     os.environ["MMCTL_CACHE_DIR"] = str(work / "cache")
     os.environ.pop("RAY_ADDRESS", None)
     # The head has token authentication on (Ray's default for `ray start`); an
-    # explicit address presents the token only in token mode (README: Ray clusters).
+    # explicit address presents the token only in token mode (docs/commands/batch.md: Ray clusters).
     os.environ["RAY_AUTH_MODE"] = "token"
     flat = _flat_clips(work, min(args.items, 24))
     worker_bound = _dataset(work / "worker-bound.jsonl", flat, args.items)

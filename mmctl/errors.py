@@ -12,7 +12,7 @@ from enum import IntEnum
 
 
 class ExitCode(IntEnum):
-    """Process exit codes (documented in the README's table)."""
+    """Process exit codes (documented in docs/commands/index.md's table)."""
 
     OK = 0
     #: A bug in mmctl: anything not covered below. Tracebacks with --debug.

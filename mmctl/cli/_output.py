@@ -1,6 +1,6 @@
 """The one output sink of every command.
 
-Convention (README "Output"): results go to stdout; progress, notes, warnings
+Convention (docs/commands/index.md, "Output"): results go to stdout; progress, notes, warnings
 and hints go to stderr so they never pollute what a script parses. With
 ``--json`` a command prints exactly one JSON document on stdout (commands that
 stream say so in their help and print one document per line). Rich is

@@ -45,7 +45,7 @@ ENGINES = ("local", "ray")
 
 @dataclass
 class BatchCounts:
-    """What a batch did. ``exit_code`` follows the README's table."""
+    """What a batch did. ``exit_code`` follows docs/commands/index.md's table."""
 
     total: int
     succeeded: int

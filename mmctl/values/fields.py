@@ -6,7 +6,7 @@ of all items together, split per item by a sizes tensor), *batched* (one
 row per item) or *shared* (one value for the batch), its dtype and per-item shape, and whether it stays on the
 CPU. One table per family drives the request builder
 (:func:`mmctl.request.build.make_batches`), the stub worker's checks
-(:mod:`mmctl.worker.checks`) and the README's table (a test keeps them equal).
+(:mod:`mmctl.worker.checks`) and the table in docs/contracts.md (a test keeps them equal).
 
 The servicer turns the key lists into vLLM field configs, renames
 ``pixel_values`` to ``pixel_values_videos`` for VIDEO batches, and splits
@@ -52,7 +52,7 @@ class WireField:
     #: Shape after the first (item or row) dimension; "P" is the patch
     #: features, "t" the item's temporal patches (its grid's t).
     item_shape: tuple[int | str, ...]
-    content: str  # for people: the README's table
+    content: str  # for people: docs/contracts.md's table
     sizes: str | None = None  # FLAT: the tensor whose values split it per item
     keep_on_cpu: bool = False
     #: Left out of a batch whose items' rows differ in length (a dense tensor

@@ -79,3 +79,62 @@ def test_sizes_are_written_by_one_helper():
                 if joined.search(line) and "{t}x{h}x{w}" not in line:
                     found.append(f"{path.relative_to(ROOT)}: {line.strip()}")
     assert found == ['mmctl/media/probe.py: return f"{width}x{height}"'], found
+
+
+def _site_hooks():
+    import importlib.util
+
+    path = ROOT / "docs" / "hooks" / "mmctl_docs.py"
+    spec = importlib.util.spec_from_file_location("mmctl_docs", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_command_has_a_docs_page_and_every_page_a_command():
+    """The site's build fails on either; this says so without MkDocs installed."""
+    hooks = _site_hooks()
+    pages = {p.stem for p in (ROOT / "docs" / "commands").glob("*.md")} - {"index"}
+    assert pages == set(hooks.commands())
+    assert "Usage: mmctl shm gc [OPTIONS]" in hooks.help_text(["shm", "gc"])
+
+
+def test_the_environment_page_lists_every_setting():
+    import mmctl.settings as settings
+
+    hooks = _site_hooks()
+    named = {v for k, v in vars(settings).items() if k.isupper() and str(v).startswith("MMCTL_")}
+    rows = dict(hooks.env_rows())
+    assert set(rows) == named and all(rows.values())
+    assert "XDG_CACHE_HOME" in rows["MMCTL_CACHE_DIR"]
+
+
+def test_the_benchmarks_picture_reads_the_table():
+    rows = _site_hooks().transport_rows()
+    assert [r[0] for r in rows] == sorted(r[0] for r in rows) and len(rows) >= 3
+    assert all(low <= ratio <= high for _mb, ratio, low, high, *_ in rows)
+
+
+def _family_rows(text: str) -> dict[str, set[str]]:
+    """A families table's rows: the family's name -> the model types it names."""
+    if "\n## Model families" in text:  # the README: that section only
+        text = text[text.index("\n## Model families") + 1 :]
+        text = text.split("\n## ", 1)[0]
+    section = text
+    rows = {}
+    for line in section.splitlines():
+        if line.startswith("| `") and "|---" not in line:
+            cells = [c.strip() for c in line.split("|")[1:-1]]
+            name = re.match(r"`([^`]+)`", cells[0]).group(1)
+            rows[name] = set(re.findall(r"`([a-z0-9_]+)`", cells[1]))
+    return rows
+
+
+def test_the_family_tables_name_every_family_and_model_type():
+    """The README's table and the site's are the registry's, row for row."""
+    from mmctl.models.registry import FAMILIES
+
+    served = {f.name: set(f.model_types) for f in FAMILIES}
+    for doc in (ROOT / "README.md", ROOT / "docs" / "families.md"):
+        rows = _family_rows(doc.read_text())
+        assert {k: v & set().union(*served.values()) for k, v in rows.items()} == served, doc

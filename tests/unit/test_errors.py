@@ -31,16 +31,16 @@ def test_exit_codes_are_the_documented_ones():
     }
 
 
-def test_every_exit_code_is_documented_in_the_root_help_and_the_readme():
+def test_every_exit_code_is_documented_in_the_root_help_and_the_docs():
     from pathlib import Path
 
     from mmctl.cli.app import HELP
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "commands" / "index.md").read_text()
     codes = " ".join(HELP.split("Exit codes:")[1].split())
     for code in ExitCode:
         assert f" {int(code)} " in f" {codes} ", f"{code.name} missing from `mmctl --help`"
-        assert f"| {int(code)} | `{code.name}` |" in readme, f"{code.name} missing from README"
+        assert f"| {int(code)} | `{code.name}` |" in docs, f"{code.name} missing from the docs"
 
 
 def test_each_error_kind_has_its_exit_code():
@@ -72,12 +72,12 @@ def test_error_carries_message_and_hint():
     )
 
 
-def test_readme_table_matches_the_enum():
+def test_docs_table_matches_the_enum():
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "commands" / "index.md").read_text()
     for code in ExitCode:
-        assert f"| {int(code)} | `{code.name}` |" in readme, code
+        assert f"| {int(code)} | `{code.name}` |" in docs, code
 
 
 def test_an_interruption_wrapped_by_python_is_still_exit_130(capsys, monkeypatch):

@@ -1,4 +1,4 @@
-"""The families' field tables: one declaration, and the README's table says the same."""
+"""The families' field tables: one declaration, and the docs' table says the same."""
 
 from __future__ import annotations
 
@@ -19,11 +19,11 @@ OTHERS = (
     internvl.FAMILY,
 )
 
-README = Path(__file__).resolve().parents[3] / "README.md"
+CONTRACTS = Path(__file__).resolve().parents[3] / "docs" / "contracts.md"
 
 
 def expected_rows() -> list[str]:
-    """The README's rows, derived from the tables: what both families send, then
+    """The docs' rows, derived from the tables: what both families send, then
     what only Qwen3-VL sends, then what only Qwen2.5-VL sends."""
     rows = []
     for kind in (MediaKind.IMAGE, MediaKind.VIDEO):
@@ -50,8 +50,8 @@ def _row(f: WireField, kind: MediaKind, note: str) -> str:
     return f"| `{f.key}` | {kind.value}{note} | {f.content} | {layout} |"
 
 
-def test_readme_table_is_the_field_tables():
-    text = README.read_text()
+def test_docs_table_is_the_field_tables():
+    text = CONTRACTS.read_text()
     table = [line for line in text.splitlines() if line.startswith("| `")]
     wire = [row for row in table if row.split("|")[2].strip().startswith(("image", "video"))]
     assert wire == expected_rows()
