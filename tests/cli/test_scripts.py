@@ -63,7 +63,7 @@ def test_command_substitution_is_the_answer(stub, red_blue, env):
 
 def test_a_pipe_closed_early_ends_quietly(stub, red_blue, env):
     r = sh(f"{MMCTL} send {red_blue} -t {stub.running.address} --json | head -c 10", env)
-    assert r.stdout == '{"request_' and r.stderr == ""
+    assert r.stdout == '{"schema":' and r.stderr == ""
     assert r.returncode in (0, 141)  # 141 only when the write lost the race with head's exit
 
 
