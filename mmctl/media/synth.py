@@ -136,7 +136,7 @@ def write_image(path: Path, array: np.ndarray, **save_kw: Any) -> Path:
     return path
 
 
-#: sound suffix -> (PyAV codec, sample format)
+#: sound suffix -> (PyAV codec, the sample format it takes)
 SOUND_CODECS = {
     ".wav": ("pcm_s16le", "s16"),
     ".flac": ("flac", "s16"),
@@ -173,25 +173,31 @@ def write_sound(
         return path
     import av
 
-    name, fmt = SOUND_CODECS[path.suffix.lower()] if codec is None else (codec, "fltp")
+    name = SOUND_CODECS[path.suffix.lower()][0] if codec is None else codec
     layout = {1: "mono", 2: "stereo"}.get(channels, f"{channels}c")
     with av.open(str(path), "w") as out:
-        stream = out.add_stream(name, rate=rate, layout=layout)
-        frame_size = stream.codec_context.frame_size or 1024
-        plane = data.astype(np.float32)
-        for start in range(0, plane.shape[1], frame_size):
-            chunk = plane[:, start : start + frame_size]
-            if fmt == "s16" or fmt == "s16p":
-                chunk = (np.clip(chunk, -1, 1) * 32767).round().astype(np.int16)
-            if not fmt.endswith("p"):  # interleaved formats take (1, samples * channels)
-                chunk = chunk.T.reshape(1, -1)
-            frame = av.AudioFrame.from_ndarray(
-                np.ascontiguousarray(chunk), format=fmt, layout=layout
-            )
-            frame.sample_rate = rate
-            frame.pts = start
-            for packet in stream.encode(frame):
-                out.mux(packet)
-        for packet in stream.encode(None):
-            out.mux(packet)
+        mux_sound(out, out.add_stream(name, rate=rate, layout=layout), data, rate)
     return path
+
+
+def mux_sound(out: Any, stream: Any, data: np.ndarray, rate: int) -> None:
+    """Encode ``data`` (channels × samples, float in [-1, 1]) into an audio ``stream``
+    of the open container ``out``, in the sample format its encoder takes."""
+    import av
+
+    fmt = stream.codec_context.format.name  # s16, s16p, flt, fltp, …
+    layout = stream.codec_context.layout.name
+    frame_size = stream.codec_context.frame_size or 1024
+    for start in range(0, data.shape[1], frame_size):
+        chunk = data[:, start : start + frame_size].astype(np.float32)
+        if fmt.startswith(("s16", "s32")):
+            kind = np.int16 if fmt.startswith("s16") else np.int32
+            chunk = (np.clip(chunk, -1, 1) * np.iinfo(kind).max).round().astype(kind)
+        if not fmt.endswith("p"):  # interleaved formats take (1, samples * channels)
+            chunk = chunk.T.reshape(1, -1)
+        frame = av.AudioFrame.from_ndarray(np.ascontiguousarray(chunk), format=fmt, layout=layout)
+        frame.sample_rate, frame.pts = rate, start
+        for packet in stream.encode(frame):
+            out.mux(packet)
+    for packet in stream.encode(None):
+        out.mux(packet)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from mmctl.media import synth
@@ -68,17 +67,7 @@ def talking_clip(tmp_path_factory) -> Path:
                 out.mux(packet)
         for packet in video.encode(None):
             out.mux(packet)
-        tone = (synth.tones([660], 2.0, 16000) * 32767).astype(np.int16)[None, :]
-        step = sound.codec_context.frame_size or 4608
-        for start in range(0, tone.shape[1], step):
-            chunk = av.AudioFrame.from_ndarray(
-                np.ascontiguousarray(tone[:, start : start + step]), format="s16", layout="mono"
-            )
-            chunk.sample_rate, chunk.pts = 16000, start
-            for packet in sound.encode(chunk):
-                out.mux(packet)
-        for packet in sound.encode(None):
-            out.mux(packet)
+        synth.mux_sound(out, sound, synth.tones([660], 2.0, 16000)[None, :], 16000)
     return path
 
 

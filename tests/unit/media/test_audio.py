@@ -145,17 +145,7 @@ def test_cover_art_is_read_past_but_a_video_stream_is_refused(tmp_path, red_blue
         frame = av.VideoFrame.from_ndarray(np.zeros((16, 16, 3), np.uint8), format="rgb24")
         for packet in picture.encode(frame.reformat(format="yuvj420p")):
             out.mux(packet)
-        samples = (synth.tones([440], 0.5, 16000) * 32767).astype(np.int16)[None, :]
-        step = sound.codec_context.frame_size or 1152
-        for start in range(0, samples.shape[1], step):
-            chunk = av.AudioFrame.from_ndarray(
-                np.ascontiguousarray(samples[:, start : start + step]), format="s16p", layout="mono"
-            )
-            chunk.sample_rate, chunk.pts = 16000, start
-            for packet in sound.encode(chunk):
-                out.mux(packet)
-        for packet in sound.encode(None):
-            out.mux(packet)
+        synth.mux_sound(out, sound, synth.tones([440], 0.5, 16000)[None, :], 16000)
     assert audio.check_audio(cover).sample_rate == 16000
     # A video (with or without sound) named as a sound file.
     renamed = tmp_path / "clip.mp3"
@@ -180,16 +170,7 @@ def test_soundtrack_check_reads_past_the_pictures(tmp_path):
                 out.mux(packet)
         for packet in video.encode(None):
             out.mux(packet)
-        tone = synth.tones([660], 1.0, 16000)[None, :]
-        for start in range(0, tone.shape[1], 1024):
-            chunk = av.AudioFrame.from_ndarray(
-                np.ascontiguousarray(tone[:, start : start + 1024]), format="fltp", layout="mono"
-            )
-            chunk.sample_rate, chunk.pts = 16000, start
-            for packet in sound.encode(chunk):
-                out.mux(packet)
-        for packet in sound.encode(None):
-            out.mux(packet)
+        synth.mux_sound(out, sound, synth.tones([660], 1.0, 16000)[None, :], 16000)
     info = audio.check_soundtrack(clip)
     assert info.sample_rate == 16000 and info.duration_s > 0.9
     with pytest.raises(InputError, match="video stream beside its sound"):
