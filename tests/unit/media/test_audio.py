@@ -141,7 +141,10 @@ def test_cover_art_is_read_past_but_a_video_stream_is_refused(tmp_path, red_blue
         sound = out.add_stream("libmp3lame", rate=16000, layout="mono")
         picture = out.add_stream("mjpeg")
         picture.width, picture.height, picture.pix_fmt = 16, 16, "yuvj420p"
-        picture.disposition = av.stream.Disposition.attached_pic
+        try:
+            picture.disposition = av.stream.Disposition.attached_pic
+        except TypeError:  # the runtime floor's PyAV (15.0) reads a disposition, cannot write one
+            pytest.skip("this PyAV cannot write a stream's disposition")
         frame = av.VideoFrame.from_ndarray(np.zeros((16, 16, 3), np.uint8), format="rgb24")
         for packet in picture.encode(frame.reformat(format="yuvj420p")):
             out.mux(packet)
