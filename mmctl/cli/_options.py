@@ -182,7 +182,7 @@ def _pixel_dtype(default: str) -> object:
 PixelDtypeOpt = Annotated[
     PixelFormat | None,
     _pixel_dtype(
-        "a default vLLM worker's for the family: uint8 for the Qwen families and glm4v, "
+        "a default vLLM worker's for the family: uint8 for the Qwen families, glm4v and glm5-next, "
         "else float32"
     ),
 ]
