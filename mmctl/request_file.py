@@ -122,7 +122,7 @@ def _write_refs_offline(
     from mmctl.checkpoint.source import resolve
     from mmctl.models.model import load_any
     from mmctl.request.limits import check_item_limits
-    from mmctl.request.refs import SOUND_BY_WORKER, media_refs, refs_plan
+    from mmctl.request.refs import SOUND_BY_WORKER, media_refs
     from mmctl.request.view import summary, write_request
 
     if force or layout is not LayoutKind.VLLM:
@@ -139,17 +139,7 @@ def _write_refs_offline(
     )
     model = load_any(source=source, family=family)
     refs = media_refs(inputs.media, inputs.kinds, options.media_ref)
-    plan = refs_plan(
-        refs,
-        options.prompt,
-        model,
-        system=options.system,
-        chat=options.chat is not False,
-        allow_special_tokens=options.allow_special_tokens,
-        sampling=options.sampling,
-        stream=options.stream is not False,
-        request_id=options.request_id,
-    )
+    plan = options.refs_plan(refs, model)
     req = plan.to_proto()
     return {
         "out": str(out),

@@ -137,6 +137,23 @@ class SendOptions:
     def but(self, **changes: Any) -> SendOptions:
         return replace(self, **changes)
 
+    def refs_plan(self, refs: Sequence[tuple[MediaKind, str]], model: Any) -> Any:
+        """The worker-processed request of ``refs`` with these options' prompt, chat
+        and sampling (:func:`mmctl.request.refs.refs_plan`)."""
+        from mmctl.request.refs import refs_plan
+
+        return refs_plan(
+            refs,
+            self.prompt,
+            model,
+            system=self.system,
+            chat=self.chat is not False,
+            allow_special_tokens=self.allow_special_tokens,
+            sampling=self.sampling,
+            stream=self.stream is not False,
+            request_id=self.request_id,
+        )
+
 
 def _choice(kind: type[Enum], value: object, name: str) -> Any:
     try:

@@ -406,22 +406,12 @@ def _check_modality_support(session: Session, run: Run, skip: bool) -> None:
 
 
 def _worker_processing(session: Session, opts: SendOptions, inputs: Inputs, run: Run) -> Any:
-    from mmctl.request.refs import media_refs, refs_plan
+    from mmctl.request.refs import media_refs
 
     model = session.model
     _check_limits(session, run, opts.skip_checks)
     refs = media_refs(inputs.media, inputs.kinds, opts.media_ref)
-    plan = refs_plan(
-        refs,
-        opts.prompt,
-        model,
-        system=opts.system,
-        chat=opts.chat is not False,
-        allow_special_tokens=opts.allow_special_tokens,
-        sampling=opts.sampling,
-        stream=opts.stream is not False,
-        request_id=opts.request_id,
-    )
+    plan = opts.refs_plan(refs, model)
     check = "placeholders" if isinstance(model, WorkerModel) else model.spec.prompt.check_name
     run.checks.append(Check(check, False, reason="the worker expands the prompt"))
     run.items = [
