@@ -195,6 +195,20 @@ PRUNING_CASES = (
     Case("unpruned-layout", (ODD_VIDEO,), transports=("inline",), layout_rate=0.0),
 )
 
+#: The second rate's worker (issue 43: "at two rates"): the same tiny model and
+#: files (one build serves both workers) with fewer cases. Its video is
+#: tok64.mp4 (grid 32x4x6: 192 tokens, 48 kept at 0.75, 96 at 0.5), long enough
+#: that the rate, not EVS's floor of one frame's tokens, decides the count (the
+#: 4-frame clips keep 6 at 0.5 and 0.75 alike); the odd-count clip beside an
+#: image keeps the floor. Its control: tok64 laid out for the first worker's
+#: rate, 0.5 — a pruned layout, for the wrong rate (last and alone, as above).
+LONG_VIDEO = "tests/fixtures/media/tok64.mp4"
+PRUNING_CASES_OTHER_RATE = (
+    Case("pruned-long-video", (LONG_VIDEO,)),
+    Case("pruned-image+video", (IMAGE, ODD_VIDEO), transports=("inline",)),
+    Case("rate-0.5-layout", (LONG_VIDEO,), transports=("inline",), layout_rate=0.5),
+)
+
 
 QWEN3_VL = Family(
     name="qwen3-vl",
@@ -317,6 +331,7 @@ QWEN2_5_VL = Family(
         Worker("bfloat16", False),
         # vLLM's Qwen2.5-VL model prunes with EVS only.
         Worker("float32", True, 0.5, "evs", PRUNING_CASES),
+        Worker("float32", True, 0.75, "evs", PRUNING_CASES_OTHER_RATE),
     ),
     cases=_CASES,
     # Empty: as the last family its offline run would add a whole engine start-up
