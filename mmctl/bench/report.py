@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from mmctl.bench.runner import BenchResult, Level, Record
+from mmctl.bench.runner import UNPRUNED, BenchResult, Level, Record
 from mmctl.bench.stats import ratio_of_medians, summary
 from mmctl.choices import Transport
 from mmctl.errors import Interrupted, MmctlError, WorkerRejected, WorkerUnavailable
@@ -79,15 +79,7 @@ def shm_over_inline(records: Sequence[Record], seed: int) -> dict[str, Any]:
         items = sorted({r.item for r in shm} & {r.item for r in inline})
         doc: dict[str, Any] = {}
         for name, attr in (("e2el", "latency_s"), ("ttft", "ttft_s")):
-            scale = {
-                item: statistics.median(getattr(r, attr) for r in inline if r.item == item)
-                for item in items
-            }
-            doc[name] = ratio_of_medians(
-                [getattr(r, attr) / scale[r.item] for r in shm if r.item in scale],
-                [getattr(r, attr) / scale[r.item] for r in inline if r.item in scale],
-                seed,
-            )
+            doc[name] = _pooled_ratio(shm, inline, items, attr, seed)
         doc["by_item"] = {
             item: {
                 name: ratio_of_medians(
@@ -101,6 +93,54 @@ def shm_over_inline(records: Sequence[Record], seed: int) -> dict[str, Any]:
         }
         out[fmt] = doc
     return out
+
+
+def pruned_over_unpruned(records: Sequence[Record], seed: int) -> dict[str, Any]:
+    """For each arm with its ``--baseline`` twin: what the worker's video
+    pruning buys — the median prompt tokens, TTFT and E2E of each side (the
+    worker's own prompt count, after pruning), and pruned over unpruned as
+    ratios of medians with a 95% bootstrap interval, pooled over items as
+    :func:`shm_over_inline` pools them (each request scaled by its item's
+    unpruned median; with one item the ratio is the medians' own)."""
+    out: dict[str, Any] = {}
+    by_arm: dict[str, list[Record]] = defaultdict(list)
+    for r in records:
+        if r.ok and r.latency_s is not None and r.ttft_s is not None:
+            by_arm[r.arm].append(r)
+    for arm in sorted(by_arm):
+        twin = f"{arm}/{UNPRUNED}"
+        if twin not in by_arm:
+            continue
+        pruned, plain = by_arm[arm], by_arm[twin]
+        items = sorted({r.item for r in pruned} & {r.item for r in plain})
+        sides = (pruned, plain)
+        doc: dict[str, Any] = {
+            "baseline_arm": twin,
+            "median_prompt_tokens": [statistics.median(r.prompt_tokens for r in x) for x in sides],
+            "median_ttft_ms": [statistics.median(r.ttft_s or 0.0 for r in x) * 1000 for x in sides],
+            "median_e2el_ms": [
+                statistics.median(r.latency_s or 0.0 for r in x) * 1000 for x in sides
+            ],
+        }
+        for name, attr in (("ttft", "ttft_s"), ("e2el", "latency_s")):
+            doc[name] = _pooled_ratio(pruned, plain, items, attr, seed)
+        out[arm] = doc
+    return out
+
+
+def _pooled_ratio(
+    num: Sequence[Record], den: Sequence[Record], items: Sequence[str], attr: str, seed: int
+) -> dict[str, Any] | None:
+    """median(num) / median(den) of ``attr``, each request scaled by its item's
+    median in ``den``."""
+    scale = {
+        item: statistics.median(getattr(r, attr) for r in den if r.item == item) for item in items
+    }
+    return ratio_of_medians(
+        [getattr(r, attr) / scale[r.item] for r in num if r.item in scale],
+        [getattr(r, attr) / scale[r.item] for r in den if r.item in scale],
+        seed,
+    )
 
 
 def _floor_ratios(result: BenchResult, records: Sequence[Record]) -> dict[str, Any]:
@@ -151,6 +191,8 @@ def level_doc(result: BenchResult, level: Level) -> dict[str, Any]:
         doc["by_target"] = {
             t: metrics(recs, level.duration_s, pct) for t, recs in sorted(by_target.items())
         }
+    if cfg.baseline is not None:
+        doc["pruned_over_unpruned"] = pruned_over_unpruned(records, cfg.seed)
     return doc
 
 
@@ -171,8 +213,11 @@ def bench_doc(result: BenchResult) -> dict[str, Any]:
             # What the worker's video pruning saves (equal when it does not prune).
             "video_tokens": p.video_tokens[0],
             "kept_video_tokens": p.video_tokens[1],
+            # Laid out for --baseline (no pruning): its arms' twins send it.
+            "baseline": baseline,
         }
-        for (_, fmt), p in result.prepared.items()
+        for baseline, prepared_items in ((False, result.prepared), (True, result.unpruned))
+        for (_, fmt), p in prepared_items.items()
     ]
     doc: dict[str, Any] = {
         "date": datetime.datetime.now().strftime("%Y%m%d-%H%M%S"),
@@ -186,6 +231,7 @@ def bench_doc(result: BenchResult) -> dict[str, Any]:
         "percentiles": list(cfg.percentiles),
         "seed": cfg.seed,
         "video_pruning": cfg.connection.video_pruning.as_dict(),
+        "baseline": cfg.baseline,
         "arms": [a.name for a in result.arms],
         "processing": result.processing.as_dict() if result.processing else None,
         "prepared": prepared,
@@ -197,6 +243,8 @@ def bench_doc(result: BenchResult) -> dict[str, Any]:
     }
     if runs and runs[0]["shm_over_inline"]:
         doc["shm_over_inline"] = runs[0]["shm_over_inline"]
+    if runs and runs[0].get("pruned_over_unpruned"):
+        doc["pruned_over_unpruned"] = runs[0]["pruned_over_unpruned"]
     return doc
 
 

@@ -55,19 +55,23 @@ from mmctl.request.build import Sampling, new_request_id
 from mmctl.request.limits import WorkerLimits
 from mmctl.signals import stop_signals
 from mmctl.transport.shm import ShmArena, own_files
+from mmctl.values.pruning import NO_PRUNING
 
 
 @dataclass(frozen=True)
 class Arm:
     """One way of sending: a transport and a pixel dtype (``None``: ``media_refs``,
-    the worker preprocesses)."""
+    the worker preprocesses). ``unpruned``: the twin arm sent to
+    ``BenchConfig.baseline``, laid out for a worker that does not prune video."""
 
     transport: Transport
     fmt: PixelFormat | None
+    unpruned: bool = False
 
     @property
     def name(self) -> str:
-        return f"{self.transport.value}/{self.fmt.value if self.fmt else MEDIA_REFS}"
+        name = f"{self.transport.value}/{self.fmt.value if self.fmt else MEDIA_REFS}"
+        return f"{name}/{UNPRUNED}" if self.unpruned else name
 
     @property
     def route(self) -> Route:
@@ -76,6 +80,8 @@ class Arm:
 
 #: The arm name's second half when the worker preprocesses.
 MEDIA_REFS = "media_refs"
+#: The arm name's third part on the baseline worker (``--baseline``).
+UNPRUNED = "unpruned"
 
 
 @dataclass
@@ -142,6 +148,10 @@ class BenchConfig:
     #: How the workers are reached and whose files describe their model; items
     #: that share media preprocess them once (its ``pixel_cache_mb``).
     connection: Connection = field(default_factory=Connection)
+    #: A worker of the same model that does not prune video (``--baseline``):
+    #: every arm gets a twin sent to it, laid out without pruning, in the same
+    #: interleaved blocks, so each request to the pruning workers has its pair.
+    baseline: str | None = None
 
     def __post_init__(self) -> None:
         if not self.targets:
@@ -164,6 +174,17 @@ class BenchConfig:
             raise UsageError("--transport: inline, shm or both")
         if any(t not in (Transport.INLINE, Transport.SHM) for t in self.transports or ()):
             raise UsageError("--transport: each arm is inline or shm (auto picks one of them)")
+        if self.baseline is not None:
+            if not self.connection.video_pruning.enabled:
+                raise UsageError(
+                    "--baseline compares pruning workers with one that does not prune: "
+                    "give the --target workers' --video-pruning-rate"
+                )
+            if self.baseline in self.targets:
+                raise UsageError(
+                    f"--baseline {self.baseline} is also a --target: one worker either "
+                    "prunes video or does not"
+                )
         self.options()
 
     def options(self) -> SendOptions:
@@ -210,6 +231,8 @@ class BenchResult:
     processing: Decision | None = None
     #: The pixel cache's account of the preparation (``Stats.as_dict``).
     pixel_cache: dict[str, Any] = field(default_factory=dict)
+    #: The same items laid out for ``--baseline`` (no pruning); empty without one.
+    unpruned: dict[tuple[int, PixelFormat | None], Prepared] = field(default_factory=dict)
 
     @property
     def interrupted(self) -> bool:
@@ -243,7 +266,11 @@ class _Quiet:
 
 
 def _clients(cfg: BenchConfig) -> list[Client]:
-    return [Client(t, cfg.connection) for t in cfg.targets]
+    """The targets' clients, then the baseline's (its layout without pruning)."""
+    clients = [Client(t, cfg.connection) for t in cfg.targets]
+    if cfg.baseline is not None:
+        clients.append(Client(cfg.baseline, replace(cfg.connection, video_pruning=NO_PRUNING)))
+    return clients
 
 
 def _processing(cfg: BenchConfig, clients: Sequence[Client], progress: Progress) -> Decision:
@@ -294,8 +321,11 @@ def _prepare_all(
     clients: Sequence[Client],
     fmts: Sequence[PixelFormat | None],
     progress: Progress,
+    layout: Client | None = None,
 ) -> dict[tuple[int, PixelFormat | None], Prepared]:
-    session = clients[0].session()
+    """Every item in every pixel dtype, laid out as ``layout``'s worker expects
+    (default: the first target's), within every worker's limits."""
+    session = (layout or clients[0]).session()
     limits = WorkerLimits.of(c.facts() for c in clients)
     prepared: dict[tuple[int, PixelFormat | None], Prepared] = {}
     progress.stage("preparing", len(cfg.items) * len(fmts))
@@ -347,6 +377,8 @@ class _Sender:
         progress: Progress,
     ) -> None:
         self.cfg, self.targets, self.tokenizer, self.progress = cfg, targets, tokenizer, progress
+        #: The targets the arms share round-robin; the baseline, last, takes only its twins.
+        self.shared = len(targets) - (1 if cfg.baseline is not None else 0)
         self.channels = [open_aio_channel(t) for t in targets]
         self.calls = [generate_method(ch) for ch in self.channels]
 
@@ -425,20 +457,21 @@ async def _level(
     prepared: dict[tuple[int, PixelFormat | None], Prepared],
     items: Sequence[WorkItem],
     stop: asyncio.Event,
+    unpruned: dict[tuple[int, PixelFormat | None], Prepared],
 ) -> Level:
     slot_free = asyncio.Semaphore(concurrency)
     begin = time.perf_counter()
     cpu = _cpu()
-    targets = len(sender.targets)
 
     async def limited(slot: schedule.Slot) -> Record:
         arrived = time.perf_counter()
         arm = arms[slot.arm]
-        prep = prepared[(slot.item, arm.fmt)]
+        prep = (unpruned if arm.unpruned else prepared)[(slot.item, arm.fmt)]
+        target = sender.shared if arm.unpruned else slot.index % sender.shared
         rec = Record(
             index=slot.index,
             arm=arm.name,
-            target=sender.targets[slot.index % targets].address,
+            target=sender.targets[target].address,
             item=items[slot.item].label,
             concurrency=concurrency,
             payload_bytes=prep.payload_bytes,
@@ -446,7 +479,7 @@ async def _level(
         async with slot_free:
             rec.start_s = time.perf_counter() - begin
             rec.queue_s = time.perf_counter() - arrived
-            return await sender.one(rec, prep, arm, slot.index % targets)
+            return await sender.one(rec, prep, arm, target)
 
     tasks: list[asyncio.Task[Record]] = []
     for slot, gap in zip(slots, gaps, strict=True):
@@ -507,13 +540,18 @@ def run(cfg: BenchConfig, progress: Progress | None = None) -> BenchResult:
         arms = _arms(cfg, clients, processing.value == "worker")
         fmts = list(dict.fromkeys(a.fmt for a in arms))
         prepared = _prepare_all(cfg, clients, fmts, progress)
+        unpruned: dict[tuple[int, PixelFormat | None], Prepared] = {}
+        if cfg.baseline is not None:
+            arms += [replace(a, unpruned=True) for a in arms]
+            unpruned = _prepare_all(cfg, clients, fmts, progress, layout=clients[-1])
         session = clients[0].session()
         # The floors are a tensor's (memcpy, a /dev/shm file): none without pixels here.
         measured_floors = _floors(cfg, prepared, progress) if None not in fmts else {}
         result = asyncio.run(
-            _run_async(cfg, clients, arms, prepared, measured_floors, session, progress)
+            _run_async(cfg, clients, arms, prepared, measured_floors, session, progress, unpruned)
         )
         result.processing = processing
+        result.unpruned = unpruned
         result.pixel_cache = clients[0].pixel_cache.snapshot().as_dict()
         return result
     finally:
@@ -546,6 +584,7 @@ async def _measure(
     prepared: dict[tuple[int, PixelFormat | None], Prepared],
     progress: Progress,
     stop: asyncio.Event,
+    unpruned: dict[tuple[int, PixelFormat | None], Prepared],
 ) -> tuple[list[Level], Resources]:
     """Warm-up, then one interleaved run per concurrency; fds and shm files around them."""
     items = list(cfg.items)
@@ -554,8 +593,9 @@ async def _measure(
         warm = schedule.interleaved(cfg.warmup * len(arms), len(arms), len(items), cfg.seed)
         progress.stage("warm-up", len(warm))
         await _level(
-            sender, warm, [0.0] * len(warm), min(cfg.max_concurrency), arms, prepared, items, stop
-        )
+            sender, warm, [0.0] * len(warm), min(cfg.max_concurrency), arms, prepared, items,
+            stop, unpruned,
+        )  # fmt: skip
     resources = Resources(open_fds(), shm_files_before=shm_files())
     slots = schedule.interleaved(cfg.num_prompts, len(arms), len(items), cfg.seed)
     gaps = schedule.arrival_gaps(cfg.num_prompts, cfg.request_rate, cfg.burstiness, cfg.seed)
@@ -563,7 +603,9 @@ async def _measure(
         if stop.is_set():
             break
         progress.stage(f"max concurrency {concurrency}", len(slots))
-        levels.append(await _level(sender, slots, gaps, concurrency, arms, prepared, items, stop))
+        levels.append(
+            await _level(sender, slots, gaps, concurrency, arms, prepared, items, stop, unpruned)
+        )
     # Counted with the channels still open, as "before" was: equal means nothing leaked.
     resources.fds_after = open_fds()
     resources.shm_files_after = shm_files()
@@ -578,6 +620,7 @@ async def _run_async(
     measured_floors: dict[str, dict[str, Any]],
     session: Any,
     progress: Progress,
+    unpruned: dict[tuple[int, PixelFormat | None], Prepared],
 ) -> BenchResult:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -590,7 +633,9 @@ async def _run_async(
     sender = _Sender(cfg, [c.target for c in clients], session.model.tokenizer, progress)
     try:
         with stop_signals(loop, on_signal):
-            levels, resources = await _measure(cfg, sender, arms, prepared, progress, stop)
+            levels, resources = await _measure(
+                cfg, sender, arms, prepared, progress, stop, unpruned
+            )
     finally:
         await sender.close()
     resources.peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -61,6 +61,13 @@ batch lines or {"id", "prompt", "media": [...]}), --sizes 1MB,16MB,100MB
 worker's mm_encoder_budget for one item is split into equal videos within
 it, up to its video limit per request).
 
+What video pruning buys: --baseline HOST:PORT names a worker of the same
+model that does not prune; the --target workers are pruning ones
+(--video-pruning-rate R as they were started). Every arm gets a twin sent to
+the baseline, laid out without pruning, in the same interleaved blocks, and
+the report gives both sides' median prompt tokens, TTFT and E2E and pruned
+over unpruned (--json: pruned_over_unpruned).
+
 A model no mmctl family handles is preprocessed by the worker
 (--processing auto, said once on stderr; --processing worker asks for it
 with any model): each item is prepared once as the media_refs request send
@@ -81,6 +88,7 @@ Examples:
   mmctl bench --sizes 1MB --max-concurrency 1,4 --save-result --result-dir results/
   mmctl bench --video clip.mp4 --processing worker --media-ref file
   mmctl bench --audio speech.wav --num-prompts 40 --max-concurrency 1,4
+  mmctl bench --video clip.mp4 -t gpu1:50051 --video-pruning-rate 0.75 --baseline gpu2:50051
 
 Exit codes: 0 every request answered; 2 usage (--transport shm or --sizes
 with worker processing); 3 bad input (media, dataset, a model no family
@@ -252,6 +260,17 @@ _ReuseHashesOpt = Annotated[
         help="Send each item's real content hash (a real worker's encoder cache then hits).",
     ),
 ]
+_BaselineOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--baseline",
+        metavar="HOST:PORT",
+        help="A worker of the same model that does not prune video: each arm's twin goes "
+        "there, laid out without pruning, and the report compares (needs "
+        "--video-pruning-rate).",
+        show_default=False,
+    ),
+]
 _TimeoutOpt = Annotated[
     float | None,
     typer.Option(
@@ -300,6 +319,7 @@ def bench(
     pixel_cache_mb: PixelCacheOpt = DEFAULT_PIXEL_CACHE_MB,
     video_pruning_rate: VideoPruningRateOpt = DEFAULT_PRUNING_RATE,
     video_pruning_method: VideoPruningMethodOpt = DEFAULT_PRUNING_METHOD,
+    baseline: _BaselineOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     from mmctl import settings
@@ -360,6 +380,7 @@ def bench(
             video_pruning_rate=video_pruning_rate,
             video_pruning_method=video_pruning_method,
         ),
+        baseline=baseline,
     )
     live = _Live(output)
     try:
@@ -424,24 +445,27 @@ def render(console: Console, result: BenchResult, doc: dict[str, Any]) -> None:
 
     cfg = result.config
     console.print(
-        f"mmctl bench: {', '.join(cfg.targets)}; arms {', '.join(doc['arms'])}; "
+        f"mmctl bench: {', '.join(cfg.targets)}"
+        + (f" (baseline {cfg.baseline}, no pruning)" if cfg.baseline else "")
+        + f"; arms {', '.join(doc['arms'])}; "
         f"{cfg.num_prompts} requests per level, interleaved (seed {cfg.seed}); "
         f"request rate {cfg.request_rate:g}/s"
     )
     for prep in doc["prepared"]:
+        where = f"for {doc['baseline']}, " if prep["baseline"] else ""
         if prep["pixel_dtype"] is None:  # media_refs: the worker expands the prompt
             console.print(
-                f"  {prep['item']} (media_refs): a {size(prep['payload_bytes'])} request, "
+                f"  {prep['item']} ({where}media_refs): a {size(prep['payload_bytes'])} request, "
                 f"{prep['prompt_tokens']} prompt tokens before the worker expands them, "
                 f"prepared in {prep['preprocess_s']:.3f} s"
             )
             continue
         console.print(
-            f"  {prep['item']} ({prep['pixel_dtype']}): {prep['payload_bytes'] / 1e6:.2f} MB of "
+            f"  {prep['item']} ({where}{prep['pixel_dtype']}): {prep['payload_bytes'] / 1e6:.2f} MB of "
             f"pixels, {prep['prompt_tokens']} prompt tokens, prepared in {prep['preprocess_s']:.3f} s"
             + (" (pixel cache)" if "hit" in prep["pixel_cache"] else "")
         )
-        if doc["video_pruning"]["enabled"] and prep["video_tokens"]:
+        if doc["video_pruning"]["enabled"] and prep["video_tokens"] and not prep["baseline"]:
             from mmctl.cli._render import pruning_line
 
             kept = {"video_tokens": prep["video_tokens"], "kept_tokens": prep["kept_video_tokens"]}
@@ -472,6 +496,8 @@ def render(console: Console, result: BenchResult, doc: dict[str, Any]) -> None:
             if len(ratio["by_item"]) > 1:
                 for item, by in ratio["by_item"].items():
                     _ratio_line(console, f"  {item}: E2EL", by["e2el"])
+        if run.get("pruned_over_unpruned"):
+            _pruning_table(console, doc, run["pruned_over_unpruned"])
         if "by_target" in run:
             _target_table(console, run["by_target"], cfg.percentiles)
         if n == 0 and run["floor_ratios"]:
@@ -531,6 +557,35 @@ def _target_table(console: Console, by_target: dict[str, Any], pct: tuple[float,
             ", ".join(f"{k} {v}" for k, v in m["errors"].items()) or "-",
         )
     console.print(table)
+
+
+def _pruning_table(console: Console, doc: dict[str, Any], effect: dict[str, Any]) -> None:
+    """Each arm against its baseline twin: medians of both sides and their ratio."""
+    from rich import box
+    from rich.table import Table
+
+    pruning = doc["video_pruning"]
+    for arm, e in effect.items():
+        table = Table(
+            title=f"video pruning ({pruning['method']} {pruning['rate']:g}) against "
+            f"{doc['baseline']} (no pruning), {arm} (medians)",
+            title_justify="left",
+            box=box.SIMPLE,
+        )
+        for name in ("", "pruned", "unpruned", "pruned/unpruned"):
+            table.add_column(name, justify="left" if not name else "right")
+        tokens = e["median_prompt_tokens"]
+        table.add_row("prompt tokens", f"{tokens[0]:g}", f"{tokens[1]:g}",
+                      f"{tokens[0] / tokens[1]:.3f}")  # fmt: skip
+        for label, key in (("TTFT (ms)", "ttft"), ("E2EL (ms)", "e2el")):
+            ms, r = e[f"median_{key}_ms"], e[key]
+            table.add_row(
+                label,
+                f"{ms[0]:.2f}",
+                f"{ms[1]:.2f}",
+                f"{r['ratio']:.3f} [95% CI {r['ci_low']:.3f}–{r['ci_high']:.3f}]" if r else "-",
+            )
+        console.print(table)
 
 
 def _ratio_line(console: Console, label: str, r: dict[str, Any] | None) -> None:

@@ -408,3 +408,70 @@ def test_a_pruning_worker_s_bench_reports_the_tokens_it_keeps(
     human = cli("bench", "-t", worker.running.address, "--video", red_blue, "--num-prompts", "2",
                 "--no-floors", "--transport", "inline", "--video-pruning-rate", "0.5")  # fmt: skip
     assert "video: 48 → 24 tokens at rate 0.5 (evs)" in human.out
+
+
+def test_a_baseline_worker_shows_what_pruning_buys(
+    cli, make_stub, builtin_model, red_blue, tmp_path, no_leaks
+):
+    """--baseline: each arm's twin goes to the worker that does not prune, laid out
+    without pruning (the pruning stub refuses that layout, so a twin sent to the
+    wrong worker fails the run); the report's figures add up."""
+    from mmctl.values.pruning import VideoPruning
+
+    pruning = make_stub(builtin_model.with_pruning(VideoPruning(0.5)), device_normalize=True)
+    plain = make_stub(builtin_model, device_normalize=True)
+    lines = tmp_path / "req.jsonl"
+    args = ("bench", "-t", pruning.running.address, "--video", red_blue, "--num-prompts", "8",
+            "--no-floors", "--transport", "inline", "--video-pruning-rate", "0.5",
+            "--baseline", plain.running.address)  # fmt: skip
+    res = cli(*args, "--per-request", lines, "--json")
+    assert res.code == 0, res.err
+    doc = json.loads(res.out)
+    assert doc["baseline"] == plain.running.address
+    assert doc["arms"] == ["inline/uint8", "inline/uint8/unpruned"]
+    (run,) = doc["runs"]
+    assert run["failed"] == 0
+    assert {name: arm["completed"] for name, arm in run["arms"].items()} == {
+        "inline/uint8": 4,
+        "inline/uint8/unpruned": 4,
+    }
+    records = [json.loads(line) for line in lines.read_text().splitlines()]
+    assert {(r["arm"], r["target"]) for r in records} == {
+        ("inline/uint8", pruning.running.address),
+        ("inline/uint8/unpruned", plain.running.address),
+    }
+    kept = {p["baseline"]: (p["video_tokens"], p["kept_video_tokens"]) for p in doc["prepared"]}
+    assert kept == {False: (48, 24), True: (48, 48)}
+    effect = run["pruned_over_unpruned"]["inline/uint8"]
+    assert effect == doc["pruned_over_unpruned"]["inline/uint8"]
+    assert effect["baseline_arm"] == "inline/uint8/unpruned"
+    pruned_tokens, plain_tokens = effect["median_prompt_tokens"]
+    assert plain_tokens - pruned_tokens == 48 - 24  # what pruning saves, as the worker counts
+    for key in ("ttft", "e2el"):
+        ms, ratio = effect[f"median_{key}_ms"], effect[key]
+        assert ratio["ratio"] == pytest.approx(ms[0] / ms[1], rel=1e-9)  # one item: the medians'
+        assert ratio["ci_low"] <= ratio["ci_high"] and ratio["n"] == [4, 4]
+
+    human = cli(*args)
+    assert human.code == 0, human.err
+    assert (
+        f"video pruning (evs 0.5) against {plain.running.address} (no pruning), "
+        "inline/uint8 (medians)" in human.out
+    )
+    (row,) = [x.split() for x in human.out.splitlines() if x.strip().startswith("prompt tokens")]
+    assert float(row[2]) - float(row[3]) == -24 and float(row[4]) == round(
+        float(row[2]) / float(row[3]), 3
+    )
+    for label in ("TTFT (ms)", "E2EL (ms)"):
+        (row,) = [x.split() for x in human.out.splitlines() if x.strip().startswith(label)]
+        a, b, ratio = float(row[2]), float(row[3]), float(row[4])
+        # the ratio of the medians as printed, to their rounding (ms to 0.01, ratio to 0.001)
+        assert (a - 0.005) / (b + 0.005) - 0.0005 <= ratio <= (a + 0.005) / (b - 0.005) + 0.0005
+
+
+def test_baseline_is_refused_without_a_rate_or_as_a_target(cli, stub, red_blue):
+    common = ("bench", "-t", stub.running.address, "--video", red_blue, "--no-floors")
+    res = cli(*common, "--baseline", "127.0.0.1:1")
+    assert res.code == 2 and "--baseline compares pruning workers" in res.err
+    res = cli(*common, "--video-pruning-rate", "0.5", "--baseline", stub.running.address)
+    assert res.code == 2 and "is also a --target" in res.err
