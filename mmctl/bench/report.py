@@ -314,7 +314,9 @@ def vllm_doc(result: BenchResult, level: Level) -> dict[str, Any]:
     for name in ("ttft", "tpot", "itl", "e2el", "client_queue_time"):
         doc.update({k: v for k, v in summary_doc.items() if k.endswith(f"_{name}_ms")})
     doc["mmctl"] = {
-        k: summary_doc[k] for k in ("arms", "shm_over_inline", "floor_ratios", "errors")
+        k: summary_doc[k]
+        for k in ("arms", "shm_over_inline", "floor_ratios", "errors", "pruned_over_unpruned")
+        if k in summary_doc  # pruned_over_unpruned: with --baseline only
     }
     doc["mmctl"].update(
         {"floors": result.floors, "resources": result.resources.as_dict(), "arm_of_request": [

@@ -424,7 +424,7 @@ def test_a_baseline_worker_shows_what_pruning_buys(
     args = ("bench", "-t", pruning.running.address, "--video", red_blue, "--num-prompts", "8",
             "--no-floors", "--transport", "inline", "--video-pruning-rate", "0.5",
             "--baseline", plain.running.address)  # fmt: skip
-    res = cli(*args, "--per-request", lines, "--json")
+    res = cli(*args, "--per-request", lines, "--save-result", tmp_path / "run.json", "--json")
     assert res.code == 0, res.err
     doc = json.loads(res.out)
     assert doc["baseline"] == plain.running.address
@@ -444,6 +444,8 @@ def test_a_baseline_worker_shows_what_pruning_buys(
     assert kept == {False: (48, 24), True: (48, 48)}
     effect = run["pruned_over_unpruned"]["inline/uint8"]
     assert effect == doc["pruned_over_unpruned"]["inline/uint8"]
+    saved = json.loads((tmp_path / "run.json").read_text())  # vLLM's document, mmctl's extras
+    assert saved["mmctl"]["pruned_over_unpruned"]["inline/uint8"] == effect
     assert effect["baseline_arm"] == "inline/uint8/unpruned"
     pruned_tokens, plain_tokens = effect["median_prompt_tokens"]
     assert plain_tokens - pruned_tokens == 48 - 24  # what pruning saves, as the worker counts
