@@ -12,6 +12,10 @@ that was checked). Run in the engine environment, under the heavy-job lock:
     flock /tmp/mmctl-heavy.lock env HF_HUB_OFFLINE=1 \\
         ~/.cache/mmctl/engine-env-*/bin/python scripts/families/nemotron_golden.py [CASE ...]
 
+``--resize`` instead writes tests/fixtures/families/resize/nemotron_h_omni.npz: torch's
+float32 antialiased bicubic alone on seeded arrays, shrinking ones included (no media
+golden shrinks).
+
 Writes tests/fixtures/families/goldens/nemotron_h_omni-<case>.npz (each names the versions
 that made it: ``reference``; versions.json is make_family_fixtures.py's). Per golden: the prompt (``template_ids``, vLLM's ``vllm_input_ids``),
 each item's placeholder range and embed count, the image geometry (``imgs_sizes``,
@@ -176,6 +180,42 @@ def golden(proc, max_model_len: int, media: tuple[str, ...]) -> dict:
     return out
 
 
+#: (input height, width) → (output height, width) of the resize goldens: shrinking,
+#: enlarging and mixed passes, a long shrink (many taps) and one enlarging axis alone.
+RESIZES = (
+    ((300, 200), (96, 64)),
+    ((37, 53), (40, 30)),
+    ((61, 97), (416, 704)),
+    ((1000, 30), (512, 16)),
+    ((20, 700), (48, 352)),
+    ((64, 64), (64, 512)),
+)
+RESIZE_OUT = OUT.parent / "resize" / f"{FAMILY}.npz"
+
+
+def resize_goldens() -> None:
+    """torch's float32 antialiased bicubic (``F.interpolate``, as vLLM's
+    ``_bicubic_resize_and_normalize`` calls it) on seeded uint8 arrays: the inputs and
+    the sha256 of the outputs' float32 bytes, for mmctl's own resize (tests/unit/models)."""
+    import torch
+
+    rng = np.random.default_rng(20261202)
+    out: dict[str, np.ndarray] = {"reference": np.asarray(REFERENCE)}
+    for n, ((h, w), (th, tw)) in enumerate(RESIZES):
+        rgb = rng.integers(0, 256, size=(h, w, 3), dtype=np.uint8)
+        x = torch.from_numpy(rgb).permute(2, 0, 1)[None].float()
+        y = torch.nn.functional.interpolate(
+            x, size=(th, tw), mode="bicubic", align_corners=False, antialias=True
+        )[0]
+        out[f"case{n}_input"] = rgb
+        bits = np.ascontiguousarray(y.numpy())
+        out[f"case{n}_output_shape"] = np.asarray(bits.shape, dtype=np.int64)
+        out[f"case{n}_output_sha256"] = np.asarray(hashlib.sha256(bits.tobytes()).hexdigest())
+    RESIZE_OUT.parent.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(RESIZE_OUT, **out)
+    print(f"{RESIZE_OUT.relative_to(ROOT)}: {len(RESIZES)} resizes")
+
+
 def main(argv: list[str]) -> int:
     global REFERENCE
     import torch
@@ -187,6 +227,9 @@ def main(argv: list[str]) -> int:
         f"files byte-identical to vllm 0.33.0's), torch {torch.__version__}, "
         f"transformers {transformers.__version__}"
     )
+    if argv == ["--resize"]:
+        resize_goldens()
+        return 0
     wanted = set(argv)
     proc, max_model_len = processor()
     written: dict[str, int] = {}

@@ -150,3 +150,20 @@ def test_a_config_without_dynamic_resolution_is_refused() -> None:
     del config["vision_config"]["args"]
     with pytest.raises(InputError, match="min_num_patches"):
         nemo.OmniVision.from_config(config)
+
+
+RESIZES = FIXTURES / "families" / "resize" / "nemotron_h_omni.npz"
+
+
+def test_the_resize_is_torchs_bit_for_bit_shrinking_too() -> None:
+    """torch's float32 antialiased bicubic (scripts/families/nemotron_golden.py --resize):
+    enlarging, shrinking, mixed and many-tap passes."""
+    record = _golden(RESIZES)
+    cases = sorted({k.split("_")[0] for k in record if k.startswith("case")})
+    assert len(cases) == 6
+    for case in cases:
+        rgb = record[f"{case}_input"]
+        height, width = record[f"{case}_output_shape"].tolist()[1:]
+        got = nemo.resize_bicubic_aa(rgb, height, width)
+        assert list(got.shape) == record[f"{case}_output_shape"].tolist()
+        assert _sha(got) == str(record[f"{case}_output_sha256"]), case
