@@ -12,7 +12,7 @@ that was checked). Run in the engine environment, under the heavy-job lock:
     flock /tmp/mmctl-heavy.lock env HF_HUB_OFFLINE=1 \\
         ~/.cache/mmctl/engine-env-*/bin/python scripts/families/nemotron_golden.py [CASE ...]
 
-``--resize`` instead writes tests/fixtures/families/resize/nemotron_h_omni.npz: torch's
+``--resize`` instead writes tests/fixtures/resize/nemotron_h_omni_float_aa.npz: torch's
 float32 antialiased bicubic alone on seeded arrays, shrinking ones included (no media
 golden shrinks).
 
@@ -190,7 +190,7 @@ RESIZES = (
     ((20, 700), (48, 352)),
     ((64, 64), (64, 512)),
 )
-RESIZE_OUT = OUT.parent / "resize" / f"{FAMILY}.npz"
+RESIZE_OUT = ROOT / "tests" / "fixtures" / "resize" / f"{FAMILY}_float_aa.npz"
 
 
 def resize_goldens() -> None:

@@ -152,7 +152,7 @@ def test_a_config_without_dynamic_resolution_is_refused() -> None:
         nemo.OmniVision.from_config(config)
 
 
-RESIZES = FIXTURES / "families" / "resize" / "nemotron_h_omni.npz"
+RESIZES = FIXTURES / "resize" / "nemotron_h_omni_float_aa.npz"
 
 
 def test_the_resize_is_torchs_bit_for_bit_shrinking_too() -> None:
