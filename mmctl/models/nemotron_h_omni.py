@@ -353,18 +353,32 @@ def image_token_ids(count: int, tokens: Tokens = Tokens()) -> list[int]:
     return [tokens.img_start, *[tokens.context] * count, tokens.img_end]
 
 
+def tubelet_tokens(per_tubelet: int, tubelets: int, pruning_rate: float = 0.0) -> list[int]:
+    """The ``<image>`` count of each tubelet's run in the prompt. With EVS pruning
+    (``--video-pruning-rate q``) the first run holds every retained token,
+    ``max(per_tubelet, int(per_tubelet * tubelets * (1 - q)))``
+    (``compute_retained_tokens_count``), and the others none: the model itself lays
+    the retained tokens out per frame."""
+    if pruning_rate <= 0.0:
+        return [per_tubelet] * tubelets
+    kept = max(per_tubelet, int(per_tubelet * tubelets * (1 - pruning_rate)))
+    return [kept] + [0] * (tubelets - 1)
+
+
 def video_token_ids(
     separators: Sequence[str],
-    per_tubelet: int,
+    per_tubelet: int | Sequence[int],
     encode: Callable[[str], Sequence[int]],
     tokens: Tokens = Tokens(),
 ) -> list[int]:
     """What replaces one ``<video>``: per tubelet its separator (tokenized on its own),
-    ``<img>``, ``<image>`` x ``per_tubelet``, ``</img>``."""
+    ``<img>``, ``<image>`` x its count (``per_tubelet``: one for all, or each's:
+    :func:`tubelet_tokens`), ``</img>``."""
+    counts = [per_tubelet] * len(separators) if isinstance(per_tubelet, int) else per_tubelet
     ids: list[int] = []
-    for text in separators:
+    for text, count in zip(separators, counts, strict=True):
         ids += encode(text)
-        ids += image_token_ids(per_tubelet, tokens)
+        ids += image_token_ids(count, tokens)
     return ids
 
 

@@ -12,6 +12,9 @@ that was checked). Run in the engine environment, under the heavy-job lock:
     flock /tmp/mmctl-heavy.lock env HF_HUB_OFFLINE=1 \\
         ~/.cache/mmctl/engine-env-*/bin/python scripts/families/nemotron_golden.py [CASE ...]
 
+The ``pruned-*`` cases are served with ``--video-pruning-rate 0.75`` (EVS: the
+placeholder holds the retained count, all in the first tubelet).
+
 ``--resize`` instead writes tests/fixtures/resize/nemotron_h_omni_float_aa.npz: torch's
 float32 antialiased bicubic alone on seeded arrays, shrinking ones included (no media
 golden shrinks).
@@ -93,11 +96,16 @@ def bf16_record(prefix: str, tensor, out: dict) -> None:
     out[f"{prefix}_sample_bits"] = flat[positions]
 
 
-def processor():
+#: EVS goldens: (case, media) served with ``--video-pruning-rate`` PRUNING.
+PRUNING = 0.75
+PRUNED_CASES = [("pruned-video-odd_count", ("v:odd_count",)), ("pruned-video-film", ("v:film",))]
+
+
+def processor(**settings: object):
     from vllm.config import ModelConfig
     from vllm.multimodal import MULTIMODAL_REGISTRY
 
-    config = ModelConfig(model=str(FOLDER), tokenizer=str(FOLDER), seed=0)
+    config = ModelConfig(model=str(FOLDER), tokenizer=str(FOLDER), seed=0, **settings)
     return MULTIMODAL_REGISTRY.create_processor(config), config.max_model_len
 
 
@@ -232,11 +240,15 @@ def main(argv: list[str]) -> int:
         return 0
     wanted = set(argv)
     proc, max_model_len = processor()
+    pruning, _ = processor(video_pruning_rate=PRUNING)
     written: dict[str, int] = {}
-    for case, media in CASES:
+    for case, media in [*CASES, *PRUNED_CASES]:
         if wanted and case not in wanted:
             continue
-        record = golden(proc, max_model_len, media)
+        pruned = case.startswith("pruned-")
+        record = golden(pruning if pruned else proc, max_model_len, media)
+        if pruned:
+            record["video_pruning_rate"] = np.asarray(PRUNING)
         path = OUT / f"{FAMILY}-{case}.npz"
         np.savez_compressed(path, **record)
         written[case] = len(record["vllm_input_ids"])

@@ -27,7 +27,9 @@ from mmctl.prompt.tokenizer import Tokenizer
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 FOLDER = FIXTURES / "families" / "nemotron_h_omni"
 MEDIA = FIXTURES / "media"
-GOLDENS = sorted((FIXTURES / "families" / "goldens").glob("nemotron_h_omni-*.npz"))
+ALL = sorted((FIXTURES / "families" / "goldens").glob("nemotron_h_omni-*.npz"))
+PRUNED = [g for g in ALL if "-pruned-" in g.name]
+GOLDENS = [g for g in ALL if g not in PRUNED]
 SETTINGS = nemo.OmniVision.from_config(json.loads((FOLDER / "config.json").read_text()))
 
 
@@ -57,7 +59,7 @@ def _frames(path: Path) -> tuple[np.ndarray, np.ndarray, float]:
 
 def test_the_published_folder_gives_the_published_settings() -> None:
     assert nemo.OmniVision() == SETTINGS
-    assert len(GOLDENS) == 25
+    assert len(GOLDENS) == 25 and len(PRUNED) == 2
     assert {str(_golden(g)["max_model_len"]) for g in GOLDENS} == {str(SETTINGS.max_model_len)}
 
 
@@ -67,7 +69,7 @@ def test_the_tokens_are_the_checkpoints(tokenizer: Tokenizer) -> None:
     assert len(tokenizer.encode(nemo.VIDEO)) == 3
 
 
-@pytest.mark.parametrize("golden", GOLDENS, ids=[g.stem for g in GOLDENS])
+@pytest.mark.parametrize("golden", GOLDENS + PRUNED, ids=[g.stem for g in GOLDENS + PRUNED])
 def test_mmctl_equals_vllm(golden: Path, tokenizer: Tokenizer) -> None:
     record = _golden(golden)
     images: list[np.ndarray] = []
@@ -111,7 +113,9 @@ def test_mmctl_equals_vllm(golden: Path, tokenizer: Tokenizer) -> None:
         assert _sha(bits) == str(record[f"video{video_n}_pixels_sha256"]), "video pixels"
         per = nemo.tokens_of(nemo.video_grid(*frames.shape[1:3], SETTINGS))
         seps = nemo.frame_separators(indices.tolist(), duration, SETTINGS.video_temporal_patch_size)
-        repls.append(nemo.video_token_ids(seps, per, tokenizer.encode))
+        rate = float(record.get("video_pruning_rate", 0.0))
+        counts = nemo.tubelet_tokens(per, len(seps), rate)
+        repls.append(nemo.video_token_ids(seps, counts, tokenizer.encode))
         video_n += 1
     items = list(zip(kinds, repls, strict=True))
     ids, spans = nemo.expand(
