@@ -19,10 +19,13 @@ import pytest
 from mmctl.checkpoint.source import from_dir
 from mmctl.errors import InputError
 from mmctl.media.image import load_image
+from mmctl.media.probe import MediaKind
 from mmctl.media.video import decode_sampled
 from mmctl.models import nemotron_h_omni as nemo
 from mmctl.models.llava_onevision import sample_indices
+from mmctl.models.model import WorkerModel, load_any
 from mmctl.prompt.tokenizer import Tokenizer
+from mmctl.request.refs import refs_plan
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 FOLDER = FIXTURES / "families" / "nemotron_h_omni"
@@ -171,3 +174,17 @@ def test_the_resize_is_torchs_bit_for_bit_shrinking_too() -> None:
         got = nemo.resize_bicubic_aa(rgb, height, width)
         assert list(got.shape) == record[f"{case}_output_shape"].tolist()
         assert _sha(got) == str(record[f"{case}_output_sha256"]), case
+
+
+def test_nemotron_requests_go_to_the_worker_whole() -> None:
+    """No mmctl family claims the folder (vLLM 0.33's model refuses preprocessed images:
+    nemotron_h_omni.md, "Over the gRPC wire"), so its requests are worker-processed —
+    images, video and sound alike — with the folder's own template writing the media."""
+    model = load_any(source=from_dir(FOLDER))
+    assert isinstance(model, WorkerModel)
+    refs = [(MediaKind.IMAGE, "file:///a.png"), (MediaKind.VIDEO, "file:///v.mp4")]
+    plan = refs_plan(refs, "Describe.", model)
+    assert plan.batches == [] and plan.media_refs == refs
+    assert "<image>\n<video>\nDescribe." in plan.text
+    ids = plan.input_ids.tolist()
+    assert ids.count(nemo.Tokens().context) == 1  # the worker expands it
