@@ -21,9 +21,10 @@ every rule below with its source line. In short:
   in the prompt (``">\\n"`` merges) vLLM decodes the prompt, replaces the text and
   encodes it again (``_apply_prompt_updates_via_text``), as done here.
 
-Pure functions of the settings (:class:`OmniVision`); torch-free. The family's parts
-(the request path, the stub's contract) are not declared yet: the module is not in
-mmctl.models.registry.
+Pure functions of the settings (:class:`OmniVision`); torch-free. Not a registered
+family: vLLM 0.33's model asserts that ``imgs_sizes`` and ``num_tokens_per_image`` are
+Python lists, which no preprocessed gRPC request can give it, so a request with an
+image is the worker's to process (nemotron_h_omni.md, "Over the gRPC wire").
 """
 
 from __future__ import annotations
