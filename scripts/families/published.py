@@ -1414,3 +1414,114 @@ GLM5_NEXT = {
     "tokenizer_config": _glm_tokenizer_config("Glm5NextProcessor", 1048576),
     "special_tokens": GLM45_SPECIAL_TOKENS,
 }
+
+
+# Nemotron-3-Nano-Omni (nvidia/Nemotron-3-Nano-Omni-30B-A3B-Reasoning-BF16). vLLM 0.33 builds its
+# own NanoNemotronVLProcessor from config.json (scripts/families/nemotron_h_omni.md), so
+# config.json is the processor's whole input. Values as published (the vision and video keys
+# vLLM reads, the special-token ids 18/19/20/27): smg's Nemotron routing tests and NeMo's
+# transcription of the checkpoint's config (patch 16, force_image_size 512,
+# min/max_num_patches 1024/13312, video_target_num_patches 1024 with the aspect kept,
+# temporal patch 2, CLIP mean/std, bfloat16). model_type is transformers 5.19+'s native
+# ``nemotron_h_omni`` (the hub's remote-code name is the architecture's; mmctl matches both),
+# so vLLM loads the folder without remote code; the legacy keys (llm_config,
+# img_context_token_id, ...) are those NemotronH_Omni_Reasoning_V3_Config maps. The chat
+# template is a reconstruction (ChatML, media as "<image>\n" / "<video>\n" as transformers'
+# multimodal chat normalization writes them); the tokenizer a stand-in (make_folders.py).
+NEMOTRON_SPECIALS = {
+    0: "<unk>",
+    1: "<s>",
+    2: "</s>",
+    10: "<|im_start|>",
+    11: "<|im_end|>",
+    12: "<think>",
+    13: "</think>",
+    18: "<image>",
+    19: "<img>",
+    20: "</img>",
+    27: "<so_embedding>",
+    28: "<so_start>",
+    29: "<so_end>",
+}
+#: Ids below this are the tokenizer's control tokens (Nemotron-H's tekken vocabulary).
+NEMOTRON_SPECIAL_END = 1000
+NEMOTRON_VOCAB = 131072
+
+NEMOTRON_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{'<|im_start|>' + message['role'] + '\n'}}"
+    "{% if message['content'] is string %}"
+    "{{ message['content'] }}"
+    "{% else %}"
+    "{% for content in message['content'] %}"
+    "{% if content['type'] == 'image' %}"
+    "{{ '<image>\n' }}"
+    "{% elif content['type'] == 'video' %}"
+    "{{ '<video>\n' }}"
+    "{% elif content['type'] == 'text' %}"
+    "{{ content['text'] }}"
+    "{% endif %}"
+    "{% endfor %}"
+    "{% endif %}"
+    "{{'<|im_end|>\n'}}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}"
+    "{{'<|im_start|>assistant\n' }}"
+    "{% endif %}"
+)
+
+NEMOTRON_H_OMNI = {
+    "files": {
+        "config.json": {
+            "architectures": ["NemotronH_Nano_Omni_Reasoning_V3"],
+            "downsample_ratio": 0.5,
+            "force_image_size": 512,
+            "image_tag_type": "internvl",
+            "img_context_token": "<image>",
+            "img_context_token_id": 18,
+            "img_end_token": "</img>",
+            "img_start_token": "<img>",
+            "llm_config": {
+                "architectures": ["NemotronHForCausalLM"],
+                "hidden_size": 2688,
+                "max_position_embeddings": 262144,
+                "model_type": "nemotron_h",
+                "vocab_size": NEMOTRON_VOCAB,
+            },
+            "model_type": "nemotron_h_omni",
+            "norm_mean": CLIP_MEAN,
+            "norm_std": CLIP_STD,
+            "patch_size": 16,
+            "projector_hidden_size": 20480,
+            "ps_version": "v2",
+            "sound_context_token": "<so_embedding>",
+            "sound_context_token_id": 27,
+            "template": "nemotron6-moe",
+            "torch_dtype": "bfloat16",
+            "use_thumbnail": True,
+            "video_context_token": "<video>",
+            "video_temporal_patch_size": 2,
+            "vision_config": {
+                "args": {"max_num_patches": 13312, "min_num_patches": 1024},
+                "model_type": "radio",
+                "patch_size": 16,
+                "preferred_resolution": [768, 768],
+                "separate_video_embedder": True,
+                "video_maintain_aspect_ratio": True,
+                "video_target_num_patches": 1024,
+                "video_temporal_patch_size": 2,
+            },
+            "vit_hidden_size": 1280,
+        },
+        "chat_template.jinja": NEMOTRON_TEMPLATE,
+    },
+    "tokenizer_config": {
+        "bos_token": "<s>",
+        "clean_up_tokenization_spaces": False,
+        "eos_token": "<|im_end|>",
+        "model_max_length": 262144,
+        "pad_token": "<unk>",
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "unk_token": "<unk>",
+    },
+}

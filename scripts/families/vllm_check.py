@@ -23,6 +23,10 @@ goldens' ``<key>_raw`` tensors, and with ``mm_device_do_normalize=False`` agains
 the normalized ones. Prints one line per golden and check and a summary; writes
 nothing. Exit 1 if anything differs.
 
+Nemotron-3-Nano-Omni's goldens are vLLM's own processing already
+(scripts/families/nemotron_golden.py): they are made again with that script's code and
+this vLLM, every recorded key compared.
+
 ``--tamper`` changes one recorded value of every golden before comparing (the
 first id, the first tensor digest): a check that can fail prints "0 equal".
 """
@@ -99,6 +103,8 @@ def check(path: Path, processors: dict, device_normalize: bool | None = False) -
 
     family = path.name.split("-", 1)[0]
     golden = np.load(path)
+    if family == "nemotron_h_omni":
+        return _nemotron(path, golden, processors)
     if (family, device_normalize) not in processors:
         processors[family, device_normalize] = _processor(family, device_normalize)
     proc = processors[family, device_normalize]
@@ -161,6 +167,35 @@ def check(path: Path, processors: dict, device_normalize: bool | None = False) -
                 problems.append(f"{modality}.{key}: shapes {[tuple(v.shape) for v in values]}")
             elif _sha(got, str(golden[f"{name}_dtype"])) != want:
                 problems.append(f"{modality}.{name}: values differ")
+    return problems
+
+
+def _nemotron(path: Path, golden, processors: dict) -> list[str]:
+    """Nemotron's goldens are vLLM's own processing (scripts/families/nemotron_golden.py):
+    made again here by that script's code with this vLLM, every recorded key must be
+    equal (ids, placeholders, geometry, loader output, the pixels' bits)."""
+    sys.path.insert(0, str(ROOT / "scripts" / "families"))
+    import nemotron_golden
+
+    rate = float(golden["video_pruning_rate"]) if "video_pruning_rate" in golden.files else None
+    if ("nemotron_h_omni", rate) not in processors:
+        settings = {} if rate is None else {"video_pruning_rate": rate}
+        processors["nemotron_h_omni", rate] = nemotron_golden.processor(**settings)
+    proc, max_model_len = processors["nemotron_h_omni", rate]
+    case = path.stem.split("-", 1)[1]
+    media = dict([*nemotron_golden.CASES, *nemotron_golden.PRUNED_CASES])[case]
+    made = nemotron_golden.golden(proc, max_model_len, media)
+    problems = []
+    for key in golden.files:
+        if key in ("reference", "video_pruning_rate"):
+            continue
+        want = golden[key]
+        if TAMPER and key == "vllm_input_ids":
+            want = want + 1
+        if key not in made:
+            problems.append(f"{key}: not made")
+        elif not np.array_equal(np.asarray(made[key]), want):
+            problems.append(f"{key} differs")
     return problems
 
 
