@@ -39,7 +39,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "fixtures"), str(ROOT / "scripts")]
 
 import hf_cases  # noqa: E402
-from families import gemma4_reference, glm5_next_golden, glm_golden  # noqa: E402
+from families import (  # noqa: E402
+    gemma4_reference,
+    glm5_next_golden,
+    glm_golden,
+    minimax_m3_vl_golden,
+)
 
 FAMILIES = ROOT / "tests" / "fixtures" / "families"
 OUT = FAMILIES / "goldens"
@@ -127,6 +132,14 @@ CASES["glm46v"] = GLM_CASES
 CASES["glm5_next"] = [
     *GLM_CASES,
     ("video-min_frames", ("v:min_frames",)),
+]
+# MiniMax-M3-VL (scripts/families/minimax_m3_vl_golden.py): vLLM's own processor copy;
+# GLM's cases, the 0.6 s clip (one frame, padded to a temporal patch) and two videos
+# (vLLM takes any number).
+CASES["minimax_m3_vl"] = [
+    *GLM_CASES,
+    ("video-min_frames", ("v:min_frames",)),
+    ("two_videos", ("v:ties", "v:odd_count")),
 ]
 # InternVL reads the same media as OneVision: every image, two images, the clips, both kinds.
 CASES["internvl"] = list(CASES["llava_onevision"])
@@ -533,13 +546,15 @@ def load_media(media: tuple[str, ...]) -> Loaded:
 def family_golden(family: str, processor, media: tuple[str, ...]) -> dict:
     folder = FAMILIES / family
     config = json.loads((folder / "config.json").read_text())
-    if family in glm_golden.VARIANTS or family == "glm5_next":
+    if family in glm_golden.VARIANTS or family in ("glm5_next", "minimax_m3_vl"):
         glm_items = []
         for name in media:
             case = VIDEOS[name[2:]] if name.startswith("v:") else IMAGES[name]
             path = hf_cases.media_path(case)
             item = ("video", path) if name.startswith("v:") else ("image", load_image(path))
             glm_items.append((*item, path.name, hf_cases.sha256_of(path)))
+        if family == "minimax_m3_vl":
+            return minimax_m3_vl_golden.golden(processor, glm_items, PROMPT, tensor_record)
         if family == "glm5_next":
             return glm5_next_golden.golden(processor, config, glm_items, PROMPT, tensor_record)
         return glm_golden.golden(family, processor, config, glm_items, PROMPT, tensor_record)
@@ -883,6 +898,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         if family == "internvl":
             processor = internvl_processor(FAMILIES / family)
+        elif family == "minimax_m3_vl":  # vLLM's own copy, not transformers' class
+            processor = minimax_m3_vl_golden.processor(FAMILIES / family)
         else:
             processor = AutoProcessor.from_pretrained(str(FAMILIES / family))
         classes[family] = {

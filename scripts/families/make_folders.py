@@ -463,6 +463,26 @@ def _write_glm5_next(tokdir: Path) -> None:
     )
 
 
+def _write_minimax_m3_vl(tokdir: Path) -> None:
+    """MiniMax-M3-VL: Qwen2's byte-level BPE (the closest a package ships; MiniMax's
+    200064-token one is not) with the markers vLLM looks up by name from 200000."""
+    tok = qwen2_tokenizer()
+    tok["added_tokens"] = [
+        *tok["added_tokens"][:3],
+        *(
+            _added(published.MINIMAX_SPECIAL_START + i, name)
+            for i, name in enumerate(published.MINIMAX_SPECIAL_TOKENS)
+        ),
+    ]
+    for entry in tok["added_tokens"]:  # a tokenizer.json's added ids must be its vocab's
+        tok["model"]["vocab"][entry["content"]] = entry["id"]
+    probes = {
+        name: published.MINIMAX_SPECIAL_START + i
+        for i, name in enumerate(published.MINIMAX_SPECIAL_TOKENS)
+    }
+    write_published("minimax_m3_vl", published.MINIMAX_M3_VL, tok, probes)
+
+
 #: One writer per --only name (llava writes llava_next too, glm4v glm46v: one tokenizer).
 FOLDERS = {
     "llava": _write_llava,
@@ -473,6 +493,7 @@ FOLDERS = {
     "internvl": _write_internvl,
     "glm4v": _write_glm,
     "glm5_next": _write_glm5_next,
+    "minimax_m3_vl": _write_minimax_m3_vl,
 }
 
 
