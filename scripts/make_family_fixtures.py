@@ -900,6 +900,11 @@ def main(argv: list[str] | None = None) -> int:
             processor = internvl_processor(FAMILIES / family)
         elif family == "minimax_m3_vl":  # vLLM's own copy, not transformers' class
             processor = minimax_m3_vl_golden.processor(FAMILIES / family)
+            table = {
+                "rules": minimax_m3_vl_golden.SIZE_RULES,
+                "rows": minimax_m3_vl_golden.size_table(),
+            }
+            (FAMILIES / "minimax_m3_vl_sizes.json").write_text(json.dumps(table) + "\n")
         else:
             processor = AutoProcessor.from_pretrained(str(FAMILIES / family))
         classes[family] = {

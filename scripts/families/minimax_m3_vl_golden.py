@@ -211,3 +211,37 @@ def golden(proc, media: list, prompt: str, record) -> dict:
         else:
             record(key, np.asarray(value), out)
     return out
+
+
+#: (height, width) pairs for the size table: odd, tiny, huge, extreme aspect ratios, ties.
+SIZE_CASES = [
+    (1, 1), (10, 2000), (10, 2001), (27, 5000), (28, 28), (41, 97), (56, 56), (100, 100),
+    (111, 3000), (112, 112), (333, 500), (480, 640), (481, 641), (671, 673), (672, 672),
+    (700, 1), (720, 1280), (900, 1400), (1080, 1920), (1081, 1919), (2000, 3000),
+    (3583, 3585), (3584, 3584), (4000, 4000), (5000, 27), (10000, 51),
+]  # fmt: skip
+#: (min_pixels, max_pixels, max_long_side_pixel, max_total_pixels) as the image and video
+#: processors call ``smart_resize`` with the published values and with a long side set.
+SIZE_RULES = [
+    (3136, 451584, None, 12_845_056),  # image, published
+    (3136, 602112, None, None),  # video frame, published
+    (3136, 451584, 1008, 12_845_056),  # image, max_long_side_pixel 1008
+    (3136, 451584, 4000, 12_845_056),  # image, over the area cap once enlarged
+    (3136, 602112, 448, None),  # video frame, max_long_side_pixel 448
+    (20000, 30000, None, None),  # a folder's own budget
+]
+
+
+def size_table() -> list[list]:
+    """The vendored ``smart_resize`` on every case and rule: [h, w, rule, out_h, out_w],
+    or the error's class name in place of the size."""
+    resize = vendored().smart_resize
+    rows: list[list] = []
+    for h, w in SIZE_CASES:
+        for n, (low, high, side, total) in enumerate(SIZE_RULES):
+            try:
+                out = list(resize(h, w, 28, low, high, side, 112, total))
+            except ValueError as err:
+                out = [type(err).__name__, str(err).split(",")[0]]
+            rows.append([h, w, n, *out])
+    return rows
