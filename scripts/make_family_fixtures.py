@@ -904,7 +904,7 @@ def main(argv: list[str] | None = None) -> int:
                 "rules": minimax_m3_vl_golden.SIZE_RULES,
                 "rows": minimax_m3_vl_golden.size_table(),
             }
-            (FAMILIES / "minimax_m3_vl_sizes.json").write_text(json.dumps(table) + "\n")
+            (OUT / "minimax_m3_vl-sizes.json").write_text(json.dumps(table) + "\n")
         else:
             processor = AutoProcessor.from_pretrained(str(FAMILIES / family))
         classes[family] = {

@@ -5,7 +5,7 @@ Every ``minimax_m3_vl-*`` golden of tests/fixtures/families/goldens/ (vLLM 0.33'
 vendored ``MiniMaxVLProcessor`` driven as vLLM drives it,
 scripts/families/minimax_m3_vl_golden.py) gives the frame count and rate vLLM's decoder
 saw: ``loader_indices`` / ``patch_seconds`` must name the frames and times it kept, the
-image sizes its grids. tests/fixtures/families/minimax_m3_vl_sizes.json holds the
+image sizes its grids. tests/fixtures/families/goldens/minimax_m3_vl-sizes.json holds the
 vendored ``smart_resize`` on odd, huge and extreme sizes under the published budgets and
 with ``max_long_side_pixel`` set. The pixels go through mmctl's real path in
 tests/compat/test_family_requests.py. Torch-free.
@@ -28,7 +28,7 @@ from mmctl.models.settings import VisionOverrides
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 FOLDER = FIXTURES / "families" / "minimax_m3_vl"
-SIZES = json.loads((FIXTURES / "families" / "minimax_m3_vl_sizes.json").read_text())
+SIZES = json.loads((FIXTURES / "families" / "goldens" / "minimax_m3_vl-sizes.json").read_text())
 GOLDENS = sorted((FIXTURES / "families" / "goldens").glob("minimax_m3_vl-*.npz"))
 VIDEOS = [g for g in GOLDENS if "video" in g.stem]
 IMAGES = [g for g in GOLDENS if "image" in g.stem]
