@@ -198,8 +198,9 @@ def golden(proc, media: list, prompt: str, record) -> dict:
         vllm_equals_hf=np.bool_(vllm_ids == hf_ids),
     )
     for kind, found in spans.items():
-        if found:
+        if found:  # the ranges vLLM reports, and the token whose positions take embeddings
             out[f"{kind}_placeholders"] = np.asarray(found, dtype=np.int64)
+            out[f"{kind}_embed_id"] = np.int64(ids[kind])
     if images:
         out["image_sizes_hw"] = np.asarray([[i.size[1], i.size[0]] for i in images], np.int64)
     for key, value in result.items():
