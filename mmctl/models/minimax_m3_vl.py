@@ -34,7 +34,7 @@ import numpy as np
 
 from mmctl.choices import LayoutKind, PixelFormat
 from mmctl.errors import InputError
-from mmctl.media.probe import MediaKind
+from mmctl.media.probe import MediaKind, dimensions
 from mmctl.models import kinds
 from mmctl.models.family import Family, ModelView
 from mmctl.models.qwen_vl.parts import (
@@ -146,7 +146,7 @@ def smart_resize(
     ratio = max(height, width) / min(height, width)
     if ratio > MAX_RATIO:
         raise InputError(
-            f"a {width}x{height} item: aspect ratio {ratio:.1f} is over {MAX_RATIO}, "
+            f"a {dimensions(width, height)} item: aspect ratio {ratio:.1f} is over {MAX_RATIO}, "
             "which vLLM's MiniMax-M3-VL processor refuses"
         )
     if max_long_side is not None:
@@ -160,7 +160,7 @@ def smart_resize(
         h, w = max(factor, _round(scaled_h, factor)), max(factor, _round(scaled_w, factor))
         if max_total is not None and h * w > max_total:
             raise InputError(
-                f"a {width}x{height} image resizes to {w}x{h}, over the {max_total:,}-pixel "
+                f"a {dimensions(width, height)} image resizes to {dimensions(w, h)}, over the {max_total:,}-pixel "
                 "area vLLM's MiniMax-M3-VL processor refuses"
             )
         return h, w
@@ -175,7 +175,7 @@ def smart_resize(
         beta = math.sqrt(min_pixels / (height * width))
         h, w = math.ceil(height * beta / factor) * factor, math.ceil(width * beta / factor) * factor
     if h < 1 or w < 1:
-        raise InputError(f"a {width}x{height} item resizes to nothing under max_pixels")
+        raise InputError(f"a {dimensions(width, height)} item resizes to nothing under max_pixels")
     return h, w
 
 
@@ -198,7 +198,7 @@ def video_size(num_frames: int, height: int, width: int, s: MiniMaxVision) -> tu
     )
     if s.video_max_long_side is not None and h * w * num_frames > VIDEO_MAX_TOTAL_PIXELS:
         raise InputError(
-            f"{num_frames} frames of {w}x{h} are {h * w * num_frames:,} pixels, over the "
+            f"{num_frames} frames of {dimensions(w, h)} are {h * w * num_frames:,} pixels, over the "
             f"{VIDEO_MAX_TOTAL_PIXELS:,} vLLM's MiniMax-M3-VL processor refuses"
         )
     return h, w

@@ -178,3 +178,24 @@ def test_a_tokenizer_without_the_markers_is_refused() -> None:
 def test_budget_flags_are_refused_the_files_decide() -> None:
     with pytest.raises(UsageError, match="no such setting"):
         MiniMaxVision().overridden(VisionOverrides(max_pixels=10**6))
+
+
+def test_inspect_tokens_shows_each_frames_time_and_block() -> None:
+    """``mmctl inspect-tokens``: the video's span, its loader frames, each temporal
+    patch's time and block as vLLM's prompt update writes them."""
+    import subprocess
+    import sys
+
+    video = FIXTURES / "media" / "ties.mp4"
+    args = ["inspect-tokens", str(video), "--model-dir", str(FOLDER)]
+    run = [sys.executable, "-m", "mmctl", *args]
+    doc = json.loads(subprocess.run([*run, "--json"], capture_output=True, text=True,
+                                    timeout=120, check=True).stdout)  # fmt: skip
+    [item] = doc["items"]
+    assert item["frame_indices"] == [0, 30, 60]  # one a second, padded with the last
+    assert item["patch_times_s"] == [0.0, 2.0] and item["grid_thw"] == [2, 6, 10]
+    assert item["span"]["length"] == 2 * (8 + 1 + 15 + 1)  # label, start, run, end
+    text = subprocess.run(run, capture_output=True, text=True, timeout=120, check=True).stdout
+    assert "]<]2.0 seconds[>[ ]<]start of image[>[ ]<]video[>[×15 ]<]end of image[>[" in text
+    assert doc["check"]["name"] == "placeholder_spans" and doc["check"]["ok"]
+    assert doc["check"]["frames_checked"] == 2
