@@ -199,3 +199,32 @@ def test_inspect_tokens_shows_each_frames_time_and_block() -> None:
     assert "]<]2.0 seconds[>[ ]<]start of image[>[ ]<]video[>[×15 ]<]end of image[>[" in text
     assert doc["check"]["name"] == "placeholder_spans" and doc["check"]["ok"]
     assert doc["check"]["frames_checked"] == 2
+
+
+@pytest.mark.parametrize(
+    ("size", "folder_values", "refusal"),
+    [
+        ((2010, 10), {}, "aspect ratio 201.0 is over 200"),
+        # Under the long-side rule an image area over 3584² is refused, never shrunk.
+        ((4000, 4000), {"max_long_side_pixel": 60000}, "12,845,056-pixel area"),
+    ],
+)
+def test_hostile_media_is_one_line_exit_3(size, folder_values, refusal, tmp_path) -> None:
+    """Media vLLM's processor refuses: ``mmctl build`` says so in one line, exit 3,
+    nothing written."""
+    import subprocess
+    import sys
+
+    from PIL import Image
+
+    image = tmp_path / "odd.png"
+    Image.new("RGB", size, (200, 30, 30)).save(image)
+    folder = _folder_with(tmp_path, "preprocessor_config.json", **folder_values)
+    out = tmp_path / "req.pb"
+    args = ["build", str(image), "--model-dir", str(folder), "-o", str(out)]
+    done = subprocess.run([sys.executable, "-m", "mmctl", *args], capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 3, done.stderr
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and refusal in lines[0], lines
+    assert not out.exists()
