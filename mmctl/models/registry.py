@@ -27,6 +27,7 @@ from mmctl.models import (
     llava,
     llava_next,
     llava_onevision,
+    minimax_m3_vl,
 )
 from mmctl.models.family import Family
 from mmctl.models.qwen_vl import qwen2_vl, qwen3_5, qwen3_vl
@@ -43,6 +44,7 @@ FAMILIES: tuple[Family, ...] = (
     glm5_next.FAMILY,
     gemma4.FAMILY,
     internvl.FAMILY,
+    minimax_m3_vl.FAMILY,
 )
 ALIASES: dict[str, Family] = {
     name: family for family in FAMILIES for name in (family.name, *family.aliases)

@@ -496,6 +496,24 @@ def _write_nemotron_h_omni(tokdir: Path) -> None:
         nemotron_tokenizer(),
         {"<image>": 18, "<img>": 19, "</img>": 20, "<so_embedding>": 27, "<|im_start|>": 10},
     )
+def _write_minimax_m3_vl(tokdir: Path) -> None:
+    """MiniMax-M3-VL: Qwen2's byte-level BPE (the closest a package ships; MiniMax's
+    200064-token one is not) with the markers vLLM looks up by name from 200000."""
+    tok = qwen2_tokenizer()
+    tok["added_tokens"] = [
+        *tok["added_tokens"][:3],
+        *(
+            _added(published.MINIMAX_SPECIAL_START + i, name)
+            for i, name in enumerate(published.MINIMAX_SPECIAL_TOKENS)
+        ),
+    ]
+    for entry in tok["added_tokens"]:  # a tokenizer.json's added ids must be its vocab's
+        tok["model"]["vocab"][entry["content"]] = entry["id"]
+    probes = {
+        name: published.MINIMAX_SPECIAL_START + i
+        for i, name in enumerate(published.MINIMAX_SPECIAL_TOKENS)
+    }
+    write_published("minimax_m3_vl", published.MINIMAX_M3_VL, tok, probes)
 
 
 #: One writer per --only name (llava writes llava_next too, glm4v glm46v: one tokenizer).
@@ -509,6 +527,7 @@ FOLDERS = {
     "glm4v": _write_glm,
     "glm5_next": _write_glm5_next,
     "nemotron_h_omni": _write_nemotron_h_omni,
+    "minimax_m3_vl": _write_minimax_m3_vl,
 }
 
 

@@ -1523,5 +1523,93 @@ NEMOTRON_H_OMNI = {
         "pad_token": "<unk>",
         "tokenizer_class": "PreTrainedTokenizerFast",
         "unk_token": "<unk>",
+# ---- MiniMax-M3-VL (minimax_m3_vl) ----
+#
+# The checkpoint's files (MiniMaxAI/MiniMax-M3) are not reachable here
+# (scripts/families/minimax_m3_vl.md, "Model folder"). What each value rests on: the
+# processor files hold the class attributes of vLLM 0.33's vendored classes
+# (vllm/transformers_utils/processors/minimax_m3.py, "adapted verbatim" from the
+# checkpoint's remote code, revision db01c0fe), with the checkpoint's class names; no
+# ``max_long_side_pixel`` (the classes' None: Qwen's area bound). config.json: vLLM's
+# ``MiniMaxM3Config`` keys the processing reads (model_type, architectures, text vocab
+# size). The special tokens are the markers vLLM looks up by name, at ids from 200000
+# (not the checkpoint's: unknown here; vLLM reads them from the tokenizer, so does
+# mmctl). The template is a reconstruction of MiniMax's turn markers (]~b]user ...
+# [e~[), one ``]<]image[>[`` / ``]<]video[>[`` per item: only the text around the
+# placeholders can differ, and mmctl renders the folder's own.
+MINIMAX_SPECIAL_START = 200000
+MINIMAX_SPECIAL_TOKENS = [
+    "]~!b[",
+    "]~b]",
+    "[e~[",
+    "]<]image[>[",
+    "]<]video[>[",
+    "]<]start of image[>[",
+    "]<]end of image[>[",
+    "]<]start of video[>[",
+    "]<]end of video[>[",
+    "]<]vision pad[>[",
+]
+MINIMAX_TEMPLATE = (
+    "]~!b[{% for message in messages %}"
+    "{% if message['role'] == 'assistant' %}]~b]ai\n{% else %}]~b]{{ message['role'] }}\n"
+    "{% endif %}"
+    "{% if message['content'] is string %}{{ message['content'] }}{% else %}"
+    "{% for part in message['content'] %}"
+    "{% if part['type'] == 'image' %}]<]image[>["
+    "{% elif part['type'] == 'video' %}]<]video[>["
+    "{% elif part['type'] == 'text' %}{{ part['text'] }}{% endif %}"
+    "{% endfor %}{% endif %}[e~[\n{% endfor %}"
+    "{% if add_generation_prompt %}]~b]ai\n{% endif %}"
+)
+_MINIMAX_STEPS = {
+    "do_convert_rgb": True,
+    "do_normalize": True,
+    "do_rescale": True,
+    "do_resize": True,
+    "image_mean": CLIP_MEAN,
+    "image_std": CLIP_STD,
+    "merge_size": 2,
+    "patch_size": 14,
+    "resample": 3,
+    "rescale_factor": RESCALE,
+    "size": {"height": 672, "width": 672},
+    "temporal_patch_size": 2,
+}
+MINIMAX_M3_VL = {
+    "files": {
+        "config.json": {
+            "architectures": ["MiniMaxM3SparseForConditionalGeneration"],
+            "model_type": "minimax_m3_vl",
+            "text_config": {"model_type": "minimax_m3_text", "vocab_size": 200064},
+            "vision_config": {
+                "patch_size": 14,
+                "spatial_merge_size": 2,
+                "temporal_patch_size": 2,
+            },
+        },
+        "preprocessor_config.json": {
+            **_MINIMAX_STEPS,
+            "image_processor_type": "MiniMaxM3VLImageProcessor",
+            "max_pixels": 451584,
+            "processor_class": "MiniMaxVLProcessor",
+        },
+        "video_preprocessor_config.json": {
+            **_MINIMAX_STEPS,
+            "do_sample_frames": False,
+            "fps": 1.0,
+            "max_frames": 768,
+            "max_pixels": 602112,
+            "min_frames": 4,
+            "min_pixels": 3136,
+            "processor_class": "MiniMaxVLProcessor",
+            "video_processor_type": "MiniMaxM3VLVideoProcessor",
+        },
+        "chat_template.jinja": MINIMAX_TEMPLATE,
+    },
+    "tokenizer_config": {
+        "model_max_length": 1048576,
+        "processor_class": "MiniMaxVLProcessor",
+        "tokenizer_class": "PreTrainedTokenizerFast",
     },
 }

@@ -41,6 +41,7 @@ PUBLISHED_ID = {
     "llava_onevision": "llava-hf/llava-onevision-qwen2-7b-ov-hf",
     "gemma4": "google/gemma-4-31B-it",
     "internvl": "OpenGVLab/InternVL3-1B-hf",
+    "minimax_m3_vl": "MiniMaxAI/MiniMax-M3",
 }
 LOCAL = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 MIME = {

@@ -213,7 +213,9 @@ def _placeholders(result, golden, ids: list[int]) -> list[str]:
         key = f"{modality}_placeholders"
         if key not in golden.files:
             continue
-        token = int(golden[f"{modality}_token_id"])
+        # InternVL's goldens hold the token id vLLM passes on; MiniMax-M3-VL's the embed id.
+        embed = f"{modality}_token_id"
+        token = int(golden[embed if embed in golden.files else f"{modality}_embed_id"])
         got = result["mm_placeholders"].get(modality, [])
         spans = [[p.offset, p.length] for p in got]
         if spans != golden[key].tolist():

@@ -1,4 +1,4 @@
-"""``mmctl build``'s requests for the LLaVA families, Llama 4, GLM-4.1V/4.6V, GLM-5-Next, Gemma 4 and Qwen3.5 against the goldens.
+"""``mmctl build``'s requests for the LLaVA families, Llama 4, GLM-4.1V/4.6V, GLM-5-Next, Gemma 4, Qwen3.5 and MiniMax-M3-VL against the goldens.
 
 Each golden (``scripts/make_family_fixtures.py``: transformers 5.20.2's fast
 processors, vLLM 0.33's expansion; ``scripts/families/vllm_check.py`` ran vLLM's
@@ -48,6 +48,7 @@ MODEL_TYPES = (
     "gemma4",
     "qwen3_5",
     "internvl",
+    "minimax_m3_vl",
 )
 # The families mmctl serves; goldens of families still being wired wait.
 GOLDENS = sorted(
@@ -113,8 +114,8 @@ def models(tmp_path_factory) -> dict:
 
 def test_every_family_has_goldens():
     assert {_family(g) for g in GOLDENS} == set(MODEL_TYPES)
-    assert len(GOLDENS) == 192
-    assert len(REQUESTS) == 216  # Qwen3.5's 24 twice
+    assert len(GOLDENS) == 217
+    assert len(REQUESTS) == 241  # Qwen3.5's 24 twice
 
 
 def test_the_family_comes_from_config_json(models):
@@ -130,6 +131,7 @@ def test_the_family_comes_from_config_json(models):
         "glm5_next": "glm5-next",
         "gemma4": "gemma4",
         "internvl": "internvl",
+        "minimax_m3_vl": "minimax-m3-vl",
         # Qwen3-VL's processing under its own name, with its folder's ids.
         "qwen3_5": "qwen3.5",
     }

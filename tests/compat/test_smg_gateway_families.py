@@ -1,7 +1,7 @@
 """The smg gateway 1.13.0 as a peer client of the stub serving the other families.
 
-The gateway serves LLaVA, LLaVA-NeXT, Llama 4, Gemma 4, Qwen3.5 and GLM-5-Next's
-images (not OneVision, GLM-4.1V/4.6V or InternVL, nor GLM-5-Next's video as vLLM
+The gateway serves LLaVA, LLaVA-NeXT, Llama 4, Gemma 4, Qwen3.5, GLM-5-Next's
+and MiniMax-M3-VL's images (not OneVision, GLM-4.1V/4.6V or InternVL, nor GLM-5-Next's video as vLLM
 lays it out); for each
 it builds the request itself from the same published-values folder
 (``tests/fixtures/families/``). Where its layout is vLLM's, the stub accepts
@@ -48,6 +48,7 @@ PUBLISHED = {
     "gemma4": "google/gemma-4-31B-it",
     "qwen3_5": "Qwen/Qwen3.5-0.8B",
     "internvl": "OpenGVLab/InternVL3-1B-hf",
+    "minimax_m3_vl": "MiniMaxAI/MiniMax-M3",
 }
 MIME = {
     ".png": ("image", "image/png"),
@@ -303,3 +304,69 @@ def test_the_stub_refuses_the_gateway_s_glm5_next_video(smg_exe, tmp_path):
             assert status != 200, case
             assert refusal in pair.log.getvalue(), case
         assert pair.recorded() == []
+
+
+# ---- MiniMax-M3-VL: smg 1.13.0's own spec (registry/minimax_m3.rs), picked by the name ----
+
+
+def _minimax(pair, media: list[str]):
+    paths = [FIXTURES / "media" / name for name in media]
+    status, body = _chat(pair.http, PUBLISHED["minimax_m3_vl"], paths)
+    assert status == 200, f"{body}\n{pair.log.getvalue()}"
+    gateway = read_request(pair.recorded()[-1])
+    mine = pair.client.build(paths, prompt=PROMPT).request
+    return gateway, mine
+
+
+def test_the_gateway_s_minimax_m3_vl_images_raise_a_short_side_vllm_leaves(smg_exe, tmp_path):
+    """smg 1.13.0 serves MiniMax-M3-VL images with the same rows, ids and field
+    table as vLLM, but sizes an image whose short side is under 112 px with the
+    long-side rule's floor (rgb_odd.png, 97x61: 168x112, a 8x12 grid) where vLLM
+    0.33's processor, ``max_long_side_pixel`` unset (the classes' default and the
+    folder's), keeps Qwen's area rule (84x56, 4x6: mmctl's and the goldens',
+    ``minimax_m3_vl-image-rgb_odd``). vLLM takes the gateway's request (a valid
+    grid), so the stub does too; the model then sees another resize than vLLM's
+    own processing makes. large.png (900x1400, no enlargement either way) equals
+    mmctl's bit for bit in bf16."""
+    with _gateway(smg_exe, "minimax_m3_vl", tmp_path) as pair:
+        gateway, mine = _minimax(pair, ["rgb_odd.png", "large.png"])
+    [theirs], [ours] = batches(gateway), batches(mine)
+    assert theirs.im_token_id == ours.im_token_id
+    a, b = _tensors(theirs), _tensors(ours)
+    assert set(a) == set(b) == {"pixel_values", "image_grid_thw", "patches_per_image"}
+    assert a["image_grid_thw"][1].tolist() == [[1, 8, 12], [1, 38, 58]]
+    assert b["image_grid_thw"][1].tolist() == [[1, 4, 6], [1, 38, 58]]
+    # Each image's span: start, t*h*w/4 placeholders, end (vLLM's prompt update).
+    assert [p.length for p in theirs.mm_placeholders] == [26, 553]
+    assert [p.length for p in ours.mm_placeholders] == [8, 553]
+    x, y = _bf16(a["pixel_values"][1]), _bf16(b["pixel_values"][1])
+    assert np.array_equal(x[96:], y[24:])  # large.png: every row
+
+
+def test_the_gateway_s_minimax_m3_vl_video_samples_its_own_frames(smg_exe, tmp_path):
+    """smg 1.13.0's video for MiniMax-M3-VL: prompt ids, placeholders and grid equal
+    vLLM's for ties.mp4 (2.5 s at 30 fps) but the second temporal patch's pixels do
+    not (60 of 120 rows: vLLM's ``MiniMaxM3VideoBackend`` keeps frames 0, 30, 60 and
+    pads with 60; the gateway picks others); for film.mp4 (1.7 s) it sends two
+    temporal patches where vLLM's loader keeps frames 0 and 24, one patch. It adds a
+    ``video_second_per_grid`` tensor that vLLM's field table for the model does not
+    have. mmctl's frames and rows are vLLM's (the goldens, vllm_check)."""
+    with _gateway(smg_exe, "minimax_m3_vl", tmp_path) as pair:
+        ties = _minimax(pair, ["ties.mp4"])
+        film = _minimax(pair, ["film.mp4"])
+    gateway, mine = ties
+    assert list(gateway.tokenized.input_ids) == list(mine.tokenized.input_ids)
+    [theirs], [ours] = batches(gateway), batches(mine)
+    assert [(p.offset, p.length) for p in theirs.mm_placeholders] == [
+        (p.offset, p.length) for p in ours.mm_placeholders
+    ]
+    a, b = _tensors(theirs), _tensors(ours)
+    assert set(a) - set(b) == {"video_second_per_grid"} and set(b) <= set(a)
+    assert a["video_grid_thw"][1].tolist() == b["video_grid_thw"][1].tolist() == [[2, 6, 10]]
+    x, y = _bf16(a["pixel_values"][1]), _bf16(b["pixel_values"][1])
+    assert np.array_equal(x[:60], y[:60])  # the first patch: frames 0 and 30 alike
+    assert int((np.abs(x[60:] - y[60:]).max(axis=1) > 0).sum()) == 60
+    gateway, mine = film
+    [theirs], [ours] = batches(gateway), batches(mine)
+    assert _tensors(theirs)["video_grid_thw"][1].tolist() == [[2, 4, 4]]
+    assert _tensors(ours)["video_grid_thw"][1].tolist() == [[1, 4, 4]]

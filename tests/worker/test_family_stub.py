@@ -1,4 +1,4 @@
-"""The stub worker serving the LLaVA families, Llama 4, GLM, Gemma 4 and Qwen3.5: what mmctl sends is
+"""The stub worker serving the LLaVA families, Llama 4, GLM, Gemma 4, Qwen3.5 and MiniMax-M3-VL: what mmctl sends is
 accepted and read back right (the colours answer comes from the pixels), and
 what vLLM's model for the family would refuse is refused with one sentence.
 
@@ -26,7 +26,15 @@ from mmctl.wire import proto
 from tests.conftest import Stub, _stub
 
 FAMILIES = Path(__file__).resolve().parents[1] / "fixtures" / "families"
-MODEL_TYPES = ("llava", "llava_next", "llama4", "llava_onevision", "gemma4", "internvl")
+MODEL_TYPES = (
+    "llava",
+    "llava_next",
+    "llama4",
+    "llava_onevision",
+    "gemma4",
+    "internvl",
+    "minimax_m3_vl",
+)
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +104,10 @@ def test_a_pixel_tensor_of_the_wrong_shape_is_refused(served, images):
     pixels = tensors.from_bytes(td.inline, td.shape, td.dtype)
     cut = np.ascontiguousarray(pixels[..., :300])  # a crop, not the model's tile size
     req.mm_inputs.pixel_values.CopyFrom(tensors.inline(cut, td.dtype))
-    assert "input schema" in _refused(stub, req)
+    # vLLM's MiniMax-M3 model has no TensorSchema (its tower's patch rows are Qwen2-VL's):
+    # the stub refuses as for those rows.
+    want = {"minimax_m3_vl": "3*2*14*14 = 1176 features"}.get(model_type, "input schema")
+    assert want in _refused(stub, req)
 
 
 def test_a_span_that_is_not_the_expansion_is_refused(served, images):
@@ -154,7 +165,9 @@ def _mmctl(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.parametrize("model_type", ["llava_onevision", "gemma4", "internvl", "glm5_next"])
+@pytest.mark.parametrize(
+    "model_type", ["llava_onevision", "gemma4", "internvl", "glm5_next", "minimax_m3_vl"]
+)
 def test_batch_and_bench_run_a_family(model_type, tmp_path, images, red_blue):
     """A family's images and video through ``mmctl batch`` and ``mmctl bench``."""
     model = load_model(model_dir=FAMILIES / model_type)
@@ -188,7 +201,9 @@ def test_batch_and_bench_run_a_family(model_type, tmp_path, images, red_blue):
 #: What ``vllm serve FOLDER`` (``--dtype auto``, a GPU with bfloat16) serves each fixture in:
 #: its config.json's top-level ``torch_dtype``.
 SERVED_DTYPE = {"llava": "float16", "llava_next": "float16", "llama4": "bfloat16",
-                "llava_onevision": "float16", "gemma4": "bfloat16", "internvl": "bfloat16"}  # fmt: skip
+                "llava_onevision": "float16", "gemma4": "bfloat16", "internvl": "bfloat16",
+                # No dtype in its config.json: float32, which such a GPU serves in bfloat16.
+                "minimax_m3_vl": "bfloat16"}  # fmt: skip
 
 
 def test_the_stub_reports_the_folders_dtype_and_send_picks_it(served, images):

@@ -136,6 +136,13 @@ CASES: list[tuple[str | None, str, str, Any, str]] = [
     ("internvl", "config.json", "downsample_ratio", math.nan, "non-finite"),
     ("internvl", "preprocessor_config.json", "min_patches", "1", "wrong type"),
     ("internvl", "config.json", "vision_config.image_size", "448", "wrong type"),
+    # MiniMax-M3-VL (vLLM's vendored classes; its ids are the tokenizer's, by name)
+    ("minimax_m3_vl", "preprocessor_config.json", "patch_size", 0, "zero"),
+    ("minimax_m3_vl", "video_preprocessor_config.json", "min_pixels", -1, "negative"),
+    ("minimax_m3_vl", "preprocessor_config.json", "max_pixels", 10**15, "huge"),
+    ("minimax_m3_vl", "video_preprocessor_config.json", "max_long_side_pixel", 10**9, "huge"),
+    ("minimax_m3_vl", "preprocessor_config.json", "max_long_side_pixel", "1008", "wrong type"),
+    ("minimax_m3_vl", "video_preprocessor_config.json", "image_std", [0, 1, 1], "non-finite"),
 ]
 
 
