@@ -496,6 +496,8 @@ def _write_nemotron_h_omni(tokdir: Path) -> None:
         nemotron_tokenizer(),
         {"<image>": 18, "<img>": 19, "</img>": 20, "<so_embedding>": 27, "<|im_start|>": 10},
     )
+
+
 def _write_minimax_m3_vl(tokdir: Path) -> None:
     """MiniMax-M3-VL: Qwen2's byte-level BPE (the closest a package ships; MiniMax's
     200064-token one is not) with the markers vLLM looks up by name from 200000."""

@@ -1523,6 +1523,10 @@ NEMOTRON_H_OMNI = {
         "pad_token": "<unk>",
         "tokenizer_class": "PreTrainedTokenizerFast",
         "unk_token": "<unk>",
+    },
+}
+
+
 # ---- MiniMax-M3-VL (minimax_m3_vl) ----
 #
 # The checkpoint's files (MiniMaxAI/MiniMax-M3) are not reachable here
