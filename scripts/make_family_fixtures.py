@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "fixtures"), str(ROOT / "scripts")]
 
 import hf_cases  # noqa: E402
-from families import gemma4_reference, glm5_next_golden, glm_golden  # noqa: E402
+from families import gemma4_reference, glm5_next_golden, glm_golden, inkling_golden  # noqa: E402
 
 FAMILIES = ROOT / "tests" / "fixtures" / "families"
 OUT = FAMILIES / "goldens"
@@ -128,6 +128,9 @@ CASES["glm5_next"] = [
     *GLM_CASES,
     ("video-min_frames", ("v:min_frames",)),
 ]
+# Inkling (scripts/families/inkling_golden.py): images only, vLLM 0.33's own code read
+# from the released wheel ($VLLM_033_SRC).
+CASES["inkling"] = [(f"image-{n}", (n,)) for n in IMAGES] + [("two_images", ("rgb_odd", "large"))]
 # InternVL reads the same media as OneVision: every image, two images, the clips, both kinds.
 CASES["internvl"] = list(CASES["llava_onevision"])
 
@@ -898,6 +901,9 @@ def main(argv: list[str] | None = None) -> int:
                 record = gemma4_golden(family, processor, media)
             elif family == "internvl":
                 record = internvl_golden(processor, media)
+            elif family == "inkling":
+                paths = [hf_cases.media_path(IMAGES[m]) for m in media]
+                record = inkling_golden.golden(processor, paths, PROMPT, load_image, tensor_record)
             else:
                 record = family_golden(family, processor, media)
             file = f"{family}-{name}.npz"
