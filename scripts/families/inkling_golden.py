@@ -162,6 +162,7 @@ def golden(
             ids.append(tid)
 
     record: dict[str, Any] = {
+        "prompt": np.asarray(prompt),
         "text": np.asarray(processor.tokenizer.decode(rendered)),
         "template_ids": np.asarray(rendered, dtype=np.int64),
         "input_ids": np.asarray(ids, dtype=np.int64),
