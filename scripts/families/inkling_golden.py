@@ -174,8 +174,8 @@ def golden(
         "image_sizes_hw": np.asarray(sizes_hw, dtype=np.int64),
         "resized_hw": np.asarray(resized_hw, dtype=np.int64),
         "reasoning_effort": np.asarray(float(effort)),
-        "image_marker_id": np.asarray(marker, dtype=np.int64),
-        "image_token_id": np.asarray(token, dtype=np.int64),
+        "vllm_marker_id": np.asarray(marker, dtype=np.int64),
+        "vllm_embed_id": np.asarray(token, dtype=np.int64),
         "pixel_values_source_dtype": np.asarray(str(pixel_values.dtype)),
     }
     tensor_record("pixel_values", pixel_values.to(torch.float32).numpy(), record)

@@ -1,4 +1,4 @@
-"""``mmctl build``'s requests for the LLaVA families, Llama 4, GLM-4.1V/4.6V, GLM-5-Next, Gemma 4 and Qwen3.5 against the goldens.
+"""``mmctl build``'s requests for the LLaVA families, Llama 4, GLM-4.1V/4.6V, GLM-5-Next, Gemma 4, Qwen3.5 and Inkling against the goldens.
 
 Each golden (``scripts/make_family_fixtures.py``: transformers 5.20.2's fast
 processors, vLLM 0.33's expansion; ``scripts/families/vllm_check.py`` ran vLLM's
@@ -48,6 +48,7 @@ MODEL_TYPES = (
     "gemma4",
     "qwen3_5",
     "internvl",
+    "inkling",
 )
 # The families mmctl serves; goldens of families still being wired wait.
 GOLDENS = sorted(
@@ -76,6 +77,7 @@ WIRE = {
     "pixel_position_ids": ("IMAGE", "pixel_position_ids"),
     "pixel_position_ids_videos": ("VIDEO", "pixel_position_ids_videos"),
     "video_frame_counts": ("VIDEO", "video_frame_counts"),
+    "num_patches": ("IMAGE", "num_patches"),
 }
 #: Per golden tensor held whole (InternVL's): the batch and key it travels under.
 WHOLE = {
@@ -113,8 +115,8 @@ def models(tmp_path_factory) -> dict:
 
 def test_every_family_has_goldens():
     assert {_family(g) for g in GOLDENS} == set(MODEL_TYPES)
-    assert len(GOLDENS) == 192
-    assert len(REQUESTS) == 216  # Qwen3.5's 24 twice
+    assert len(GOLDENS) == 202
+    assert len(REQUESTS) == 226  # Qwen3.5's 24 twice
 
 
 def test_the_family_comes_from_config_json(models):
@@ -130,6 +132,7 @@ def test_the_family_comes_from_config_json(models):
         "glm5_next": "glm5-next",
         "gemma4": "gemma4",
         "internvl": "internvl",
+        "inkling": "inkling",
         # Qwen3-VL's processing under its own name, with its folder's ids.
         "qwen3_5": "qwen3.5",
     }
