@@ -1474,7 +1474,7 @@ INKLING = {
             "image_bos_token_id": 200005,
             "image_token_id": 200054,
             "model_type": "inkling_mm_model",
-            "text_config": {"hidden_size": 6144, "vocab_size": 200064},
+            "text_config": {"hidden_size": 6144, "torch_dtype": "bfloat16", "vocab_size": 200064},
             "vision_config": {
                 "decoder_dmodel": 6144,
                 "n_channels": 3,

@@ -1,4 +1,4 @@
-"""The stub worker serving the LLaVA families, Llama 4, GLM, Gemma 4 and Qwen3.5: what mmctl sends is
+"""The stub worker serving the LLaVA families, Llama 4, GLM, Gemma 4, Qwen3.5 and Inkling: what mmctl sends is
 accepted and read back right (the colours answer comes from the pixels), and
 what vLLM's model for the family would refuse is refused with one sentence.
 
@@ -26,7 +26,7 @@ from mmctl.wire import proto
 from tests.conftest import Stub, _stub
 
 FAMILIES = Path(__file__).resolve().parents[1] / "fixtures" / "families"
-MODEL_TYPES = ("llava", "llava_next", "llama4", "llava_onevision", "gemma4", "internvl")
+MODEL_TYPES = ("llava", "llava_next", "llama4", "llava_onevision", "gemma4", "internvl", "inkling")
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +94,8 @@ def test_a_pixel_tensor_of_the_wrong_shape_is_refused(served, images):
     req = _built(stub, model_type, [images[0]])
     td = req.mm_inputs.pixel_values
     pixels = tensors.from_bytes(td.inline, td.shape, td.dtype)
-    cut = np.ascontiguousarray(pixels[..., :300])  # a crop, not the model's tile size
+    # a crop, not the model's tile size (Inkling's patches are channels last)
+    cut = np.ascontiguousarray(pixels[:, :, :30] if model_type == "inkling" else pixels[..., :300])
     req.mm_inputs.pixel_values.CopyFrom(tensors.inline(cut, td.dtype))
     assert "input schema" in _refused(stub, req)
 
@@ -154,17 +155,25 @@ def _mmctl(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.parametrize("model_type", ["llava_onevision", "gemma4", "internvl", "glm5_next"])
+@pytest.mark.parametrize(
+    "model_type", ["llava_onevision", "gemma4", "internvl", "glm5_next", "inkling"]
+)
 def test_batch_and_bench_run_a_family(model_type, tmp_path, images, red_blue):
-    """A family's images and video through ``mmctl batch`` and ``mmctl bench``."""
+    """A family's images (and video, where it reads video) through ``mmctl batch`` and
+    ``mmctl bench``."""
     model = load_model(model_dir=FAMILIES / model_type)
     running = _stub(model)
     try:
-        lines = [
-            {"id": "image", "media": [str(images[0])], "prompt": "Colour?"},
-            {"id": "video", "media": [str(red_blue)]},
-            {"id": "both", "media": [str(images[1]), str(red_blue)]},
-        ]
+        lines = [{"id": "image", "media": [str(images[0])], "prompt": "Colour?"}]
+        if MediaKind.VIDEO in model.spec.modalities:
+            lines += [
+                {"id": "video", "media": [str(red_blue)]},
+                {"id": "both", "media": [str(images[1]), str(red_blue)]},
+            ]
+            want = {"image": "red", "video": "red, blue", "both": "blue; red, blue"}
+        else:  # an image family: two images in one line
+            lines.append({"id": "two", "media": [str(images[1]), str(images[0])]})
+            want = {"image": "red", "two": "blue; red"}
         dataset = tmp_path / "in.jsonl"
         dataset.write_text("".join(json.dumps(line) + "\n" for line in lines))
         out = tmp_path / "out.jsonl"
@@ -175,7 +184,7 @@ def test_batch_and_bench_run_a_family(model_type, tmp_path, images, red_blue):
         for line in out.read_text().splitlines():
             doc = json.loads(line)
             answers[doc["custom_id"]] = doc["response"]["body"]["choices"][0]["message"]["content"]
-        assert answers == {"image": "red", "video": "red, blue", "both": "blue; red, blue"}
+        assert answers == want
         # each item twice: the bench's path for the family, not a load test
         bench = _mmctl("bench", "--dataset", str(dataset), "--target", target, "--json",
                        "--num-prompts", "6")  # fmt: skip
@@ -188,7 +197,8 @@ def test_batch_and_bench_run_a_family(model_type, tmp_path, images, red_blue):
 #: What ``vllm serve FOLDER`` (``--dtype auto``, a GPU with bfloat16) serves each fixture in:
 #: its config.json's top-level ``torch_dtype``.
 SERVED_DTYPE = {"llava": "float16", "llava_next": "float16", "llama4": "bfloat16",
-                "llava_onevision": "float16", "gemma4": "bfloat16", "internvl": "bfloat16"}  # fmt: skip
+                "llava_onevision": "float16", "gemma4": "bfloat16", "internvl": "bfloat16",
+                "inkling": "bfloat16"}  # fmt: skip
 
 
 def test_the_stub_reports_the_folders_dtype_and_send_picks_it(served, images):
