@@ -136,6 +136,27 @@ CASES: list[tuple[str | None, str, str, Any, str]] = [
     ("internvl", "config.json", "downsample_ratio", math.nan, "non-finite"),
     ("internvl", "preprocessor_config.json", "min_patches", "1", "wrong type"),
     ("internvl", "config.json", "vision_config.image_size", "448", "wrong type"),
+    # Inkling (processor_config.json's nested image processor; its token ids are vLLM's constants)
+    ("inkling", "processor_config.json", "image_processor.rescale_image_frac", 0, "zero"),
+    ("inkling", "config.json", "vision_config.patch_size", 0, "zero"),
+    (
+        "inkling",
+        "processor_config.json",
+        "image_processor.rescale_image_max_upscaled_long_edge",
+        -2048,
+        "negative",
+    ),
+    ("inkling", "processor_config.json", "image_processor.rescale_image_frac", 10**6, "huge"),
+    (
+        "inkling",
+        "processor_config.json",
+        "image_processor.size",
+        {"height": 10**9, "width": 10**9},
+        "huge",
+    ),
+    ("inkling", "processor_config.json", "image_processor.image_std", [0, 0, 0], "non-finite"),
+    ("inkling", "processor_config.json", "image_processor.rescale_factor", math.nan, "non-finite"),
+    ("inkling", "config.json", "vision_config.decoder_dmodel", "big", "wrong type"),
 ]
 
 
