@@ -140,7 +140,7 @@ class Vision(Settings):
     def check(self) -> None:
         if self.patch != self.patch_size:
             raise InputError(
-                f"the image processor cuts {self.patch}x{self.patch} patches (size) but "
+                f"the image processor cuts patches of {self.patch} pixels a side (size) but "
                 f"config.json's vision_config.patch_size is {self.patch_size}: vLLM's vision "
                 "tower takes patch_size patches and fails on these"
             )
