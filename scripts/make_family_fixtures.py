@@ -30,8 +30,10 @@ import hashlib
 import json
 import math
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -39,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "fixtures"), str(ROOT / "scripts")]
 
 import hf_cases  # noqa: E402
-from families import gemma4_reference, glm5_next_golden, glm_golden, inkling_golden  # noqa: E402
+from families import gemma4_reference, glm_golden, inkling_golden  # noqa: E402
 
 FAMILIES = ROOT / "tests" / "fixtures" / "families"
 OUT = FAMILIES / "goldens"
@@ -56,83 +58,51 @@ VIDEOS = {case.name: case for case in hf_cases.VIDEO_CASES}
 CLIPS = ("tiny", "ties", "portrait", "odd_count", "max_frames", "rotated", "vfr", "webm", "gif")
 CLIP_CASES = [(f"video-{name}", (f"v:{name}",)) for name in (*CLIPS, "mov", "ntsc")]
 
-# (golden name, media names); an "v:" prefix is a video.
-CASES = {
-    "llava": [(f"image-{n}", (n,)) for n in IMAGES] + [("two_images", ("rgb_odd", "large"))],
-    "llava_next": [(f"image-{n}", (n,)) for n in IMAGES] + [("two_images", ("rgb_odd", "large"))],
-    "llama4": [(f"image-{n}", (n,)) for n in IMAGES] + [("two_images", ("rgb_odd", "large"))],
-    "llava_onevision": [(f"image-{n}", (n,)) for n in IMAGES]
-    + [("two_images", ("rgb_odd", "large")), *CLIP_CASES, ("image_then_video", ("rgba", "v:film"))],
-    "gemma4": [(f"image-{n}", (n,)) for n in IMAGES]
-    + [
-        ("two_images", ("rgb_odd", "large")),
-        *CLIP_CASES,
-        ("video-shrink", ("v:shrink",)),
-        ("image_then_video", ("rgba", "v:film")),
-        ("video_then_image", ("v:ntsc", "gray")),
-    ],
-    # Qwen3.5: Qwen3-VL's processing (vLLM's Qwen3VLMultiModalProcessor) with its own folder.
-    "qwen3_5": [(f"image-{n}", (n,)) for n in IMAGES]
-    + [
-        ("two_images", ("rgb_odd", "large")),
-        ("video-tiny", ("v:tiny",)),
-        ("video-ties", ("v:ties",)),
-        ("video-portrait", ("v:portrait",)),
-        ("video-odd_count", ("v:odd_count",)),
-        ("video-max_frames", ("v:max_frames",)),
-        ("video-min_frames", ("v:min_frames",)),
-        ("video-rotated", ("v:rotated",)),
-        ("video-vfr", ("v:vfr",)),
-        ("video-webm", ("v:webm",)),
-        ("video-ntsc", ("v:ntsc",)),
-        ("video-film", ("v:film",)),
-        ("image_then_video", ("rgba", "v:film")),
-        ("two_videos", ("v:ties", "v:odd_count")),
-        # The 4B-and-larger checkpoints' template, which leaves "<think>\n" open.
-        ("thinking_template", ("rgb_odd",)),
-    ],
-}
-QWEN_FAMILIES = ("qwen3_5",)
+# Cases: (golden name, media names); a "v:" prefix is a video. Each family's list is its
+# MAKERS row's (at the end of this file).
+IMAGE_CASES = [(f"image-{n}", (n,)) for n in IMAGES] + [("two_images", ("rgb_odd", "large"))]
+ONEVISION_CASES = [*IMAGE_CASES, *CLIP_CASES, ("image_then_video", ("rgba", "v:film"))]
+GEMMA4_CASES = [
+    *IMAGE_CASES,
+    *CLIP_CASES,
+    ("video-shrink", ("v:shrink",)),
+    ("image_then_video", ("rgba", "v:film")),
+    ("video_then_image", ("v:ntsc", "gray")),
+]
+# Qwen3.5: Qwen3-VL's processing (vLLM's Qwen3VLMultiModalProcessor) with its own folder.
+QWEN3_5_CASES = [
+    *IMAGE_CASES,
+    ("video-tiny", ("v:tiny",)),
+    ("video-ties", ("v:ties",)),
+    ("video-portrait", ("v:portrait",)),
+    ("video-odd_count", ("v:odd_count",)),
+    ("video-max_frames", ("v:max_frames",)),
+    ("video-min_frames", ("v:min_frames",)),
+    ("video-rotated", ("v:rotated",)),
+    ("video-vfr", ("v:vfr",)),
+    ("video-webm", ("v:webm",)),
+    ("video-ntsc", ("v:ntsc",)),
+    ("video-film", ("v:film",)),
+    ("image_then_video", ("rgba", "v:film")),
+    ("two_videos", ("v:ties", "v:odd_count")),
+    # The 4B-and-larger checkpoints' template, which leaves "<think>\n" open.
+    ("thinking_template", ("rgb_odd",)),
+]
 QWEN_THINKING_TEMPLATE = ROOT / "scripts" / "families" / "qwen3_5_thinking_chat_template.jinja"
 QWEN_SAMPLE_FPS = 2  # Qwen3VLVideoBackend.load_bytes(fps=2); min/max frames 4 / 768
 # GLM (scripts/families/glm_golden.py): vLLM takes at most one video per prompt, and
 # refuses clips under 1 s (min_frames.mp4: its loaders keep one frame; vllm_check.py shows it).
-GLM_CASES = (
-    [(f"image-{n}", (n,)) for n in IMAGES]
-    + [("two_images", ("rgb_odd", "large"))]
-    + [
-        (f"video-{n}", (f"v:{n}",))
-        for n in (
-            "tiny",
-            "ties",
-            "portrait",
-            "odd_count",
-            "max_frames",
-            "rotated",
-            "vfr",
-            "webm",
-            "gif",
-            "mov",
-            "ntsc",
-            "film",
-        )
-    ]
-    + [("image_then_video", ("rgba", "v:film"))]
-)
-CASES["glm4v"] = GLM_CASES
-CASES["glm46v"] = GLM_CASES
-# GLM-5-Next (scripts/families/glm5_next_golden.py): GLM's cases, and a 0.6 s clip, of
-# which its loader keeps one frame (padded to a temporal patch; one_frame.mp4's 0.1 s
-# keeps none, and vLLM refuses it).
-CASES["glm5_next"] = [
-    *GLM_CASES,
-    ("video-min_frames", ("v:min_frames",)),
+GLM_CLIPS = ("tiny", "ties", "portrait", "odd_count", "max_frames", "rotated", "vfr", "webm",
+             "gif", "mov", "ntsc", "film")  # fmt: skip
+GLM_CASES = [
+    *IMAGE_CASES,
+    *((f"video-{n}", (f"v:{n}",)) for n in GLM_CLIPS),
+    ("image_then_video", ("rgba", "v:film")),
 ]
-# Inkling (scripts/families/inkling_golden.py): images only, vLLM 0.33's own code read
-# from the released wheel ($VLLM_033_SRC).
-CASES["inkling"] = [(f"image-{n}", (n,)) for n in IMAGES] + [("two_images", ("rgb_odd", "large"))]
-# InternVL reads the same media as OneVision: every image, two images, the clips, both kinds.
-CASES["internvl"] = list(CASES["llava_onevision"])
+# GLM-5-Next (glm_golden.GLM5_NEXT): GLM's cases, and a 0.6 s clip, of which its loader
+# keeps one frame (padded to a temporal patch; one_frame.mp4's 0.1 s keeps none, and
+# vLLM refuses it).
+GLM5_NEXT_CASES = [*GLM_CASES, ("video-min_frames", ("v:min_frames",))]
 
 
 def load_image(path: Path):
@@ -533,19 +503,24 @@ def load_media(media: tuple[str, ...]) -> Loaded:
     return loaded
 
 
-def family_golden(family: str, processor, media: tuple[str, ...]) -> dict:
+def glm_family_golden(family: str, processor, media: tuple[str, ...], _case: str) -> dict:
+    """GLM-4.1V / GLM-4.6V / GLM-5-Next: glm_golden.golden with the folder's video rules."""
+    config = json.loads((FAMILIES / family / "config.json").read_text())
+    items = []
+    for name in media:
+        case = VIDEOS[name[2:]] if name.startswith("v:") else IMAGES[name]
+        path = hf_cases.media_path(case)
+        item = ("video", path) if name.startswith("v:") else ("image", load_image(path))
+        items.append((*item, path.name, hf_cases.sha256_of(path)))
+    rules = glm_golden.RULES[family]
+    return glm_golden.golden(family, processor, config, items, PROMPT, tensor_record, rules)
+
+
+def family_golden(family: str, processor, media: tuple[str, ...], _case: str = "") -> dict:
+    """LLaVA-1.5 / LLaVA-NeXT / Llama 4 / OneVision: HF's processor in one call, the
+    prompt expanded by vLLM's count formulas beside HF's."""
     folder = FAMILIES / family
     config = json.loads((folder / "config.json").read_text())
-    if family in glm_golden.VARIANTS or family == "glm5_next":
-        glm_items = []
-        for name in media:
-            case = VIDEOS[name[2:]] if name.startswith("v:") else IMAGES[name]
-            path = hf_cases.media_path(case)
-            item = ("video", path) if name.startswith("v:") else ("image", load_image(path))
-            glm_items.append((*item, path.name, hf_cases.sha256_of(path)))
-        if family == "glm5_next":
-            return glm5_next_golden.golden(processor, config, glm_items, PROMPT, tensor_record)
-        return glm_golden.golden(family, processor, config, glm_items, PROMPT, tensor_record)
     loaded = load_media(media)
     images, videos, content, items, out = (
         loaded.images,
@@ -604,7 +579,7 @@ def source_fps(path: Path) -> float:
     return 0.0
 
 
-def gemma4_golden(family: str, processor, media: tuple[str, ...]) -> dict:
+def gemma4_golden(family: str, processor, media: tuple[str, ...], _case: str) -> dict:
     """Gemma 4 as vLLM 0.33 processes it (scripts/families/gemma4_reference.py): the
     tensors under vLLM's names, ``vllm_input_ids`` by its prompt updates; HF's own
     processor on the same prompt and media beside them (``input_ids``, its video
@@ -701,6 +676,7 @@ def gemma4_golden(family: str, processor, media: tuple[str, ...]) -> dict:
             tensor_record(key, value.numpy(), out)
         counts = np.asarray([len(v) for v in videos], dtype=np.int64)
         tensor_record("video_frame_counts", counts, out)
+    return out
 
 
 # ---- InternVL (transformers format) as vLLM 0.33 drives it: interns1.py ----
@@ -744,7 +720,7 @@ def internvl_video_ids(processor, num_frames: int) -> list[int]:
     return processor.tokenizer(text, add_special_tokens=False)["input_ids"]
 
 
-def internvl_golden(processor, media: tuple[str, ...]) -> dict:
+def internvl_golden(_family: str, processor, media: tuple[str, ...], _case: str) -> dict:
     """vLLM's ``InternS1MultiModalProcessor``: the HF processor once per image
     (``text=<IMG_CONTEXT>``) and once per video (``text=<video>``); the items' pixels
     concatenated (flat: ``pixel_values`` by ``image_num_patches``,
@@ -829,6 +805,117 @@ def internvl_golden(processor, media: tuple[str, ...]) -> dict:
     return out
 
 
+# ---- Kimi-K2.5: vLLM's own KimiK25FusedVisionProcessor (the engine environment) ----
+
+
+#: The published checkpoint's ``media_proc_cfg`` (what vLLM builds its processor from).
+KIMI_MEDIA_PROC_CFG = {
+    "in_patch_limit": 16384,
+    "patch_size": 14,
+    "image_mean": [0.5, 0.5, 0.5],
+    "image_std": [0.5, 0.5, 0.5],
+    "merge_kernel_size": 2,
+    "fixed_output_tokens": None,
+    "patch_limit_on_one_side": 512,
+    "in_patch_limit_each_frame": 4096,
+    "in_patch_limit_video": None,
+    "temporal_merge_kernel_size": 4,
+}
+
+
+def kimi_processor(_folder: Path):
+    """What vLLM 0.33 processes Kimi images with (transformers' ``Kimi_K25ImageProcessor``
+    resizes differently): built from the published ``media_proc_cfg`` alone; no folder,
+    no tokenizer."""
+    from vllm.transformers_utils.processors.kimi_k25_vision_fused import (
+        KimiK25FusedVisionProcessor,
+    )
+
+    return KimiK25FusedVisionProcessor(media_proc_cfg=KIMI_MEDIA_PROC_CFG)
+
+
+def kimi_golden(_family: str, proc, media: tuple[str, ...], case: str) -> dict:
+    """One case's keys (``<case>__...``): the media, sizes after vLLM's ``ImageMediaIO``
+    (EXIF applied, transparency onto white), ``grid_thws``, the token counts, and the
+    sha256 and shape of the uint8 patches (device normalization on: vLLM's default,
+    ``raw``) and of the float32 patches (off, ``norm``)."""
+    from vllm.multimodal.media import ImageMediaIO
+
+    paths = [hf_cases.media_path(IMAGES[name]) for name in media]
+    images = [ImageMediaIO().load_bytes(path.read_bytes()).media for path in paths]
+    items = [{"type": "image", "image": image} for image in images]
+    out: dict = {}
+    out[f"{case}__media"] = np.asarray([path.name for path in paths])
+    out[f"{case}__sizes_hw"] = np.asarray([[i.size[1], i.size[0]] for i in images])
+    out[f"{case}__tokens"] = np.asarray([proc.media_tokens_calculator(dict(i)) for i in items])
+    for label, normalize in (("raw", False), ("norm", True)):
+        result = proc.preprocess(
+            [dict(i) for i in items], do_rescale=normalize, do_normalize=normalize
+        )
+        pixels = np.ascontiguousarray(result["pixel_values"].numpy())
+        out[f"{case}__{label}_shape"] = np.asarray(pixels.shape)
+        out[f"{case}__{label}_dtype"] = np.asarray(str(pixels.dtype))
+        out[f"{case}__{label}_sha256"] = np.asarray(hashlib.sha256(pixels.tobytes()).hexdigest())
+        out[f"{case}__grid_thws"] = result["grid_thws"].numpy().astype(np.int64)
+    return out
+
+
+# ---- the table: a family is a row ----
+
+
+def auto_processor(folder: Path):
+    from transformers import AutoProcessor
+
+    return AutoProcessor.from_pretrained(str(folder))
+
+
+def glm5_next_processor(folder: Path):
+    processor = auto_processor(folder)
+    glm_golden.cap_video_budget(processor)  # Glm5NextProcessingInfo.get_hf_processor
+    return processor
+
+
+def inkling_maker_golden(_family: str, processor, media: tuple[str, ...], _case: str) -> dict:
+    """Inkling (scripts/families/inkling_golden.py): vLLM 0.33's own code, read from the
+    released wheel (``$VLLM_033_SRC``), on transformers' ``InklingProcessor``."""
+    paths = [hf_cases.media_path(IMAGES[m]) for m in media]
+    return inkling_golden.golden(processor, paths, PROMPT, load_image, tensor_record)
+
+
+@dataclass(frozen=True)
+class Maker:
+    """A family's goldens: its cases, the function that makes one golden
+    ``(family, processor, media, case) -> record``, and its processor as vLLM builds it
+    from the folder ``tests/fixtures/families/<family>/``."""
+
+    cases: list[tuple[str, tuple[str, ...]]]
+    golden: Callable[[str, Any, tuple[str, ...], str], dict]
+    processor: Callable[[Path], Any] = auto_processor
+    #: None: transformers' goldens (the reference environment), one compressed
+    #: ``<family>-<case>.npz`` each, listed in versions.json. Else vLLM's own code made
+    #: them (the engine environment; run only when ``--only`` names the family): every
+    #: case's keys in this one uncompressed file under goldens/, outside versions.json.
+    engine_file: str | None = None
+
+
+MAKERS: dict[str, Maker] = {
+    "llava": Maker(IMAGE_CASES, family_golden),
+    "llava_next": Maker(IMAGE_CASES, family_golden),
+    "llama4": Maker(IMAGE_CASES, family_golden),
+    "llava_onevision": Maker(ONEVISION_CASES, family_golden),
+    "gemma4": Maker(GEMMA4_CASES, gemma4_golden),
+    "qwen3_5": Maker(QWEN3_5_CASES, qwen_golden),
+    "glm4v": Maker(GLM_CASES, glm_family_golden),
+    "glm46v": Maker(GLM_CASES, glm_family_golden),
+    "glm5_next": Maker(GLM5_NEXT_CASES, glm_family_golden, glm5_next_processor),
+    # InternVL reads the same media as OneVision: every image, two images, the clips.
+    "internvl": Maker(ONEVISION_CASES, internvl_golden, internvl_processor),
+    "kimi_k25": Maker(IMAGE_CASES, kimi_golden, kimi_processor, "kimi_k25/images.npz"),
+    # Inkling: images only; no chat template (vLLM renders the prompt).
+    "inkling": Maker(IMAGE_CASES, inkling_maker_golden),
+}
+
+
 def _check_media() -> None:
     sums = hf_cases.recorded_sums()
     for case in hf_cases.all_media():
@@ -837,27 +924,58 @@ def _check_media() -> None:
             sys.exit(f"{path} does not match media/SHA256SUMS")
 
 
+def write_engine_goldens(family: str) -> None:
+    """A vLLM-made row: every case into one ``np.savez`` (deterministic: no
+    compression timestamps), ``cases`` first."""
+    maker = MAKERS[family]
+    assert maker.engine_file is not None
+    processor = maker.processor(FAMILIES / family)
+    out: dict[str, np.ndarray] = {"cases": np.asarray([name for name, _ in maker.cases])}
+    for name, media in maker.cases:
+        out.update(maker.golden(family, processor, media, name))
+        shapes = {k: out[k].tolist() for k in out if k.startswith(f"{name}__") and "shape" in k}
+        print(f"{family} {name}: {shapes}", flush=True)
+    path = OUT / maker.engine_file
+    np.savez(path, **out)
+    print(f"{path.stat().st_size:,d} bytes, {len(maker.cases)} cases -> {path.relative_to(ROOT)}")
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=sorted(MAKERS),
+        metavar="MODEL_TYPE",
+        help="write only this family's goldens (repeatable); versions.json keeps the others'",
+    )
+    only = parser.parse_args(argv).only
+    _check_media()
+    for family, maker in MAKERS.items():
+        if maker.engine_file is None:
+            continue
+        if only and family in only:
+            write_engine_goldens(family)
+        elif not only:
+            print(f"{family}: made by vLLM's own code: --only {family} in the engine environment")
+    reference = [f for f, m in MAKERS.items() if m.engine_file is None and f in (only or MAKERS)]
+    if reference:
+        write_reference_goldens(reference, bool(only))
+    return 0
+
+
+def write_reference_goldens(families: list[str], partial: bool) -> None:
+    """transformers' goldens of ``families``; with ``partial``, versions.json keeps the
+    other families' record."""
     import av
     import PIL
     import tokenizers
     import torch
     import torchvision
     import transformers
-    from transformers import AutoProcessor
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--only",
-        action="append",
-        choices=sorted(CASES),
-        metavar="MODEL_TYPE",
-        help="write only this family's goldens (repeatable); versions.json keeps the others'",
-    )
-    only = parser.parse_args(argv).only
-    _check_media()
     torch.set_num_threads(1)  # one thread: the same float sums on any machine
     versions = {
         "transformers": transformers.__version__,
@@ -870,42 +988,28 @@ def main(argv: list[str] | None = None) -> int:
     }
     OUT.mkdir(parents=True, exist_ok=True)
     written, classes, mismatches = [], {}, []
-    if only:  # the other families' goldens stay as they are, and so does their record
+    if partial:  # the other families' goldens stay as they are, and so does their record
         kept = json.loads((OUT / "versions.json").read_text())
         # The releases must be the same; a build's local label (torch's "+cu130": the
         # CPU kernels these goldens run are one) may differ, and stays as recorded.
         release = {k: v.split("+")[0] for k, v in versions.items()}
         assert release == {k: v.split("+")[0] for k, v in kept["versions"].items()}, kept
         versions = kept["versions"]
-        classes = {k: v for k, v in kept["classes"].items() if k not in only}
+        classes = {k: v for k, v in kept["classes"].items() if k not in families}
         owner = {f: f.split("-", 1)[0] for f in kept["files"]}
-        written = [f for f in kept["files"] if owner[f] not in only]
-        mismatches = [f for f in kept["vllm_differs_from_hf"] if owner[f] not in only]
-    for family, cases in CASES.items():
-        if only and family not in only:
-            continue
-        if family == "internvl":
-            processor = internvl_processor(FAMILIES / family)
-        else:
-            processor = AutoProcessor.from_pretrained(str(FAMILIES / family))
+        written = [f for f in kept["files"] if owner[f] not in families]
+        mismatches = [f for f in kept["vllm_differs_from_hf"] if owner[f] not in families]
+    for family in families:
+        maker = MAKERS[family]
+        processor = maker.processor(FAMILIES / family)
         classes[family] = {
             "processor": type(processor).__name__,
             "image_processor": type(processor.image_processor).__name__,
             "video_processor": type(getattr(processor, "video_processor", None)).__name__,
             "tokenizer": type(processor.tokenizer).__name__,
         }
-        for name, media in cases:
-            if family in QWEN_FAMILIES:
-                record = qwen_golden(family, processor, media, name)
-            elif family == "gemma4":
-                record = gemma4_golden(family, processor, media)
-            elif family == "internvl":
-                record = internvl_golden(processor, media)
-            elif family == "inkling":
-                paths = [hf_cases.media_path(IMAGES[m]) for m in media]
-                record = inkling_golden.golden(processor, paths, PROMPT, load_image, tensor_record)
-            else:
-                record = family_golden(family, processor, media)
+        for name, media in maker.cases:
+            record = maker.golden(family, processor, media, name)
             file = f"{family}-{name}.npz"
             np.savez_compressed(OUT / file, **record)
             written.append(file)
@@ -913,7 +1017,7 @@ def main(argv: list[str] | None = None) -> int:
                 mismatches.append(file)
             shapes = {k[:-6]: record[k].tolist() for k in record if k.endswith("_shape")}
             print(f"{file}: {len(record['input_ids'])} ids {shapes}", flush=True)
-    order = list(CASES)  # the record in CASES's order, whichever families were written
+    order = list(MAKERS)  # the record in MAKERS's order, whichever families were written
 
     def rank(file: str) -> int:
         return order.index(file.split("-", 1)[0])
@@ -937,7 +1041,6 @@ def main(argv: list[str] | None = None) -> int:
     total = sum((OUT / f).stat().st_size for f in written)
     print(f"{total:,d} bytes in {len(written)} goldens; vLLM != HF in {mismatches}")
     print(json.dumps(versions))
-    return 0
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ normalization) to a multiple of ``patch_size * merge_kernel_size``, patches of
 ``(v / 255 - mean) / std``. A worker that normalizes on the device (vLLM 0.33's default for
 Kimi) takes the uint8 patches. The placeholder ``<|media_pad|>`` becomes that many pads
 (``KimiK25MultiModalProcessor._get_prompt_updates``), all of them embedding positions.
-``scripts/families/kimi_k25.md`` has the facts; ``check_kimi_k25_unseen.py`` compares these
+``scripts/families/kimi_k25.md`` has the facts; ``scripts/families/check_unseen.py --family kimi_k25 --loaders N`` compares these
 functions with vLLM's processor.
 """
 

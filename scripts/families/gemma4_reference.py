@@ -1,7 +1,7 @@
 """Gemma 4 as vLLM 0.33 drives transformers' processor (reference environment: torch).
 
 Shared by scripts/make_family_fixtures.py (the goldens) and
-scripts/families/check_gemma4_unseen.py. Each function names the vLLM code it
+scripts/families/check_unseen.py --family gemma4. Each function names the vLLM code it
 mirrors (``vllm/model_executor/models/gemma4_mm.py`` unless said otherwise):
 
 - images: one call of the HF processor for all the images of a request

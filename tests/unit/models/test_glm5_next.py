@@ -3,7 +3,7 @@ settings, ids and refusals on folders changed one value at a time.
 
 Every ``glm5_next-*`` golden of tests/fixtures/families/goldens/ (transformers
 5.20.2's ``Glm5NextProcessor`` driven as vLLM 0.33 drives it,
-scripts/families/glm5_next_golden.py) gives the frame count and rate vLLM's decoder
+scripts/families/glm_golden.py (``GLM5_NEXT``)) gives the frame count and rate vLLM's decoder
 saw: ``loader_indices`` / ``sample_indices`` / ``patch_seconds`` must name the frames
 and seconds it kept, ``canvas_size`` its grids. The pixels go through mmctl's real
 path in tests/compat/test_family_requests.py. Torch-free.

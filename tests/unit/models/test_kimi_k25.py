@@ -2,7 +2,7 @@
 
 tests/fixtures/families/goldens/kimi_k25/images.npz holds what vLLM's
 ``KimiK25FusedVisionProcessor`` made of the committed images
-(scripts/families/make_kimi_k25_goldens.py, engine environment): per case the sha256 and
+(scripts/make_family_fixtures.py --only kimi_k25, engine environment): per case the sha256 and
 shape of the uint8 patches a device-normalizing worker takes and of the float32 ones,
 ``grid_thws`` and the token counts. Here mmctl loads the same files and runs
 ``mmctl.models.kimi_k25``; every byte must agree.
