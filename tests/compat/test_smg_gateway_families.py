@@ -303,3 +303,21 @@ def test_the_stub_refuses_the_gateway_s_glm5_next_video(smg_exe, tmp_path):
             assert status != 200, case
             assert refusal in pair.log.getvalue(), case
         assert pair.recorded() == []
+
+
+def test_the_gateway_cannot_render_an_inkling_prompt_without_a_template(smg_exe, tmp_path):
+    """vLLM renders Inkling prompts itself (no chat template; scripts/families/inkling.md).
+    smg 1.13.0 has an Inkling media spec (``registry/inkling.rs``: matched by the
+    ``inkling_mm_model`` type) but no renderer of its own: on the folder as vLLM serves it
+    it asks the tokenizer for a chat template and refuses before any request reaches
+    the worker. (Read, not run: its spec fills an image's span with ``<|content_image|>``
+    itself and names the sizes ``tokens_per_item`` where vLLM 0.33 has 200054 and
+    ``num_patches``.)"""
+    paths = [FIXTURES / "media" / "rgb_odd.png"]
+    with _running(smg_exe, FAMILIES / "inkling", tmp_path, processing="router",
+                  transport="inline", normalize=False,
+                  served_model_name="thinkingmachines/Inkling") as pair:  # fmt: skip
+        status, body = _chat(pair.http, "thinkingmachines/Inkling", paths)
+        assert pair.recorded() == []
+    assert status == 400
+    assert "chat_template is not set" in body, body
