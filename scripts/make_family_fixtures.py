@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "fixtures"), str(ROOT / "scripts")]
 
 import hf_cases  # noqa: E402
-from families import gemma4_reference, glm_golden, minimax_m3_vl_golden  # noqa: E402
+from families import gemma4_reference, glm_golden, inkling_golden, minimax_m3_vl_golden  # noqa: E402
 
 FAMILIES = ROOT / "tests" / "fixtures" / "families"
 OUT = FAMILIES / "goldens"
@@ -898,6 +898,13 @@ def glm5_next_processor(folder: Path):
     return processor
 
 
+def inkling_maker_golden(_family: str, processor, media: tuple[str, ...], _case: str) -> dict:
+    """Inkling (scripts/families/inkling_golden.py): vLLM 0.33's own code, read from the
+    released wheel (``$VLLM_033_SRC``), on transformers' ``InklingProcessor``."""
+    paths = [hf_cases.media_path(IMAGES[m]) for m in media]
+    return inkling_golden.golden(processor, paths, PROMPT, load_image, tensor_record)
+
+
 @dataclass(frozen=True)
 class Maker:
     """A family's goldens: its cases, the function that makes one golden
@@ -928,6 +935,8 @@ MAKERS: dict[str, Maker] = {
     "internvl": Maker(ONEVISION_CASES, internvl_golden, internvl_processor),
     "kimi_k25": Maker(IMAGE_CASES, kimi_golden, kimi_processor, "kimi_k25/images.npz"),
     "minimax_m3_vl": Maker(MINIMAX_CASES, minimax_golden, minimax_processor),
+    # Inkling: images only; no chat template (vLLM renders the prompt).
+    "inkling": Maker(IMAGE_CASES, inkling_maker_golden),
 }
 
 

@@ -164,8 +164,10 @@ def prepare(
         raise CheckFailed(f"{item.label}: {model.spec.check_failed(composed.check.reason)}")
     payload = sum(b.pixel_values.nbytes for b in composed.plan.batches)
     took = time.perf_counter() - start
-    pad = model.token_ids.embed(MediaKind.VIDEO)
-    tokens = video_tokens(composed.layout, [it.pre.facts for it in composed.items], pad)
+    tokens = (0, 0)
+    if MediaKind.VIDEO in model.spec.modalities:  # an image family has no video token to ask
+        pad = model.token_ids.embed(MediaKind.VIDEO)
+        tokens = video_tokens(composed.layout, [it.pre.facts for it in composed.items], pad)
     return Prepared(item, fmt, composed.plan, payload, took, tuple(composed.cached), tokens)
 
 

@@ -381,7 +381,7 @@ FamilyOpt = Annotated[
         "--family",
         metavar="NAME",
         help="Model family: qwen3-vl, qwen3.5, qwen2.5-vl, llava, llava-next, llava-onevision, "
-        "llama4, glm4v, glm5-next, gemma4, internvl or minimax-m3-vl."
+        "llama4, glm4v, glm5-next, gemma4, internvl, minimax-m3-vl or inkling."
         + default_text("from config.json, else qwen3-vl"),
         show_default=False,
     ),

@@ -9,6 +9,8 @@ model types exactly (GLM-5-Next's ``glm5_next`` its own); which GLM processing (
 its processor class's, read with its settings (vLLM decides it so too).
 InternVL matches ``internvl`` (the transformers format) only: the remote-code
 ``internvl_chat`` folders are another processing in vLLM (``internvl.py``).
+Inkling matches its ``inkling_mm_model`` exactly (the text-only ``inkling_model``
+reads no media).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from mmctl.models import (
     gemma4,
     glm4v,
     glm5_next,
+    inkling,
     internvl,
     llama4,
     llava,
@@ -45,6 +48,7 @@ FAMILIES: tuple[Family, ...] = (
     gemma4.FAMILY,
     internvl.FAMILY,
     minimax_m3_vl.FAMILY,
+    inkling.FAMILY,
 )
 ALIASES: dict[str, Family] = {
     name: family for family in FAMILIES for name in (family.name, *family.aliases)

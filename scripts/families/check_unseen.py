@@ -48,7 +48,7 @@ ROOT = HERE.parents[1]
 sys.path[:0] = [str(ROOT), str(HERE.parent), str(HERE)]
 
 import gemma4_reference as gemma4_ref  # noqa: E402
-from families import glm_golden, minimax_m3_vl_golden  # noqa: E402
+from families import glm_golden, inkling_golden, minimax_m3_vl_golden  # noqa: E402
 from make_family_fixtures import KIMI_MEDIA_PROC_CFG  # noqa: E402
 
 from mmctl.choices import PixelFormat  # noqa: E402
@@ -1398,6 +1398,55 @@ def minimax_loader(ctx: Ctx) -> tuple[int, int]:
 # ---- the table: a family is a row ----
 
 
+#: Inkling's edge cases: widths on and around a multiple of the 40 px patch (one more
+#: column always), scaling that hits the 2048 px cap exactly, sides of 1 px.
+INKLING_SIZES = [(40, 40), (39, 41), (41, 80), (1, 1), (1, 1024), (1024, 1), (1024, 1024),
+                 (1025, 700), (2048, 2048), (2049, 30), (61, 97)]  # fmt: skip
+
+
+def inkling_images(ctx: Ctx) -> tuple[int, int]:
+    """vLLM 0.33's image branch (``_rescale_image`` read from the wheel, ``$VLLM_033_SRC``,
+    then the folder's ``InklingImageProcessor`` with ``rescale_image_frac=None``, then
+    bfloat16) against mmctl's item from a PNG: pixels bit for bit and ``num_patches``."""
+    import torch
+    from PIL import Image
+
+    from mmctl.models import inkling
+
+    code, processor, model = inkling_golden.vllm_code(), ctx.processor(), ctx.model()
+    assert model.spec is inkling.FAMILY
+    image_processor = processor.image_processor
+    frac = image_processor.rescale_image_frac or code["DEFAULT_RESCALE_IMAGE_FRAC"]
+    cap = image_processor.rescale_image_max_upscaled_long_edge
+    shapes = INKLING_SIZES + anyres_sizes(ctx.rng, max(0, ctx.args.images - len(INKLING_SIZES)))
+    equal = differ = 0
+    for n, (h, w) in enumerate(shapes[: ctx.args.images]):
+        frame = noisy_content(ctx.rng, h, w)
+        scaled = code["_rescale_image"](Image.fromarray(frame), frac, cap)
+        ref = image_processor([scaled], rescale_image_frac=None, return_tensors="pt")
+        want = ref["pixel_values"].to(torch.bfloat16).to(torch.float32).numpy()
+        path = ctx.tmp / f"{n}.png"
+        Image.fromarray(frame).save(path)
+        pre = preprocess(model, path, MediaKind.IMAGE)
+        path.unlink()
+        if isinstance(pre, InputError):
+            differ += 1
+            print(f"DIFF {dimensions(w, h)}: mmctl refused: {pre.message}")
+            continue
+        mine = pre.pixel_values
+        pixels_ok = mine.shape == want.shape and mine.tobytes() == want.tobytes()
+        count_ok = pre.facts.tokens == int(ref["num_patches"][0])
+        if pixels_ok and count_ok:
+            equal += 1
+        else:
+            differ += 1
+            print(
+                f"DIFF {dimensions(w, h)}: pixels {'ok' if pixels_ok else 'DIFFER'}, patches "
+                f"{pre.facts.tokens} vs {int(ref['num_patches'][0])}"
+            )
+    return equal, differ
+
+
 ROWS: dict[str, tuple[Part, ...]] = {
     "llava": (Part("images", llava_images),),
     "llava_next": (Part("images", llava_images), Part("batches", llava_batches)),
@@ -1438,6 +1487,9 @@ ROWS: dict[str, tuple[Part, ...]] = {
         Part("images (vLLM's processor copy)", minimax_images),
         Part("clips (vLLM's processor copy)", minimax_clips),
         Part("loader vs MiniMaxM3VideoBackend", minimax_loader, only="loaders"),
+    ),
+    "inkling": (
+        Part("images vs vLLM 0.33's _rescale_image + InklingImageProcessor", inkling_images),
     ),
 }
 

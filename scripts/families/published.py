@@ -1617,3 +1617,104 @@ MINIMAX_M3_VL = {
         "tokenizer_class": "PreTrainedTokenizerFast",
     },
 }
+
+
+# ---- Inkling (inkling_mm_model: thinkingmachines/Inkling) ----
+#
+# The checkpoint's files are not reachable here (scripts/families/inkling.md, "Model
+# folder"). What each value rests on: the special tokens are the 60 added tokens
+# 199998..200057 of Inkling's tokenizer.json with the names a public Inkling tokenizer
+# loader pins (every id without a name is ``<|unused_{id}|>``; vLLM 0.33's
+# ``mm_preprocess.py`` hard-codes 200005 ``<|content_image|>`` and 200054
+# ``<|unused_200054|>``); config.json is ``InklingConfig``'s keys as transformers 5.20.2
+# and vLLM 0.33's ``InklingMMConfig`` read them (only the vision and token keys the
+# processing reads written out, the vision tower's shape as a public checkpoint
+# inspector's test quotes it); processor_config.json is the shape that test calls
+# official (nested image processor: 40x40 patches, CLIP mean/std; no
+# ``rescale_image_frac``, so vLLM's default 2.0 applies). There is no chat template:
+# vLLM renders Inkling prompts itself (``vllm/renderers/inkling_encoding.py``).
+INKLING_SPECIAL_NAMES = {
+    199998: "<|unused|>",
+    199999: "<|endoftext|>",
+    200000: "<|message_user|>",
+    200001: "<|message_model|>",
+    200002: "<|message_system|>",
+    200003: "<|message_tool|>",
+    200004: "<|content_text|>",
+    200005: "<|content_image|>",
+    200006: "<|content_model_end_sampling|>",
+    200008: "<|content_thinking|>",
+    200010: "<|end_message|>",
+    200020: "<|content_audio_input|>",
+    200022: "<|content_tool_error|>",
+    200023: "<|audio|>",
+    200024: "<|content_xml|>",
+    200028: "<|begin_of_text|>",
+    200043: "<|audio_end|>",
+    200049: "<|content_invoke_tool_json|>",
+    200057: "<|content_invoke_tool_text|>",
+}
+INKLING_SPECIAL_TOKENS = [
+    INKLING_SPECIAL_NAMES.get(i, f"<|unused_{i}|>") for i in range(199998, 200058)
+]
+INKLING = {
+    "files": {
+        "config.json": {
+            "architectures": ["InklingForConditionalGeneration"],
+            "audio_config": {
+                "audio_mode": "dmel",
+                "bias": False,
+                "decoder_dmodel": 6144,
+                "dmel_max_value": 2.0,
+                "dmel_min_value": -7.0,
+                "mel_vocab_size": 16,
+                "n_mel_bins": 80,
+                "use_audio_norm": True,
+            },
+            "audio_bos_token_id": 200020,
+            "audio_token_id": 200053,
+            "eos_token_id": 200006,
+            "image_bos_token_id": 200005,
+            "image_token_id": 200054,
+            "model_type": "inkling_mm_model",
+            "text_config": {"hidden_size": 6144, "torch_dtype": "bfloat16", "vocab_size": 200064},
+            "vision_config": {
+                "decoder_dmodel": 6144,
+                "n_channels": 3,
+                "n_layers": 4,
+                "patch_size": 40,
+                "temporal_patch_size": 2,
+                "use_vision_norm": True,
+                "vision_encoder_type": "hmlp",
+            },
+        },
+        "processor_config.json": {
+            "audio_bos_token": "<|content_audio_input|>",
+            "audio_token": "<|unused_200053|>",
+            "dmel_max_value": 2.0,
+            "dmel_min_value": -7.0,
+            "feature_extractor": {
+                "feature_size": 80,
+                "hop_length": 800,
+                "n_fft": 1600,
+                "sampling_rate": 16000,
+                "window_size": 1600,
+            },
+            "image_bos_token": "<|content_image|>",
+            "image_processor": {
+                "image_mean": CLIP_MEAN,
+                "image_processor_type": "InklingImageProcessor",
+                "image_std": CLIP_STD,
+                "size": {"height": 40, "width": 40},
+            },
+            "image_token": "<|unused_200054|>",
+            "num_dmel_bins": 16,
+            "processor_class": "InklingProcessor",
+        },
+    },
+    "tokenizer_config": {
+        "eos_token": "<|content_model_end_sampling|>",
+        "model_max_length": 1048576,
+        "tokenizer_class": "PreTrainedTokenizerFast",
+    },
+}

@@ -1,4 +1,4 @@
-"""``mmctl build``'s requests for the LLaVA families, Llama 4, GLM-4.1V/4.6V, GLM-5-Next, Gemma 4, Qwen3.5 and MiniMax-M3-VL against the goldens.
+"""``mmctl build``'s requests for the LLaVA families, Llama 4, GLM-4.1V/4.6V, GLM-5-Next, Gemma 4, Qwen3.5, MiniMax-M3-VL and Inkling against the goldens.
 
 Each golden (``scripts/make_family_fixtures.py``: transformers 5.20.2's fast
 processors, vLLM 0.33's expansion; ``scripts/families/vllm_check.py`` ran vLLM's
@@ -49,6 +49,7 @@ MODEL_TYPES = (
     "qwen3_5",
     "internvl",
     "minimax_m3_vl",
+    "inkling",
 )
 # The families mmctl serves; goldens of families still being wired wait.
 GOLDENS = sorted(
@@ -77,6 +78,7 @@ WIRE = {
     "pixel_position_ids": ("IMAGE", "pixel_position_ids"),
     "pixel_position_ids_videos": ("VIDEO", "pixel_position_ids_videos"),
     "video_frame_counts": ("VIDEO", "video_frame_counts"),
+    "num_patches": ("IMAGE", "num_patches"),
 }
 #: Per golden tensor held whole (InternVL's): the batch and key it travels under.
 WHOLE = {
@@ -114,8 +116,8 @@ def models(tmp_path_factory) -> dict:
 
 def test_every_family_has_goldens():
     assert {_family(g) for g in GOLDENS} == set(MODEL_TYPES)
-    assert len(GOLDENS) == 217
-    assert len(REQUESTS) == 241  # Qwen3.5's 24 twice
+    assert len(GOLDENS) == 227
+    assert len(REQUESTS) == 251  # Qwen3.5's 24 twice
 
 
 def test_the_family_comes_from_config_json(models):
@@ -132,6 +134,7 @@ def test_the_family_comes_from_config_json(models):
         "gemma4": "gemma4",
         "internvl": "internvl",
         "minimax_m3_vl": "minimax-m3-vl",
+        "inkling": "inkling",
         # Qwen3-VL's processing under its own name, with its folder's ids.
         "qwen3_5": "qwen3.5",
     }

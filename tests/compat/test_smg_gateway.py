@@ -173,12 +173,14 @@ def _running(
             "--prometheus-host", "127.0.0.1", "--prometheus-port", str(metrics),
             "--worker-urls", f"grpc://{stub.address}",
             "--model-path", str(model_dir),
-            "--chat-template", str(model_dir / "chat_template.jinja"),
             "--mm-processing", processing,
             "--multimodal-tensor-transport", transport,
             "--log-level", "warn",
             "--shutdown-grace-period-secs", "1",
         ]  # fmt: skip
+        template = model_dir / "chat_template.jinja"
+        if template.exists():  # Inkling has none: the gateway renders it its own way
+            argv += ["--chat-template", str(template)]
         with gateway_log.open("wb") as out:
             proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=NO_PROXY_ENV)
         http = f"http://127.0.0.1:{port}"

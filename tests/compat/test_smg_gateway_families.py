@@ -370,3 +370,21 @@ def test_the_gateway_s_minimax_m3_vl_video_samples_its_own_frames(smg_exe, tmp_p
     [theirs], [ours] = batches(gateway), batches(mine)
     assert _tensors(theirs)["video_grid_thw"][1].tolist() == [[2, 4, 4]]
     assert _tensors(ours)["video_grid_thw"][1].tolist() == [[1, 4, 4]]
+
+
+def test_the_gateway_cannot_render_an_inkling_prompt_without_a_template(smg_exe, tmp_path):
+    """vLLM renders Inkling prompts itself (no chat template; scripts/families/inkling.md).
+    smg 1.13.0 has an Inkling media spec (``registry/inkling.rs``: matched by the
+    ``inkling_mm_model`` type) but no renderer of its own: on the folder as vLLM serves it
+    it asks the tokenizer for a chat template and refuses before any request reaches
+    the worker. (Read, not run: its spec fills an image's span with ``<|content_image|>``
+    itself and names the sizes ``tokens_per_item`` where vLLM 0.33 has 200054 and
+    ``num_patches``.)"""
+    paths = [FIXTURES / "media" / "rgb_odd.png"]
+    with _running(smg_exe, FAMILIES / "inkling", tmp_path, processing="router",
+                  transport="inline", normalize=False,
+                  served_model_name="thinkingmachines/Inkling") as pair:  # fmt: skip
+        status, body = _chat(pair.http, "thinkingmachines/Inkling", paths)
+        assert pair.recorded() == []
+    assert status == 400
+    assert "chat_template is not set" in body, body

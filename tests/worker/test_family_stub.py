@@ -1,4 +1,4 @@
-"""The stub worker serving the LLaVA families, Llama 4, GLM, Gemma 4, Qwen3.5 and MiniMax-M3-VL: what mmctl sends is
+"""The stub worker serving the LLaVA families, Llama 4, GLM, Gemma 4, Qwen3.5, MiniMax-M3-VL and Inkling: what mmctl sends is
 accepted and read back right (the colours answer comes from the pixels), and
 what vLLM's model for the family would refuse is refused with one sentence.
 
@@ -34,6 +34,7 @@ MODEL_TYPES = (
     "gemma4",
     "internvl",
     "minimax_m3_vl",
+    "inkling",
 )
 
 
@@ -102,7 +103,8 @@ def test_a_pixel_tensor_of_the_wrong_shape_is_refused(served, images):
     req = _built(stub, model_type, [images[0]])
     td = req.mm_inputs.pixel_values
     pixels = tensors.from_bytes(td.inline, td.shape, td.dtype)
-    cut = np.ascontiguousarray(pixels[..., :300])  # a crop, not the model's tile size
+    # a crop, not the model's tile size (Inkling's patches are channels last)
+    cut = np.ascontiguousarray(pixels[:, :, :30] if model_type == "inkling" else pixels[..., :300])
     req.mm_inputs.pixel_values.CopyFrom(tensors.inline(cut, td.dtype))
     # vLLM's MiniMax-M3 model has no TensorSchema (its tower's patch rows are Qwen2-VL's):
     # the stub refuses as for those rows.
@@ -166,18 +168,24 @@ def _mmctl(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize(
-    "model_type", ["llava_onevision", "gemma4", "internvl", "glm5_next", "minimax_m3_vl"]
+    "model_type", ["llava_onevision", "gemma4", "internvl", "glm5_next", "minimax_m3_vl", "inkling"]
 )
 def test_batch_and_bench_run_a_family(model_type, tmp_path, images, red_blue):
-    """A family's images and video through ``mmctl batch`` and ``mmctl bench``."""
+    """A family's images (and video, where it reads video) through ``mmctl batch`` and
+    ``mmctl bench``."""
     model = load_model(model_dir=FAMILIES / model_type)
     running = _stub(model)
     try:
-        lines = [
-            {"id": "image", "media": [str(images[0])], "prompt": "Colour?"},
-            {"id": "video", "media": [str(red_blue)]},
-            {"id": "both", "media": [str(images[1]), str(red_blue)]},
-        ]
+        lines = [{"id": "image", "media": [str(images[0])], "prompt": "Colour?"}]
+        if MediaKind.VIDEO in model.spec.modalities:
+            lines += [
+                {"id": "video", "media": [str(red_blue)]},
+                {"id": "both", "media": [str(images[1]), str(red_blue)]},
+            ]
+            want = {"image": "red", "video": "red, blue", "both": "blue; red, blue"}
+        else:  # an image family: two images in one line
+            lines.append({"id": "two", "media": [str(images[1]), str(images[0])]})
+            want = {"image": "red", "two": "blue; red"}
         dataset = tmp_path / "in.jsonl"
         dataset.write_text("".join(json.dumps(line) + "\n" for line in lines))
         out = tmp_path / "out.jsonl"
@@ -188,7 +196,7 @@ def test_batch_and_bench_run_a_family(model_type, tmp_path, images, red_blue):
         for line in out.read_text().splitlines():
             doc = json.loads(line)
             answers[doc["custom_id"]] = doc["response"]["body"]["choices"][0]["message"]["content"]
-        assert answers == {"image": "red", "video": "red, blue", "both": "blue; red, blue"}
+        assert answers == want
         # each item twice: the bench's path for the family, not a load test
         bench = _mmctl("bench", "--dataset", str(dataset), "--target", target, "--json",
                        "--num-prompts", "6")  # fmt: skip
@@ -203,7 +211,8 @@ def test_batch_and_bench_run_a_family(model_type, tmp_path, images, red_blue):
 SERVED_DTYPE = {"llava": "float16", "llava_next": "float16", "llama4": "bfloat16",
                 "llava_onevision": "float16", "gemma4": "bfloat16", "internvl": "bfloat16",
                 # No dtype in its config.json: float32, which such a GPU serves in bfloat16.
-                "minimax_m3_vl": "bfloat16"}  # fmt: skip
+                "minimax_m3_vl": "bfloat16",
+                "inkling": "bfloat16"}  # fmt: skip
 
 
 def test_the_stub_reports_the_folders_dtype_and_send_picks_it(served, images):

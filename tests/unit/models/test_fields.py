@@ -5,7 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from mmctl.media.probe import PIXEL_KINDS, MediaKind
-from mmctl.models import gemma4, glm4v, internvl, llama4, llava, llava_next, llava_onevision
+from mmctl.models import (
+    gemma4,
+    glm4v,
+    inkling,
+    internvl,
+    llama4,
+    llava,
+    llava_next,
+    llava_onevision,
+)
 from mmctl.models.qwen_vl import qwen2_vl, qwen3_vl
 from mmctl.values.fields import FieldLayout, WireField
 
@@ -17,6 +26,7 @@ OTHERS = (
     llama4.FAMILY,
     gemma4.FAMILY,
     internvl.FAMILY,
+    inkling.FAMILY,
 )
 
 CONTRACTS = Path(__file__).resolve().parents[3] / "docs" / "contracts.md"

@@ -143,6 +143,27 @@ CASES: list[tuple[str | None, str, str, Any, str]] = [
     ("minimax_m3_vl", "video_preprocessor_config.json", "max_long_side_pixel", 10**9, "huge"),
     ("minimax_m3_vl", "preprocessor_config.json", "max_long_side_pixel", "1008", "wrong type"),
     ("minimax_m3_vl", "video_preprocessor_config.json", "image_std", [0, 1, 1], "non-finite"),
+    # Inkling (processor_config.json's nested image processor; its token ids are vLLM's constants)
+    ("inkling", "processor_config.json", "image_processor.rescale_image_frac", 0, "zero"),
+    ("inkling", "config.json", "vision_config.patch_size", 0, "zero"),
+    (
+        "inkling",
+        "processor_config.json",
+        "image_processor.rescale_image_max_upscaled_long_edge",
+        -2048,
+        "negative",
+    ),
+    ("inkling", "processor_config.json", "image_processor.rescale_image_frac", 10**6, "huge"),
+    (
+        "inkling",
+        "processor_config.json",
+        "image_processor.size",
+        {"height": 10**9, "width": 10**9},
+        "huge",
+    ),
+    ("inkling", "processor_config.json", "image_processor.image_std", [0, 0, 0], "non-finite"),
+    ("inkling", "processor_config.json", "image_processor.rescale_factor", math.nan, "non-finite"),
+    ("inkling", "config.json", "vision_config.decoder_dmodel", "big", "wrong type"),
 ]
 
 
