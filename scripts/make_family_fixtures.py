@@ -103,6 +103,8 @@ GLM_CASES = [
 # keeps one frame (padded to a temporal patch; one_frame.mp4's 0.1 s keeps none, and
 # vLLM refuses it).
 GLM5_NEXT_CASES = [*GLM_CASES, ("video-min_frames", ("v:min_frames",))]
+# Qwen3-Omni: OneVision's media (vLLM's default loader too) and two videos in one prompt.
+QWEN3_OMNI_CASES = [*ONEVISION_CASES, ("two_videos", ("v:ties", "v:odd_count"))]
 
 
 def load_image(path: Path):
@@ -805,6 +807,65 @@ def internvl_golden(_family: str, processor, media: tuple[str, ...], _case: str)
     return out
 
 
+# ---- Qwen3-Omni's thinker (qwen3_omni_moe) as vLLM 0.33 drives it ----
+
+
+def qwen3_omni_golden(family: str, processor, media: tuple[str, ...], _case: str) -> dict:
+    """``Qwen3OmniMoeThinkerMultiModalProcessor``: images as ``ImageMediaIO`` loads them,
+    videos as the default loader keeps them (no loader is registered for
+    ``Qwen2VLVideoProcessor``: 32 frames, truncated linspace), handed to transformers'
+    ``Qwen3OmniMoeProcessor`` without metadata (it samples nothing: ``do_sample_frames``
+    off) in one call; its defaults' video ``size`` (131072..786432 per frame) applies.
+    ``vllm_input_ids``: each ``<|image_pad|>`` / ``<|video_pad|>`` of the template's ids
+    replaced by grid.prod() / merge² of itself (``get_replacement_qwen2_vision``). HF's
+    ``video_second_per_grid`` is kept as HF returns it; vLLM's field config does not take
+    it (the model uses ``second_per_grid_ts`` 2.0)."""
+    loaded = load_media(media)
+    out = loaded.record
+    content = [*loaded.content, {"type": "text", "text": PROMPT}]
+    text = processor.apply_chat_template(
+        [{"role": "user", "content": content}], add_generation_prompt=True, tokenize=False
+    )
+    tokenizer = processor.tokenizer
+    plain = tokenizer(text, add_special_tokens=False)["input_ids"]
+    kwargs: dict = {"text": [text], "add_special_tokens": False, "return_tensors": "pt"}
+    if loaded.images:
+        kwargs["images"] = loaded.images
+    if loaded.videos:
+        kwargs["videos"] = loaded.videos
+    result = processor(**kwargs)
+    hf_ids = [int(i) for i in result["input_ids"][0]]
+    vocab = tokenizer.get_vocab()
+    image_id, video_id = vocab[processor.image_token], vocab[processor.video_token]
+    merge = processor.image_processor.merge_size**2
+    grids = {
+        image_id: [int(g.prod()) // merge for g in result.get("image_grid_thw", [])],
+        video_id: [int(g.prod()) // merge for g in result.get("video_grid_thw", [])],
+    }
+    vllm_ids: list[int] = []
+    for token in plain:
+        if grids.get(token):
+            vllm_ids += [token] * grids[token].pop(0)
+        else:
+            vllm_ids.append(token)
+    assert not any(grids.values()), "an item the template did not place"
+    out.update(prompt_record(text, loaded.names, loaded.sums, plain, hf_ids))
+    out["vllm_input_ids"] = np.asarray(vllm_ids, dtype=np.int64)
+    out["vllm_equals_hf"] = np.bool_(vllm_ids == hf_ids)
+    if loaded.images:
+        out["image_sizes_hw"] = np.asarray(
+            [[i.size[1], i.size[0]] for i in loaded.images], np.int64
+        )
+    for key, value in result.items():
+        if key in ("input_ids", "attention_mask"):
+            continue
+        array = _float32(value) if "pixel" in key else np.asarray(value)
+        if "pixel" in key:
+            out[f"{key}_source_dtype"] = np.asarray(str(value.dtype))
+        tensor_record(key, array, out)
+    return out
+
+
 # ---- Kimi-K2.5: vLLM's own KimiK25FusedVisionProcessor (the engine environment) ----
 
 
@@ -903,6 +964,7 @@ MAKERS: dict[str, Maker] = {
     "glm5_next": Maker(GLM5_NEXT_CASES, glm_family_golden, glm5_next_processor),
     # InternVL reads the same media as OneVision: every image, two images, the clips.
     "internvl": Maker(ONEVISION_CASES, internvl_golden, internvl_processor),
+    "qwen3_omni_moe": Maker(QWEN3_OMNI_CASES, qwen3_omni_golden),
     "kimi_k25": Maker(IMAGE_CASES, kimi_golden, kimi_processor, "kimi_k25/images.npz"),
 }
 

@@ -620,6 +620,49 @@ def glm5_next_loader(ctx: Ctx) -> tuple[int, int]:
     return len(cases) - differ, differ
 
 
+# ---- Qwen3-Omni's thinker: Qwen2.5-VL's parts, vLLM's default loader ----
+
+
+def omni_clips(ctx: Ctx) -> tuple[int, int]:
+    """The frames vLLM's default loader keeps (32, ``np.linspace(..., dtype=int)``; ported
+    here, not mmctl's), handed to ``Qwen3OmniMoeProcessor`` as vLLM hands them (frames
+    only: its defaults' video size applies); rows and grid bit for bit, and the
+    ``second_per_grid_ts`` mmctl sends equal to the model's own 2.0."""
+    model, processor = ctx.model(), ctx.processor()
+    holder = "<|vision_start|><|video_pad|><|vision_end|>"
+    differ = 0
+    for n in range(ctx.args.clips):
+        path, clip, rate = _random_clip(
+            ctx, n, QWEN_RATES, lambda _n, r: int(ctx.rng.integers(1, int(r * 12)))
+        )
+        total = len(clip)
+        want = np.arange(total) if total <= 32 else np.linspace(0, total - 1, 32, dtype=int)
+        problems = []
+        pre = preprocess(model, path, MediaKind.VIDEO)
+        if isinstance(pre, Exception):
+            problems.append(f"mmctl refused ({pre})")
+        else:
+            kept = pre.frame_indices.tolist()
+            out = processor(text=[holder], videos=[clip[want]], return_tensors="pt")
+            grid = tuple(out["video_grid_thw"][0].tolist())
+            if kept != want.tolist():
+                problems.append(f"frames {kept[:6]} vs {want[:6].tolist()}")
+            elif not _lossless(path, clip, kept):
+                problems.append(LOSSY)
+            elif grid != pre.grid_thw:
+                problems.append(f"grid {list(grid)} vs {list(pre.grid_thw)}")
+            elif sha(out["pixel_values_videos"].numpy()) != sha(pre.pixel_values):
+                problems.append("pixels")
+            seconds = pre.video_tensors.get("second_per_grid_ts")
+            if seconds is None or np.asarray(seconds).tolist() != [2.0]:
+                problems.append(f"second_per_grid_ts {seconds}")
+        if problems:
+            differ += 1
+            _report_clip(problems, clip, float(rate))
+        path.unlink()
+    return ctx.args.clips - differ, differ
+
+
 # ---- LLaVA-1.5 / LLaVA-NeXT / LLaVA-OneVision: the pure functions ----
 
 
@@ -1345,6 +1388,7 @@ ROWS: dict[str, tuple[Part, ...]] = {
         Part("loader and sampler vs Glm5NextVideoBackend", glm5_next_loader, only="loaders"),
     ),
     "internvl": (Part("images", internvl_images), Part("clips", internvl_clips)),
+    "qwen3_omni_moe": (Part("images", grid_images(FLOAT32)), Part("clips", omni_clips)),
     "kimi_k25": (Part("images vs KimiK25FusedVisionProcessor", kimi_images, only="loaders"),),
 }
 

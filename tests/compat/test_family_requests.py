@@ -1,4 +1,4 @@
-"""``mmctl build``'s requests for the LLaVA families, Llama 4, GLM-4.1V/4.6V, GLM-5-Next, Gemma 4 and Qwen3.5 against the goldens.
+"""``mmctl build``'s requests for the LLaVA families, Llama 4, GLM-4.1V/4.6V, GLM-5-Next, Gemma 4, Qwen3.5, InternVL and Qwen3-Omni against the goldens.
 
 Each golden (``scripts/make_family_fixtures.py``: transformers 5.20.2's fast
 processors, vLLM 0.33's expansion; ``scripts/families/vllm_check.py`` ran vLLM's
@@ -48,6 +48,7 @@ MODEL_TYPES = (
     "gemma4",
     "qwen3_5",
     "internvl",
+    "qwen3_omni_moe",
 )
 # The families mmctl serves; goldens of families still being wired wait.
 GOLDENS = sorted(
@@ -77,6 +78,9 @@ WIRE = {
     "pixel_position_ids_videos": ("VIDEO", "pixel_position_ids_videos"),
     "video_frame_counts": ("VIDEO", "video_frame_counts"),
 }
+#: What the model reads when an item has no ``second_per_grid_ts`` (vLLM drops HF's own
+#: ``video_second_per_grid``): Qwen3-Omni's videos carry it.
+MODEL_SECONDS_PER_GRID = {"qwen3_omni_moe": 2.0}
 #: Per golden tensor held whole (InternVL's): the batch and key it travels under.
 WHOLE = {
     "image_num_patches": ("IMAGE", "image_num_patches"),
@@ -113,8 +117,8 @@ def models(tmp_path_factory) -> dict:
 
 def test_every_family_has_goldens():
     assert {_family(g) for g in GOLDENS} == set(MODEL_TYPES)
-    assert len(GOLDENS) == 192
-    assert len(REQUESTS) == 216  # Qwen3.5's 24 twice
+    assert len(GOLDENS) == 215
+    assert len(REQUESTS) == 239  # Qwen3.5's 24 twice
 
 
 def test_the_family_comes_from_config_json(models):
@@ -132,6 +136,8 @@ def test_the_family_comes_from_config_json(models):
         "internvl": "internvl",
         # Qwen3-VL's processing under its own name, with its folder's ids.
         "qwen3_5": "qwen3.5",
+        # Qwen2.5-VL's parts, vLLM's default loader, its ids from the tokenizer.
+        "qwen3_omni_moe": "qwen3-omni",
     }
     assert models["qwen3_5"].token_ids.as_dict() == {
         "vision_start_token_id": 248053,
@@ -181,6 +187,11 @@ def test_request_equals_the_golden(golden, fmt, models):
             assert np.array_equal(got, np.asarray(want, dtype=np.float32))
         else:
             assert sent is None
+    if "VIDEO" in by_kind and _family(golden) in MODEL_SECONDS_PER_GRID:
+        sent = by_kind["VIDEO"].model_specific_tensors["second_per_grid_ts"]
+        got = tensors.from_bytes(sent.inline, sent.shape, sent.dtype)
+        videos = len(by_kind["VIDEO"].mm_placeholders)
+        assert got.tolist() == [MODEL_SECONDS_PER_GRID[_family(golden)]] * videos
     for key, (kind, wire_key) in WHOLE.items():
         if key not in record:
             continue

@@ -136,6 +136,14 @@ CASES: list[tuple[str | None, str, str, Any, str]] = [
     ("internvl", "config.json", "downsample_ratio", math.nan, "non-finite"),
     ("internvl", "preprocessor_config.json", "min_patches", "1", "wrong type"),
     ("internvl", "config.json", "vision_config.image_size", "448", "wrong type"),
+    # Qwen3-Omni (one preprocessor_config.json for both processors; ids the tokenizer's,
+    # checked against thinker_config)
+    ("qwen3_omni_moe", "preprocessor_config.json", "patch_size", 0, "zero"),
+    ("qwen3_omni_moe", "preprocessor_config.json", "min_pixels", -1, "negative"),
+    ("qwen3_omni_moe", "preprocessor_config.json", "max_pixels", 10**13, "huge"),
+    ("qwen3_omni_moe", "preprocessor_config.json", "merge_size", "2", "wrong type"),
+    ("qwen3_omni_moe", "preprocessor_config.json", "image_std", [0.5, 0, 0.5], "non-finite"),
+    ("qwen3_omni_moe", "config.json", "thinker_config.video_token_id", 151936, "out of vocabulary"),
 ]
 
 
