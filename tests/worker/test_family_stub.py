@@ -154,7 +154,9 @@ def _mmctl(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.parametrize("model_type", ["llava_onevision", "gemma4", "internvl", "glm5_next"])
+@pytest.mark.parametrize(
+    "model_type", ["llava_onevision", "gemma4", "internvl", "glm5_next", "qwen3_omni_moe"]
+)
 def test_batch_and_bench_run_a_family(model_type, tmp_path, images, red_blue):
     """A family's images and video through ``mmctl batch`` and ``mmctl bench``."""
     model = load_model(model_dir=FAMILIES / model_type)
