@@ -103,7 +103,7 @@ GLM_CASES = [
 # keeps one frame (padded to a temporal patch; one_frame.mp4's 0.1 s keeps none, and
 # vLLM refuses it).
 GLM5_NEXT_CASES = [*GLM_CASES, ("video-min_frames", ("v:min_frames",))]
-# Qwen3-Omni: OneVision's media (vLLM's default loader too) and two videos in one prompt.
+# Qwen3-Omni: OneVision's media and two videos in one prompt.
 QWEN3_OMNI_CASES = [*ONEVISION_CASES, ("two_videos", ("v:ties", "v:odd_count"))]
 
 
@@ -810,18 +810,53 @@ def internvl_golden(_family: str, processor, media: tuple[str, ...], _case: str)
 # ---- Qwen3-Omni's thinker (qwen3_omni_moe) as vLLM 0.33 drives it ----
 
 
+def qwen2vl_loader(total: int, fps: float) -> np.ndarray:
+    """vllm/multimodal/video.py ``Qwen2VLVideoBackend.compute_frames_index_to_sample`` with
+    ``load_bytes``' defaults (fps 2, frames 4..768, temporal patch 2): Qwen2-VL's fps
+    sampling, ``torch.arange(0, total, total / n).int()``, the tail clamped."""
+    import torch
+
+    max_frames = math.floor(min(768, total) / 2) * 2
+    n = min(max(total / fps * 2, 4), max_frames, total)
+    n = math.floor(n / 2) * 2
+    indices = torch.arange(0, total, total / n).int()
+    return torch.clamp(indices, max=total - 1).numpy().astype(np.int64)
+
+
 def qwen3_omni_golden(family: str, processor, media: tuple[str, ...], _case: str) -> dict:
     """``Qwen3OmniMoeThinkerMultiModalProcessor``: images as ``ImageMediaIO`` loads them,
-    videos as the default loader keeps them (no loader is registered for
-    ``Qwen2VLVideoProcessor``: 32 frames, truncated linspace), handed to transformers'
-    ``Qwen3OmniMoeProcessor`` without metadata (it samples nothing: ``do_sample_frames``
-    off) in one call; its defaults' video ``size`` (131072..786432 per frame) applies.
-    ``vllm_input_ids``: each ``<|image_pad|>`` / ``<|video_pad|>`` of the template's ids
-    replaced by grid.prod() / merge² of itself (``get_replacement_qwen2_vision``). HF's
-    ``video_second_per_grid`` is kept as HF returns it; vLLM's field config does not take
-    it (the model uses ``second_per_grid_ts`` 2.0)."""
-    loaded = load_media(media)
+    videos as ``Qwen2VLVideoBackend`` (registered for ``Qwen2VLVideoProcessor``) keeps
+    them (:func:`qwen2vl_loader`), handed to transformers' ``Qwen3OmniMoeProcessor``
+    without metadata (it samples nothing: ``do_sample_frames`` off) in one call; its
+    defaults' video ``size`` (131072..786432 per frame) applies. ``vllm_input_ids``: each
+    ``<|image_pad|>`` / ``<|video_pad|>`` of the template's ids replaced by grid.prod() /
+    merge² of itself (``get_replacement_qwen2_vision``). The tensors under vLLM's names:
+    HF's ``video_second_per_grid`` (Tp / its fps 1.0) as ``second_per_grid_ts``
+    (``_postprocess_hf_mm_data`` renames it), and the shared ``use_audio_in_video``
+    (off: vLLM's default)."""
+    loaded = Loaded()
     out = loaded.record
+    for name in media:
+        if name.startswith("v:"):
+            path = hf_cases.media_path(VIDEOS[name[2:]])
+            frames, fps = decode_video(path)
+            indices = qwen2vl_loader(len(frames), fps)
+            sampled = np.stack([frames[i] for i in indices])
+            n = len(loaded.videos)
+            loaded.videos.append(sampled)
+            loaded.content.append({"type": "video"})
+            out[f"video{n}_indices"] = indices
+            out[f"video{n}_total_frames"] = np.int64(len(frames))
+            out[f"video{n}_fps"] = np.float64(fps)
+            out[f"video{n}_frames_sha256"] = np.asarray(
+                hashlib.sha256(np.ascontiguousarray(sampled).tobytes()).hexdigest()
+            )
+        else:
+            path = hf_cases.media_path(IMAGES[name])
+            loaded.images.append(load_image(path))
+            loaded.content.append({"type": "image"})
+        loaded.names.append(path.name)
+        loaded.sums.append(hf_cases.sha256_of(path))
     content = [*loaded.content, {"type": "text", "text": PROMPT}]
     text = processor.apply_chat_template(
         [{"role": "user", "content": content}], add_generation_prompt=True, tokenize=False
@@ -856,13 +891,16 @@ def qwen3_omni_golden(family: str, processor, media: tuple[str, ...], _case: str
         out["image_sizes_hw"] = np.asarray(
             [[i.size[1], i.size[0]] for i in loaded.images], np.int64
         )
+    renamed = {"video_second_per_grid": "second_per_grid_ts"}  # vLLM's name
     for key, value in result.items():
         if key in ("input_ids", "attention_mask"):
             continue
         array = _float32(value) if "pixel" in key else np.asarray(value)
         if "pixel" in key:
             out[f"{key}_source_dtype"] = np.asarray(str(value.dtype))
-        tensor_record(key, array, out)
+        tensor_record(renamed.get(key, key), array, out)
+    if loaded.videos:
+        out["use_audio_in_video"] = np.bool_(False)
     return out
 
 

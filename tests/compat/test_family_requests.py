@@ -77,10 +77,8 @@ WIRE = {
     "pixel_position_ids": ("IMAGE", "pixel_position_ids"),
     "pixel_position_ids_videos": ("VIDEO", "pixel_position_ids_videos"),
     "video_frame_counts": ("VIDEO", "video_frame_counts"),
+    "second_per_grid_ts": ("VIDEO", "second_per_grid_ts"),
 }
-#: What the model reads when an item has no ``second_per_grid_ts`` (vLLM drops HF's own
-#: ``video_second_per_grid``): Qwen3-Omni's videos carry it.
-MODEL_SECONDS_PER_GRID = {"qwen3_omni_moe": 2.0}
 #: Per golden tensor held whole (InternVL's): the batch and key it travels under.
 WHOLE = {
     "image_num_patches": ("IMAGE", "image_num_patches"),
@@ -136,7 +134,7 @@ def test_the_family_comes_from_config_json(models):
         "internvl": "internvl",
         # Qwen3-VL's processing under its own name, with its folder's ids.
         "qwen3_5": "qwen3.5",
-        # Qwen2.5-VL's parts, vLLM's default loader, its ids from the tokenizer.
+        # Qwen2.5-VL's parts, its own video budget, its ids from the tokenizer.
         "qwen3_omni_moe": "qwen3-omni",
     }
     assert models["qwen3_5"].token_ids.as_dict() == {
@@ -187,11 +185,6 @@ def test_request_equals_the_golden(golden, fmt, models):
             assert np.array_equal(got, np.asarray(want, dtype=np.float32))
         else:
             assert sent is None
-    if "VIDEO" in by_kind and _family(golden) in MODEL_SECONDS_PER_GRID:
-        sent = by_kind["VIDEO"].model_specific_tensors["second_per_grid_ts"]
-        got = tensors.from_bytes(sent.inline, sent.shape, sent.dtype)
-        videos = len(by_kind["VIDEO"].mm_placeholders)
-        assert got.tolist() == [MODEL_SECONDS_PER_GRID[_family(golden)]] * videos
     for key, (kind, wire_key) in WHOLE.items():
         if key not in record:
             continue

@@ -5,15 +5,16 @@ vLLM 0.33 (``qwen3_omni_moe_thinker.py``) runs transformers' ``Qwen3OmniMoeProce
 preprocessor_config.json (patch 16, mean/std 0.5), and what differs from Qwen2.5-VL
 lives here:
 
-- frames: no loader is registered for ``Qwen2VLVideoProcessor``, so vLLM's default
-  one keeps 32 (``np.linspace(0, n-1, 32, dtype=int)``) and the processor, which
-  samples nothing itself (``do_sample_frames`` off), takes them all;
+- frames: vLLM's ``Qwen2VLVideoBackend`` (registered for ``Qwen2VLVideoProcessor``)
+  samples them with its own constants (2 per second, 4..768, a multiple of the temporal
+  patch, ``torch.arange`` steps, the tail clamped), whatever the folder says, and the
+  processor takes them all (``do_sample_frames`` off);
 - the video budget: ``Qwen3OmniMoeProcessorKwargs._defaults`` passes
   ``size={shortest_edge: 128·32·32, longest_edge: 768·32·32}`` on every call, which
   replaces the folder's own video values (per frame, as Qwen2-VL's class sizes);
-- ``second_per_grid_ts``: HF returns ``video_second_per_grid`` (Tp / its fps, 1.0 by
-  default), a key vLLM's field config does not take; the model then uses 2.0. mmctl
-  sends that 2.0 under vLLM's key (the same positions);
+- ``second_per_grid_ts``: HF's ``video_second_per_grid`` renamed
+  (``_postprocess_hf_mm_data``), Tp / the processor's ``fps`` (1.0 by default: vLLM
+  passes none) = 2.0 for every video, whatever its rate (vLLM's processor gives 2.0; ran);
 - pixels: the model has no device normalization (no ``supports_mm_device_do_normalize``),
   so a worker takes float32;
 - the ids: vLLM's prompt updates take the pads from the tokenizer
@@ -34,7 +35,7 @@ import numpy as np
 
 from mmctl.choices import PixelFormat
 from mmctl.errors import InputError
-from mmctl.models import kinds, tiled
+from mmctl.models import kinds
 from mmctl.models.qwen_vl.parts import QwenProcessor, qwen_family
 from mmctl.models.qwen_vl.qwen2_vl import SECOND_PER_GRID_TS, Qwen2VLVariant, Qwen2VLVision
 from mmctl.models.qwen_vl.settings import QwenVision, TokenIds
@@ -42,8 +43,10 @@ from mmctl.models.qwen_vl.settings import QwenVision, TokenIds
 #: ``Qwen3OmniMoeProcessorKwargs._defaults["videos_kwargs"]["size"]``, per frame.
 VIDEO_MIN_PIXELS = 128 * 32 * 32
 VIDEO_MAX_PIXELS = 768 * 32 * 32
-#: ``qwen3_omni_moe_thinker.py``: the model's ``second_per_grid_ts`` when the item has none.
+#: Tp / the processor's ``fps`` default (1.0): every video's ``second_per_grid_ts``.
 SECONDS_PER_GRID = 2.0
+#: ``vllm/multimodal/video.py`` ``Qwen2VLVideoBackend``: ``load_bytes(fps=2)``, frames 4..768.
+LOADER_FPS, LOADER_MIN_FRAMES, LOADER_MAX_FRAMES = 2.0, 4, 768
 
 
 @dataclass(frozen=True)
@@ -55,8 +58,9 @@ class Qwen3OmniVision(Qwen2VLVision):
         "n_fft", "n_samples", "nb_max_frames", "padding_side", "padding_value",
         "return_attention_mask", "sampling_rate",
     }  # fmt: skip
-    #: The one flag that reaches vLLM's loader (``--media-io-kwargs`` ``num_frames``).
-    OVERRIDABLE: ClassVar[tuple[str, ...]] = ("num_frames",)
+    #: None: vLLM's loader takes its own constants (it ignores ``num_frames``) and the
+    #: processor's call its own video size.
+    OVERRIDABLE: ClassVar[tuple[str, ...]] = ()
     #: The checkpoints' preprocessor_config.json (Instruct, Thinking and Captioner alike).
     PUBLISHED: ClassVar[Mapping[str, Any]] = {
         "patch_size": 16,
@@ -69,6 +73,10 @@ class Qwen3OmniVision(Qwen2VLVision):
     # Not a file's: the processor's call replaces them (see the module's docstring).
     video_min_pixels: int = VIDEO_MIN_PIXELS
     video_max_pixels: int = VIDEO_MAX_PIXELS
+    # Nor these: vLLM's loader samples with its own (``Qwen2VLVideoBackend``).
+    fps: float = LOADER_FPS
+    min_frames: int = LOADER_MIN_FRAMES
+    max_frames: int = LOADER_MAX_FRAMES
 
 
 @dataclass(frozen=True)
@@ -78,9 +86,16 @@ class Qwen3OmniVariant(Qwen2VLVariant):
     def sample_indices(
         self, total_frames: int, source_fps: float, vision: QwenVision
     ) -> np.ndarray:
-        """vLLM's default loader (``VideoBackend``): 32 frames, truncated linspace."""
-        count = vision.num_frames if vision.num_frames is not None else tiled.LOADER_FRAMES
-        return tiled.loader_indices(total_frames, source_fps, count)
+        """``Qwen2VLVideoBackend.compute_frames_index_to_sample``: Qwen2-VL's fps sampling
+        (the settings carry the loader's constants), its float32 tail clamped to the
+        last frame; a clip of unknown rate is refused, as vLLM refuses it."""
+        if source_fps <= 0:
+            raise InputError(
+                "Qwen3-Omni's video sampling needs a known source frame rate (vLLM's loader "
+                "refuses a clip whose container reports none)"
+            )
+        picked = super().sample_indices(total_frames, source_fps, vision)
+        return np.minimum(picked, total_frames - 1)
 
     def second_per_grid_ts(
         self, indices: np.ndarray, total_frames: int, source_fps: float, vision: QwenVision
@@ -116,12 +131,21 @@ def thinker_ids(config: Mapping[str, Any], vocab: Callable[[str], int | None]) -
     return TokenIds(**ids)
 
 
+#: vLLM's field config names it (its ``_postprocess_hf_mm_data`` renames HF's
+#: ``video_second_per_grid`` to it); the model reads 2.0 where an item has none, so a
+#: request without it is one vLLM serves, with the same positions.
+OPTIONAL_SECOND_PER_GRID_TS = replace(
+    SECOND_PER_GRID_TS,
+    content="[items] seconds per temporal patch: 2.0, the model's own when absent",
+    optional=True,
+)
+
 VARIANT = Qwen3OmniVariant()
 FAMILY = replace(
     qwen_family(
         VARIANT,
         Qwen3OmniVision,
-        SECOND_PER_GRID_TS,
+        OPTIONAL_SECOND_PER_GRID_TS,
         aliases=("qwen3_omni_moe", "qwen3-omni-moe"),
         model_types=("qwen3_omni_moe",),
         architectures=("Qwen3OmniMoe",),

@@ -8,6 +8,7 @@ request in tests/compat/test_family_requests.py; here: the family's own decision
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -61,14 +62,25 @@ def test_the_video_budget_is_the_processors_call_not_the_folders(model):
     assert (vision.patch_size, vision.image_mean) == (16, (0.5, 0.5, 0.5))
 
 
-def test_frames_are_vllm_default_loaders_32(model):
+def test_frames_are_vllm_qwen2vl_loaders_whatever_the_folder_says(tmp_path):
+    # vLLM's Qwen2VLVideoBackend samples with load_bytes' fps 2 and frames 4..768 (its
+    # own constants, not the folder's), a multiple of 2 (numbers run through vLLM 0.32's
+    # backend: scripts/families/check_unseen.py --family qwen3_omni_moe --loaders N).
+    folder = tmp_path / "omni"
+    shutil.copytree(FOLDER, folder)
+    config = json.loads((folder / "preprocessor_config.json").read_text())
+    config.update(fps=8, min_frames=16, max_frames=32)
+    (folder / "preprocessor_config.json").write_text(json.dumps(config))
+    vision = load_model(model_dir=folder).params
+    assert (vision.fps, vision.min_frames, vision.max_frames) == (2.0, 4, 768)
     variant = qwen3_omni.VARIANT
-    # scripts/families/README.md: vLLM's default loader on 1600 frames (truncated linspace).
-    picked = variant.sample_indices(1600, 30.0, model.params)
-    assert len(picked) == 32 and picked[:4].tolist() == [0, 51, 103, 154]
-    assert picked[-1] == 1599
-    assert variant.sample_indices(5, 30.0, model.params).tolist() == [0, 1, 2, 3, 4]
-    assert variant.second_per_grid_ts(picked, 1600, 30.0, model.params) == 2.0
+    assert variant.sample_indices(16, 8.0, vision).tolist() == [0, 4, 8, 12]
+    assert variant.sample_indices(7, 2.0, vision).tolist() == [0, 1, 2, 3, 4, 5]
+    picked = variant.sample_indices(1600, 4.0, vision)
+    assert len(picked) == 768 and picked[:3].tolist() == [0, 2, 4]
+    assert variant.second_per_grid_ts(picked, 1600, 4.0, vision) == 2.0
+    with pytest.raises(InputError, match="known source frame rate"):
+        variant.sample_indices(100, 0.0, vision)
 
 
 def test_pixels_are_float32_for_a_default_worker():
