@@ -107,6 +107,8 @@ GLM5_NEXT_CASES = [*GLM_CASES, ("video-min_frames", ("v:min_frames",))]
 # GLM's cases, the 0.6 s clip (one frame, padded to a temporal patch) and two videos
 # (vLLM takes any number).
 MINIMAX_CASES = [*GLM5_NEXT_CASES, ("two_videos", ("v:ties", "v:odd_count"))]
+# Qwen3-Omni: OneVision's media and two videos in one prompt.
+QWEN3_OMNI_CASES = [*ONEVISION_CASES, ("two_videos", ("v:ties", "v:odd_count"))]
 
 
 def load_image(path: Path):
@@ -828,6 +830,103 @@ def internvl_golden(_family: str, processor, media: tuple[str, ...], _case: str)
     return out
 
 
+# ---- Qwen3-Omni's thinker (qwen3_omni_moe) as vLLM 0.33 drives it ----
+
+
+def qwen2vl_loader(total: int, fps: float) -> np.ndarray:
+    """vllm/multimodal/video.py ``Qwen2VLVideoBackend.compute_frames_index_to_sample`` with
+    ``load_bytes``' defaults (fps 2, frames 4..768, temporal patch 2): Qwen2-VL's fps
+    sampling, ``torch.arange(0, total, total / n).int()``, the tail clamped."""
+    import torch
+
+    max_frames = math.floor(min(768, total) / 2) * 2
+    n = min(max(total / fps * 2, 4), max_frames, total)
+    n = math.floor(n / 2) * 2
+    indices = torch.arange(0, total, total / n).int()
+    return torch.clamp(indices, max=total - 1).numpy().astype(np.int64)
+
+
+def qwen3_omni_golden(family: str, processor, media: tuple[str, ...], _case: str) -> dict:
+    """``Qwen3OmniMoeThinkerMultiModalProcessor``: images as ``ImageMediaIO`` loads them,
+    videos as ``Qwen2VLVideoBackend`` (registered for ``Qwen2VLVideoProcessor``) keeps
+    them (:func:`qwen2vl_loader`), handed to transformers' ``Qwen3OmniMoeProcessor``
+    without metadata (it samples nothing: ``do_sample_frames`` off) in one call; its
+    defaults' video ``size`` (131072..786432 per frame) applies. ``vllm_input_ids``: each
+    ``<|image_pad|>`` / ``<|video_pad|>`` of the template's ids replaced by grid.prod() /
+    merge² of itself (``get_replacement_qwen2_vision``). The tensors under vLLM's names:
+    HF's ``video_second_per_grid`` (Tp / its fps 1.0) as ``second_per_grid_ts``
+    (``_postprocess_hf_mm_data`` renames it), and the shared ``use_audio_in_video``
+    (off: vLLM's default)."""
+    loaded = Loaded()
+    out = loaded.record
+    for name in media:
+        if name.startswith("v:"):
+            path = hf_cases.media_path(VIDEOS[name[2:]])
+            frames, fps = decode_video(path)
+            indices = qwen2vl_loader(len(frames), fps)
+            sampled = np.stack([frames[i] for i in indices])
+            n = len(loaded.videos)
+            loaded.videos.append(sampled)
+            loaded.content.append({"type": "video"})
+            out[f"video{n}_indices"] = indices
+            out[f"video{n}_total_frames"] = np.int64(len(frames))
+            out[f"video{n}_fps"] = np.float64(fps)
+            out[f"video{n}_frames_sha256"] = np.asarray(
+                hashlib.sha256(np.ascontiguousarray(sampled).tobytes()).hexdigest()
+            )
+        else:
+            path = hf_cases.media_path(IMAGES[name])
+            loaded.images.append(load_image(path))
+            loaded.content.append({"type": "image"})
+        loaded.names.append(path.name)
+        loaded.sums.append(hf_cases.sha256_of(path))
+    content = [*loaded.content, {"type": "text", "text": PROMPT}]
+    text = processor.apply_chat_template(
+        [{"role": "user", "content": content}], add_generation_prompt=True, tokenize=False
+    )
+    tokenizer = processor.tokenizer
+    plain = tokenizer(text, add_special_tokens=False)["input_ids"]
+    kwargs: dict = {"text": [text], "add_special_tokens": False, "return_tensors": "pt"}
+    if loaded.images:
+        kwargs["images"] = loaded.images
+    if loaded.videos:
+        kwargs["videos"] = loaded.videos
+    result = processor(**kwargs)
+    hf_ids = [int(i) for i in result["input_ids"][0]]
+    vocab = tokenizer.get_vocab()
+    image_id, video_id = vocab[processor.image_token], vocab[processor.video_token]
+    merge = processor.image_processor.merge_size**2
+    grids = {
+        image_id: [int(g.prod()) // merge for g in result.get("image_grid_thw", [])],
+        video_id: [int(g.prod()) // merge for g in result.get("video_grid_thw", [])],
+    }
+    vllm_ids: list[int] = []
+    for token in plain:
+        if grids.get(token):
+            vllm_ids += [token] * grids[token].pop(0)
+        else:
+            vllm_ids.append(token)
+    assert not any(grids.values()), "an item the template did not place"
+    out.update(prompt_record(text, loaded.names, loaded.sums, plain, hf_ids))
+    out["vllm_input_ids"] = np.asarray(vllm_ids, dtype=np.int64)
+    out["vllm_equals_hf"] = np.bool_(vllm_ids == hf_ids)
+    if loaded.images:
+        out["image_sizes_hw"] = np.asarray(
+            [[i.size[1], i.size[0]] for i in loaded.images], np.int64
+        )
+    renamed = {"video_second_per_grid": "second_per_grid_ts"}  # vLLM's name
+    for key, value in result.items():
+        if key in ("input_ids", "attention_mask"):
+            continue
+        array = _float32(value) if "pixel" in key else np.asarray(value)
+        if "pixel" in key:
+            out[f"{key}_source_dtype"] = np.asarray(str(value.dtype))
+        tensor_record(renamed.get(key, key), array, out)
+    if loaded.videos:
+        out["use_audio_in_video"] = np.bool_(False)
+    return out
+
+
 # ---- Kimi-K2.5: vLLM's own KimiK25FusedVisionProcessor (the engine environment) ----
 
 
@@ -933,6 +1032,7 @@ MAKERS: dict[str, Maker] = {
     "glm5_next": Maker(GLM5_NEXT_CASES, glm_family_golden, glm5_next_processor),
     # InternVL reads the same media as OneVision: every image, two images, the clips.
     "internvl": Maker(ONEVISION_CASES, internvl_golden, internvl_processor),
+    "qwen3_omni_moe": Maker(QWEN3_OMNI_CASES, qwen3_omni_golden),
     "kimi_k25": Maker(IMAGE_CASES, kimi_golden, kimi_processor, "kimi_k25/images.npz"),
     "minimax_m3_vl": Maker(MINIMAX_CASES, minimax_golden, minimax_processor),
     # Inkling: images only; no chat template (vLLM renders the prompt).

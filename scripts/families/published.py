@@ -1718,3 +1718,133 @@ INKLING = {
         "tokenizer_class": "PreTrainedTokenizerFast",
     },
 }
+
+
+# ---- Qwen3-Omni (qwen3_omni_moe): Qwen/Qwen3-Omni-30B-A3B-Instruct / -Thinking ----
+#
+# The checkpoints' files are not reachable here. What each value rests on
+# (scripts/families/qwen3_omni_moe.md): preprocessor_config.json is the one the three
+# official repos share, as two public transcriptions of it quote it (Qwen2VLImageProcessor,
+# patch 16, temporal 2, merge 2, mean/std 0.5, min/max_pixels 3136/12845056, and
+# WhisperFeatureExtractor 128 mel bins, hop 160, n_fft 400, 16 kHz); no
+# video_preprocessor_config.json or processor_config.json is published (transformers
+# builds the video processor from preprocessor_config.json). config.json is compact:
+# the thinker's ids as a public port of the published config names them (image 151655,
+# video 151656, audio 151675, vision_start 151652, audio_start 151669,
+# position_id_per_seconds 13) and its vision tower's geometry. The chat template is the
+# Qwen-VL shape one user turn renders (not the published chat_template.json, which is
+# not reachable): each image <|vision_start|><|image_pad|><|vision_end|>, each video
+# with <|video_pad|>, each sound <|audio_start|><|audio_pad|><|audio_end|>.
+QWEN3_OMNI_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{'<|im_start|>' + message['role'] + '\n'}}"
+    "{% if message['content'] is string %}"
+    "{{ message['content'] }}"
+    "{% else %}"
+    "{% for content in message['content'] %}"
+    "{% if content['type'] == 'image' %}"
+    "{{ '<|vision_start|><|image_pad|><|vision_end|>' }}"
+    "{% elif content['type'] == 'video' %}"
+    "{{ '<|vision_start|><|video_pad|><|vision_end|>' }}"
+    "{% elif content['type'] == 'audio' %}"
+    "{{ '<|audio_start|><|audio_pad|><|audio_end|>' }}"
+    "{% elif content['type'] == 'text' %}"
+    "{{ content['text'] }}"
+    "{% endif %}"
+    "{% endfor %}"
+    "{% endif %}"
+    "{{'<|im_end|>\n'}}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}"
+    "{{'<|im_start|>assistant\n' }}"
+    "{% endif %}"
+)
+#: Qwen3's added tokens after Qwen2.5's 22 (151665..151668), then Qwen3-Omni's (151669..).
+QWEN3_OMNI_ADDED = [
+    ("<tool_response>", False),
+    ("</tool_response>", False),
+    ("<think>", False),
+    ("</think>", False),
+    ("<|audio_start|>", True),
+    ("<|audio_end|>", True),
+    ("<tts_pad>", True),
+    ("<tts_text_bos>", True),
+    ("<tts_text_eod>", True),
+    ("<tts_text_bos_single>", True),
+    ("<|audio_pad|>", True),
+]
+QWEN3_OMNI = {
+    "files": {
+        "config.json": {
+            "architectures": ["Qwen3OmniMoeForConditionalGeneration"],
+            "enable_audio_output": False,
+            "model_type": "qwen3_omni_moe",
+            "thinker_config": {
+                "audio_end_token_id": 151670,
+                "audio_start_token_id": 151669,
+                "audio_token_id": 151675,
+                "image_token_id": 151655,
+                "model_type": "qwen3_omni_moe_thinker",
+                "position_id_per_seconds": 13,
+                "user_token_id": 872,
+                "video_token_id": 151656,
+                "vision_config": {
+                    "model_type": "qwen3_omni_moe_vision_encoder",
+                    "patch_size": 16,
+                    "spatial_merge_size": 2,
+                    "temporal_patch_size": 2,
+                },
+                "vision_end_token_id": 151653,
+                "vision_start_token_id": 151652,
+            },
+            "torch_dtype": "bfloat16",
+        },
+        "preprocessor_config.json": {
+            "chunk_length": 300,
+            "dither": 0.0,
+            "feature_extractor_type": "WhisperFeatureExtractor",
+            "feature_size": 128,
+            "hop_length": 160,
+            "image_mean": [0.5, 0.5, 0.5],
+            "image_processor_type": "Qwen2VLImageProcessor",
+            "image_std": [0.5, 0.5, 0.5],
+            "max_pixels": 12845056,
+            "merge_size": 2,
+            "min_pixels": 3136,
+            "n_fft": 400,
+            "n_samples": 4800000,
+            "nb_max_frames": 30000,
+            "padding_side": "right",
+            "padding_value": 0.0,
+            "patch_size": 16,
+            "processor_class": "Qwen3OmniMoeProcessor",
+            "return_attention_mask": True,
+            "sampling_rate": 16000,
+            "temporal_patch_size": 2,
+        },
+        "chat_template.jinja": QWEN3_OMNI_TEMPLATE,
+    },
+    "tokenizer_config": {
+        "add_bos_token": False,
+        "add_prefix_space": False,
+        "bos_token": None,
+        "clean_up_tokenization_spaces": False,
+        "eos_token": "<|im_end|>",
+        "errors": "replace",
+        "extra_special_tokens": {
+            "audio_bos_token": "<|audio_start|>",
+            "audio_eos_token": "<|audio_end|>",
+            "audio_token": "<|audio_pad|>",
+            "image_token": "<|image_pad|>",
+            "video_token": "<|video_pad|>",
+            "vision_bos_token": "<|vision_start|>",
+            "vision_eos_token": "<|vision_end|>",
+        },
+        "model_max_length": 65536,
+        "pad_token": "<|endoftext|>",
+        "processor_class": "Qwen3OmniMoeProcessor",
+        "split_special_tokens": False,
+        "tokenizer_class": "Qwen2Tokenizer",
+        "unk_token": None,
+    },
+}

@@ -1,4 +1,4 @@
-"""``mmctl build``'s requests for the LLaVA families, Llama 4, GLM-4.1V/4.6V, GLM-5-Next, Gemma 4, Qwen3.5, MiniMax-M3-VL and Inkling against the goldens.
+"""``mmctl build``'s requests for the LLaVA families, Llama 4, GLM-4.1V/4.6V, GLM-5-Next, Gemma 4, Qwen3.5, InternVL, Qwen3-Omni, MiniMax-M3-VL and Inkling against the goldens.
 
 Each golden (``scripts/make_family_fixtures.py``: transformers 5.20.2's fast
 processors, vLLM 0.33's expansion; ``scripts/families/vllm_check.py`` ran vLLM's
@@ -50,6 +50,7 @@ MODEL_TYPES = (
     "internvl",
     "minimax_m3_vl",
     "inkling",
+    "qwen3_omni_moe",
 )
 # The families mmctl serves; goldens of families still being wired wait.
 GOLDENS = sorted(
@@ -79,6 +80,7 @@ WIRE = {
     "pixel_position_ids_videos": ("VIDEO", "pixel_position_ids_videos"),
     "video_frame_counts": ("VIDEO", "video_frame_counts"),
     "num_patches": ("IMAGE", "num_patches"),
+    "second_per_grid_ts": ("VIDEO", "second_per_grid_ts"),
 }
 #: Per golden tensor held whole (InternVL's): the batch and key it travels under.
 WHOLE = {
@@ -116,8 +118,8 @@ def models(tmp_path_factory) -> dict:
 
 def test_every_family_has_goldens():
     assert {_family(g) for g in GOLDENS} == set(MODEL_TYPES)
-    assert len(GOLDENS) == 227
-    assert len(REQUESTS) == 251  # Qwen3.5's 24 twice
+    assert len(GOLDENS) == 250
+    assert len(REQUESTS) == 274  # Qwen3.5's 24 twice
 
 
 def test_the_family_comes_from_config_json(models):
@@ -137,6 +139,8 @@ def test_the_family_comes_from_config_json(models):
         "inkling": "inkling",
         # Qwen3-VL's processing under its own name, with its folder's ids.
         "qwen3_5": "qwen3.5",
+        # Qwen2.5-VL's parts, its own video budget, its ids from the tokenizer.
+        "qwen3_omni_moe": "qwen3-omni",
     }
     assert models["qwen3_5"].token_ids.as_dict() == {
         "vision_start_token_id": 248053,

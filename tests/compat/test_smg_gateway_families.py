@@ -38,6 +38,7 @@ PROMPT = "Describe what you see."
 #: smg 1.13.0 picks its vision processor by a substring of the served model
 #: name (``vision/processor.rs`` ``with_defaults``): the published repo ids.
 PUBLISHED = {
+    "qwen3_omni_moe": "Qwen/Qwen3-Omni-30B-A3B-Instruct",
     "llava": "llava-hf/llava-1.5-7b-hf",
     "llava_next": "llava-hf/llava-v1.6-mistral-7b-hf",
     "llama4": "meta-llama/Llama-4-Scout-17B-16E-Instruct",
@@ -388,3 +389,65 @@ def test_the_gateway_cannot_render_an_inkling_prompt_without_a_template(smg_exe,
         assert pair.recorded() == []
     assert status == 400
     assert "chat_template is not set" in body, body
+
+
+def _omni_sent(smg_exe, tmp_path, cases: dict[str, list[str]]) -> dict:
+    sent = {}
+    with _gateway(smg_exe, "qwen3_omni_moe", tmp_path) as pair:
+        for case, names in cases.items():
+            paths = [FIXTURES / "media" / name for name in names]
+            before = set(pair.recorded())
+            status, body = _chat(pair.http, PUBLISHED["qwen3_omni_moe"], paths)
+            assert status == 200, f"{case}: {body}\n{pair.log.getvalue()}"
+            [recorded] = set(pair.recorded()) - before
+            sent[case] = (read_request(recorded), pair.client.build(paths, prompt=PROMPT).request)
+    return sent
+
+
+def test_the_gateway_s_qwen3_omni_images_equal_mmctl(smg_exe, tmp_path):
+    """smg 1.13.0 serves Qwen3-Omni (``Qwen3OmniSpec``, picked by ``qwen3-omni`` in the
+    model name). Two images: prompt ids, placeholders, ``im_token_id``, grids and pixels
+    equal mmctl's (vLLM's: the goldens) to the bit."""
+    cases = {"two images": ["rgb_odd.png", "shrink.jpg"]}
+    [(gateway, mine)] = _omni_sent(smg_exe, tmp_path, cases).values()
+    assert list(gateway.tokenized.input_ids) == list(mine.tokenized.input_ids)
+    [theirs], [ours] = batches(gateway), batches(mine)
+    assert (theirs.modality, theirs.im_token_id) == (ours.modality, ours.im_token_id)
+    assert [(p.offset, p.length) for p in theirs.mm_placeholders] == [
+        (p.offset, p.length) for p in ours.mm_placeholders
+    ]
+    a, b = _tensors(theirs), _tensors(ours)
+    assert set(a) == set(b) == {"pixel_values", "image_grid_thw", "patches_per_image"}
+    for key in a:
+        assert a[key][0] == b[key][0] and np.array_equal(a[key][1], b[key][1]), key
+
+
+def test_the_gateway_s_qwen3_omni_videos_are_not_vllm_s(smg_exe, tmp_path):
+    """Its videos are well formed (the stub serves them) but not what vLLM's own
+    processing makes of the clip, which mmctl's equal (the goldens; vllm_check.py ran
+    vLLM's loader and processor on them): odd_count.mp4 (7 frames at 2 fps) keeps all 7,
+    padded to 8 (4 temporal patches) where vLLM's ``Qwen2VLVideoBackend`` keeps 6 (3);
+    film.mp4 gets vLLM's grid but other pixels (other frames than vLLM's
+    ``torch.arange`` steps). The per-video time comes under HF's name
+    ``video_second_per_grid`` with the gateway's own value (Tp / the sampled rate), which
+    only vLLM's own processing renames (``_postprocess_hf_mm_data``): sent preprocessed,
+    no field of the model takes it, and the model uses 2.0 — what mmctl sends as
+    ``second_per_grid_ts`` (HF's Tp / its default fps 1.0, vLLM's value)."""
+    cases = {"odd_count": ["odd_count.mp4"], "film": ["rgb_odd.png", "film.mp4"]}
+    sent = _omni_sent(smg_exe, tmp_path, cases)
+    goldens = {"odd_count": "video-odd_count", "film": "image_then_video"}
+    for case, (gateway, mine) in sent.items():
+        theirs, ours = batches(gateway)[-1], batches(mine)[-1]
+        assert ours.modality == theirs.modality == proto.common_pb2.VIDEO
+        a, b = _tensors(theirs), _tensors(ours)
+        assert set(a) - set(b) == {"video_second_per_grid"}, case
+        assert set(b) - set(a) == {"second_per_grid_ts"}, case
+        assert b["second_per_grid_ts"][1].tolist() == [2.0]
+        golden = np.load(FAMILIES / "goldens" / f"qwen3_omni_moe-{goldens[case]}.npz")
+        assert b["video_grid_thw"][1].tolist() == golden["video_grid_thw_full"].tolist()
+        if case == "odd_count":
+            assert b["video_grid_thw"][1].tolist() == [[3, 20, 28]]
+            assert a["video_grid_thw"][1].tolist() == [[4, 20, 28]]
+        else:
+            assert a["video_grid_thw"][1].tolist() == b["video_grid_thw"][1].tolist()
+            assert not np.array_equal(a["pixel_values"][1], b["pixel_values"][1])

@@ -168,7 +168,16 @@ def _mmctl(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize(
-    "model_type", ["llava_onevision", "gemma4", "internvl", "glm5_next", "minimax_m3_vl", "inkling"]
+    "model_type",
+    [
+        "llava_onevision",
+        "gemma4",
+        "internvl",
+        "glm5_next",
+        "minimax_m3_vl",
+        "inkling",
+        "qwen3_omni_moe",
+    ],
 )
 def test_batch_and_bench_run_a_family(model_type, tmp_path, images, red_blue):
     """A family's images (and video, where it reads video) through ``mmctl batch`` and

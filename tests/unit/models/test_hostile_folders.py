@@ -166,6 +166,14 @@ CASES: list[tuple[str | None, str, str, Any, str]] = [
     ("inkling", "processor_config.json", "image_processor.image_std", [0, 0, 0], "non-finite"),
     ("inkling", "processor_config.json", "image_processor.rescale_factor", math.nan, "non-finite"),
     ("inkling", "config.json", "vision_config.decoder_dmodel", "big", "wrong type"),
+    # Qwen3-Omni (one preprocessor_config.json for both processors; ids the tokenizer's,
+    # checked against thinker_config)
+    ("qwen3_omni_moe", "preprocessor_config.json", "patch_size", 0, "zero"),
+    ("qwen3_omni_moe", "preprocessor_config.json", "min_pixels", -1, "negative"),
+    ("qwen3_omni_moe", "preprocessor_config.json", "max_pixels", 10**13, "huge"),
+    ("qwen3_omni_moe", "preprocessor_config.json", "merge_size", "2", "wrong type"),
+    ("qwen3_omni_moe", "preprocessor_config.json", "image_std", [0.5, 0, 0.5], "non-finite"),
+    ("qwen3_omni_moe", "config.json", "thinker_config.video_token_id", 151936, "out of vocabulary"),
 ]
 
 
