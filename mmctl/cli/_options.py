@@ -182,8 +182,8 @@ def _pixel_dtype(default: str) -> object:
 PixelDtypeOpt = Annotated[
     PixelFormat | None,
     _pixel_dtype(
-        "a default vLLM worker's for the family: uint8 for the Qwen-VL families, glm4v and "
-        "glm5-next, else float32 (qwen3-omni's model does not normalize on the device)"
+        "a default vLLM worker's for the family: uint8 for qwen3-vl, qwen3.5, qwen2.5-vl, "
+        "glm4v and glm5-next, else float32"
     ),
 ]
 NegotiatedPixelDtypeOpt = Annotated[
@@ -288,8 +288,9 @@ FpsOpt = Annotated[
     typer.Option(
         "--fps",
         metavar="F",
-        help="Qwen families: video frames to sample per second of the source; gemma4: "
-        "at most this many (vLLM's loader's fps)." + default_text("the model's (2); gemma4: none"),
+        help="qwen3-vl, qwen3.5 and qwen2.5-vl: video frames to sample per second of the source; "
+        "gemma4: at most this many (vLLM's loader's fps)."
+        + default_text("the model's (2); gemma4: none"),
         show_default=False,
     ),
 ]
@@ -308,7 +309,7 @@ MinFramesOpt = Annotated[
     typer.Option(
         "--min-frames",
         metavar="N",
-        help="Qwen families: sample at least N frames of a short video."
+        help="qwen3-vl, qwen3.5 and qwen2.5-vl: sample at least N frames of a short video."
         + default_text("the model's (4)"),
         show_default=False,
     ),
@@ -318,7 +319,7 @@ MaxFramesOpt = Annotated[
     typer.Option(
         "--max-frames",
         metavar="N",
-        help="Qwen families: sample at most N frames of a long video."
+        help="qwen3-vl, qwen3.5 and qwen2.5-vl: sample at most N frames of a long video."
         + default_text("the model's (768)"),
         show_default=False,
     ),
@@ -328,7 +329,7 @@ MinPixelsOpt = Annotated[
     typer.Option(
         "--min-pixels",
         metavar="N",
-        help="Qwen families and glm4v, video: the whole clip's least pixels "
+        help="qwen3-vl, qwen3.5, qwen2.5-vl and glm4v, video: the whole clip's least pixels "
         "(frames x height x width)." + default_text("the model's"),
         show_default=False,
     ),
@@ -338,7 +339,7 @@ MaxPixelsOpt = Annotated[
     typer.Option(
         "--max-pixels",
         metavar="N",
-        help="Qwen families and glm4v, video: the whole clip's pixel budget "
+        help="qwen3-vl, qwen3.5, qwen2.5-vl and glm4v, video: the whole clip's pixel budget "
         "(frames x height x width)." + default_text("the model's"),
         show_default=False,
     ),

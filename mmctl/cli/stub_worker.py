@@ -81,7 +81,8 @@ _DeviceNormalizeOpt = Annotated[
         help="Advertise mm_device_do_normalize and accept only raw uint8 pixels (or, --no-: "
         "only normalized floats)."
         + default_text(
-            "as a default `vllm serve MODEL --grpc` for the family: on for Qwen, glm4v and glm5-next"
+            "as a default `vllm serve MODEL --grpc` for the family: on for qwen3-vl, qwen3.5, "
+            "qwen2.5-vl, glm4v and glm5-next"
         ),
         show_default=False,
     ),

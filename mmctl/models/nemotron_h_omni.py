@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from mmctl.errors import InputError
+from mmctl.media.probe import dimensions
 from mmctl.preprocessing.pixels import float32_to_bfloat16_bits
 
 F32 = np.float32
@@ -124,7 +125,7 @@ def image_grid(
     """(rows, columns) of 16-px patches of one image with ``budget`` patches
     (``DynamicResolutionImageTiler.process_media``)."""
     if height <= 0 or width <= 0:
-        raise InputError(f"image has no pixels: {width}x{height}")
+        raise InputError(f"image has no pixels: {dimensions(width, height)}")
     ch = round(height / s.patch_size + 0.5)
     cw = round(width / s.patch_size + 0.5)
     factor = min(math.sqrt(budget / (ch * cw)), 1.0)

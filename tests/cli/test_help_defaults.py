@@ -215,8 +215,8 @@ def _bench_transports() -> bool:
 TRUTH: dict[tuple[str, str], Callable[[dict[str, Any]], object]] = {
     (
         "--pixel-dtype",
-        "a default vLLM worker's for the family: uint8 for the Qwen families, glm4v and glm5-next, "
-        "else float32",
+        "a default vLLM worker's for the family: uint8 for qwen3-vl, qwen3.5, qwen2.5-vl, glm4v "
+        "and glm5-next, else float32",
     ): (
         lambda o: (
             o["build"]["decisions"]["pixel_dtype"]["value"] == "uint8"
@@ -268,7 +268,8 @@ TRUTH: dict[tuple[str, str], Callable[[dict[str, Any]], object]] = {
     ("--pixel-dtype", "what the worker expects"): _worker_default,
     (
         "--device-normalize",
-        "as a default `vllm serve MODEL --grpc` for the family: on for Qwen, glm4v and glm5-next",
+        "as a default `vllm serve MODEL --grpc` for the family: on for qwen3-vl, qwen3.5, "
+        "qwen2.5-vl, glm4v and glm5-next",
     ): _stub_normalizes,
     ("--allowed-local-media-path", "none"): _worker_default,
     ("--shm-allowed-uid", "own uid"): _worker_default,
