@@ -387,6 +387,8 @@ def _skipping_pass(
         if parallel is not None and kept:
             idr = [position for position, shown in starts if shown is None]
             pieces = split_at_idr(decoding, runs, idr, parallel[1])
+            if decode_strategy(pieces, codec.width, codec.height) != "pieces":
+                pieces = []
         if len(pieces) > 1:
             assert parallel is not None
             done = _decode_pieces(codec, packets, decoding, pieces, wanted, parallel[0])
@@ -491,6 +493,13 @@ def split_at_idr(
     if any(before[b + 1] - before[a] < PARALLEL_MIN_PACKETS for a, b in pieces):
         return [span]
     return pieces
+
+
+def decode_strategy(pieces: Sequence[tuple[int, int]], width: int, height: int) -> str:
+    """How to decode a span that :func:`split_at_idr` cut into ``pieces``: ``"pieces"``
+    (one single-threaded decoder per piece, on threads) or ``"frames"`` (one decoder,
+    FFmpeg's frame threads where :data:`THREADED_PIXELS` says so)."""
+    return "pieces" if len(pieces) > 1 else "frames"
 
 
 def _decode_pieces(
