@@ -2,6 +2,7 @@
 and in-process, in one run, on the encodings people send (``bench/clips.py``).
 
     python bench/preprocess_native.py [--rounds 5] [--only x264,vp9] [--json]
+    python bench/preprocess_native.py --ab             # also mmctl's decode strategies forced
     python bench/preprocess_native.py --set pattern    # the older moving-pattern sizes
     python bench/preprocess.py --native [--rounds 5]   # the same
 
@@ -24,6 +25,12 @@ Contenders, interleaved round by round (the order turns each round):
   process kept for the whole run. Each side times its own call; the pipe
   between them is outside the times.
 
+``--ab`` adds two contenders, mmctl with its decode strategy forced
+(:func:`mmctl.media.video.decode_strategy`): ``pieces`` (IDR-cut GOP pieces,
+one single-threaded decoder per core on threads, where the stream cuts into
+pieces) and ``frames`` (one decoder, FFmpeg's frame + slice threads on all
+cores); each must give mmctl's very pixel tensor before it is timed.
+
 Exactness first (load-independent): before any timing, each clip's frame
 count and rate (OpenCV's against mmctl's: vLLM samples from them), grid and
 every entry of the HF processor's pixel tensor are compared with mmctl's;
@@ -31,7 +38,7 @@ the script refuses to report when one differs. Rotation: OpenCV applies the
 display matrix as vLLM's loader shows the frames; mmctl must match that.
 
 Every round prints the machine's load (``os.getloadavg()``) beside its
-times: on a shared machine only a quiet run's figures compare. Goals per
+times, and the report the load averages before and after the run: on a shared machine only a quiet run's figures compare. Goals per
 clip: mmctl <= 0.5x native (paired) and <= 1.25x the floor.
 """
 
@@ -88,13 +95,31 @@ def small_clips(folder: Path, count: int = 50, seed: int = 0) -> list[Path]:
     return paths
 
 
-def mmctl_contender() -> Callable[[Path], Any]:
+def mmctl_contender(strategy: str | None = None) -> Callable[[Path], Any]:
+    """mmctl.preprocess; ``strategy`` forces mmctl's decode strategy ("pieces" or
+    "frames") for the call instead of its rule."""
     import mmctl
     from mmctl.choices import PixelFormat
+    from mmctl.media import video
     from mmctl.models.model import load_model
 
     model = load_model(family="qwen3-vl")  # the checkpoint's video budget
-    return lambda path: mmctl.preprocess(path, model=model, pixel_dtype=PixelFormat.UINT8)
+
+    def run(path: Path) -> Any:
+        return mmctl.preprocess(path, model=model, pixel_dtype=PixelFormat.UINT8)
+
+    if strategy is None:
+        return run
+
+    def forced(path: Path) -> Any:
+        rule = video.decode_strategy
+        video.decode_strategy = lambda *args: strategy  # type: ignore[assignment]
+        try:
+            return run(path)
+        finally:
+            video.decode_strategy = rule  # type: ignore[assignment]
+
+    return forced
 
 
 class Native:
@@ -210,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reference-python", help="The native side's Python (default: the "
                         "engine environment's)")  # fmt: skip
     parser.add_argument("--small", action="store_true", help="Also 50 small clips (clips/s).")
+    parser.add_argument("--ab", action="store_true", help="Also mmctl with its decode "
+                        "strategy forced: GOP pieces, FFmpeg frame threads")  # fmt: skip
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--save", type=Path, help="Also write the JSON report there")
     args = parser.parse_args(argv)
@@ -218,7 +245,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import mmctl
 
+    load_before = os.getloadavg()
     mmctl_run = mmctl_contender()
+    forced = {w: mmctl_contender(w) for w in ("pieces", "frames")} if args.ab else {}
     clip_paths: dict[str, Path] = {}
     if args.set == "real":
         for c in clip_set.chosen(args.only):
@@ -230,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
                 clip_paths[name] = clip(folder, name, *spec)
     native = Native(args.reference_python or engine_python())
     indices: dict[str, list[int]] = {}
-    who = ("mmctl", "floor-auto", "floor-gops", "native")
+    who = ("mmctl", *forced, "floor-auto", "floor-gops", "native")
     times: dict[str, dict[str, list[float]]] = {
         c: {w: [] for w in (*who, "floor", "native-processor", "load")} for c in clip_paths
     }
@@ -239,9 +268,13 @@ def main(argv: list[str] | None = None) -> int:
         # Clip by clip (a long run cut short keeps whole clips): the exactness check (it
         # warms up too), then the rounds, each contender in a turning order.
         for name, path in clip_paths.items():
-            picked = check(name, path, mmctl_run(path), native, Path(tempfile.gettempdir()))
+            ours = mmctl_run(path)
+            picked = check(name, path, ours, native, Path(tempfile.gettempdir()))
             if picked is None:
                 raise SystemExit(f"{name}: not exact; no timings reported")
+            for w, run in forced.items():  # a strategy must not change a pixel
+                if not np.array_equal(np.asarray(run(path).pixel_values), ours.pixel_values):
+                    raise SystemExit(f"{name}: mmctl's {w} strategy changes pixels")
             indices[name] = picked
             if args.rounds == 0:
                 continue
@@ -256,6 +289,8 @@ def main(argv: list[str] | None = None) -> int:
                         t["native-processor"].append(answer["processor_s"])
                     elif w == "mmctl":
                         t[w].append(timed(mmctl_run, path))
+                    elif w in forced:
+                        t[w].append(timed(forced[w], path))
                     else:
                         fn = floor_auto if w == "floor-auto" else floor_gops
                         start = time.perf_counter()
@@ -298,11 +333,15 @@ def main(argv: list[str] | None = None) -> int:
         "mmctl_over_native": {c: m["mmctl"] / m["native"] for c, m in medians.items()},
         "mmctl_over_native_paired": {c: paired(t, "mmctl", "native") for c, t in times.items()},
         "mmctl_over_floor_paired": {c: paired(t, "mmctl", "floor") for c, t in times.items()},
+        "load_before_after": [list(load_before), list(os.getloadavg())],
         # Where native's time goes: its HF processor, the rest is OpenCV's decoding.
         "native_processor_share": {
             c: m["native-processor"] / m["native"] for c, m in medians.items()
         },
     }
+    for w in forced:
+        report[f"{w}_over_native_paired"] = {c: paired(t, w, "native") for c, t in times.items()}
+        report[f"{w}_over_floor_paired"] = {c: paired(t, w, "floor") for c, t in times.items()}
     if rates:
         report["small_clips_per_s"] = rates
     if args.save:
@@ -323,6 +362,17 @@ def main(argv: list[str] | None = None) -> int:
             + f"{report['mmctl_over_floor_paired'][c]:8.3f}  {by:8s} "
             + f"{m['load']:5.2f} ({min(t['load']):.2f}-{max(t['load']):.2f})"
         )  # fmt: skip
+    if forced:
+        print(f"\n{'forced':15s}" + "".join(f"{w + ' /native':>16s}{w + ' /floor':>15s}"
+                                          for w in forced))  # fmt: skip
+        for c in medians:
+            print(f"{c:15s}" + "".join(
+                f"{report[f'{w}_over_native_paired'][c]:16.3f}"
+                f"{report[f'{w}_over_floor_paired'][c]:15.3f}" for w in forced
+            ))  # fmt: skip
+    before, after = report["load_before_after"]
+    print(f"load averages (1, 5, 15 min) before {' '.join(f'{x:.2f}' for x in before)}, "
+          f"after {' '.join(f'{x:.2f}' for x in after)}")  # fmt: skip
     print("\nmmctl / native, paired (| = the goal, 0.5):")
     for c, ratio in report["mmctl_over_native_paired"].items():
         print(f"  {c:15s}{ratio:6.3f} {bar(ratio, 0.5)}")

@@ -44,6 +44,23 @@ the start. Only for a caller that can take frames from several threads
 (``shared_sink``); pieces under :data:`PARALLEL_MIN_PACKETS` are not worth a
 thread.
 
+**Why pieces, not FFmpeg's frame threads, wherever the span cuts**
+(:func:`decode_strategy`). Measured on ``bench/clips.py``'s ten encodings
+with ``bench/preprocess_native.py --ab`` (the whole of ``mmctl.preprocess``,
+each strategy forced, paired rounds beside vLLM's path; 2 cores, load 2.3–7.4,
+``7073acd``; paired medians of 3 rounds, pieces over frame threads):
+0.67× on ``phone-rotated`` (GOP 30), 0.73× on ``1080p60``, 0.91× on
+``stream-gop15`` (GOP 15), 0.82× on ``long-gop`` even with unequal pieces
+(596 and 297 packets), 0.70× on the 10-minute 360p clip (frame threads gain
+little on small frames), 0.97× on ``x264-default``; slower on the P-only
+clips, 1.24× on ``p-only-720p`` and 1.09× on ``grain-1080p`` (both within
+that loaded run's spread: a quieter A/B of ``p-only-720p``, load 2–3, gave
+1.72 s either way). Frame threads inside each piece gained nothing there
+(1.02–1.06× pieces alone on three clips). So a span that cuts into
+pieces of at least :data:`PARALLEL_MIN_PACKETS` is decoded in pieces, and
+one that does not (no IDR to cut at, as x265's open GOPs; too little work)
+by one decoder with frame threads.
+
 Source fps is the stream's average rate, else its guessed rate, else the
 count over the duration. Display rotation (the display matrix) is applied.
 Frame decoding is threaded (FFmpeg frame/slice threads) when frames are
@@ -387,6 +404,8 @@ def _skipping_pass(
         if parallel is not None and kept:
             idr = [position for position, shown in starts if shown is None]
             pieces = split_at_idr(decoding, runs, idr, parallel[1])
+            if decode_strategy(pieces, codec.width, codec.height) != "pieces":
+                pieces = []
         if len(pieces) > 1:
             assert parallel is not None
             done = _decode_pieces(codec, packets, decoding, pieces, wanted, parallel[0])
@@ -491,6 +510,15 @@ def split_at_idr(
     if any(before[b + 1] - before[a] < PARALLEL_MIN_PACKETS for a, b in pieces):
         return [span]
     return pieces
+
+
+def decode_strategy(pieces: Sequence[tuple[int, int]], width: int, height: int) -> str:
+    """How to decode a span that :func:`split_at_idr` cut into ``pieces``: ``"pieces"``
+    (one single-threaded decoder per piece, on threads) or ``"frames"`` (one decoder,
+    FFmpeg's frame threads where :data:`THREADED_PIXELS` says so). Pieces whenever
+    there are several (the module docstring's measurements); the benchmark forces
+    either by replacing this function."""
+    return "pieces" if len(pieces) > 1 else "frames"
 
 
 def _decode_pieces(

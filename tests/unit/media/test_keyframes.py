@@ -216,6 +216,30 @@ def test_split_keeps_pieces_of_equal_work_and_never_small_ones(monkeypatch):
     assert video.split_at_idr(decoding, [(0, 99)], [50], 2) == [(0, 99)]  # too little work
 
 
+def test_the_strategy_decides_pieces_or_one_decoder_with_the_same_frames(fixtures, monkeypatch):
+    assert video.decode_strategy([(0, 99)], 1280, 720) == "frames"  # nothing to cut
+    assert video.decode_strategy([(0, 49), (50, 99)], 1280, 720) == "pieces"
+    path = fixtures / "clips" / "gop_closed.mp4"
+    monkeypatch.setattr(video, "PARALLEL_MIN_PACKETS", 10)
+    wanted = list(range(0, 120, 7))
+    full = _full_decode(path)
+    for strategy in ("pieces", "frames"):
+        monkeypatch.setattr(video, "decode_strategy", lambda *a, s=strategy: s)
+        frames: dict[int, np.ndarray] = {}
+        shared_calls: list[int] = []
+
+        def shared(pos: int, rgb: np.ndarray, frames=frames, calls=shared_calls) -> None:
+            calls.append(pos)
+            frames[pos] = rgb
+
+        video.decode_sampled(
+            path, lambda total, fps: np.asarray(wanted), frames.__setitem__,
+            threads=2, shared_sink=shared,
+        )  # fmt: skip
+        assert bool(shared_calls) == (strategy == "pieces")  # one decoder: the plain sink
+        assert all(np.array_equal(frames[p], full[i]) for p, i in enumerate(wanted)), strategy
+
+
 def test_a_rotated_stream_in_pieces_keeps_its_rotation(tmp_path, monkeypatch):
     from mmctl.media import synth
 
