@@ -999,7 +999,7 @@ def glm5_next_processor(folder: Path):
 
 def inkling_maker_golden(_family: str, processor, media: tuple[str, ...], _case: str) -> dict:
     """Inkling (scripts/families/inkling_golden.py): vLLM 0.33's own code, read from the
-    released wheel (``$VLLM_033_SRC``), on transformers' ``InklingProcessor``."""
+    released wheel (``$MMCTL_VLLM_SRC``), on transformers' ``InklingProcessor``."""
     paths = [hf_cases.media_path(IMAGES[m]) for m in media]
     return inkling_golden.golden(processor, paths, PROMPT, load_image, tensor_record)
 

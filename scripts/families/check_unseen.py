@@ -1478,7 +1478,7 @@ INKLING_SIZES = [(40, 40), (39, 41), (41, 80), (1, 1), (1, 1024), (1024, 1), (10
 
 
 def inkling_images(ctx: Ctx) -> tuple[int, int]:
-    """vLLM 0.33's image branch (``_rescale_image`` read from the wheel, ``$VLLM_033_SRC``,
+    """vLLM 0.33's image branch (``_rescale_image`` read from the wheel, ``$MMCTL_VLLM_SRC``,
     then the folder's ``InklingImageProcessor`` with ``rescale_image_frac=None``, then
     bfloat16) against mmctl's item from a PNG: pixels bit for bit and ``num_patches``."""
     import torch

@@ -3,7 +3,7 @@
 Imported by scripts/make_family_fixtures.py (reference environment: torch,
 transformers 5.20.2). vLLM itself does not install there, so the functions vLLM
 0.33 runs are read from the released wheel at run time — never copied into this
-repository: ``$VLLM_033_SRC`` names a folder holding the unzipped
+repository: ``$MMCTL_VLLM_SRC`` names a folder holding the unzipped
 ``vllm==0.33.0`` wheel (``pip download --no-deps vllm==0.33.0``, ``unzip``).
 From it, by name (``ast``):
 
@@ -29,12 +29,12 @@ from __future__ import annotations
 import ast
 import hashlib
 import math
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from families.vllm_source import vllm_source as _vllm_source
 
 MM_PREPROCESS = "vllm/models/inkling/common/mm_preprocess.py"
 ENCODING = "vllm/renderers/inkling_encoding.py"
@@ -42,13 +42,7 @@ RENDERER = "vllm/renderers/inkling.py"
 
 
 def vllm_source() -> Path:
-    found = os.environ.get("VLLM_033_SRC")
-    if not found or not (Path(found) / MM_PREPROCESS).is_file():
-        raise SystemExit(
-            "set VLLM_033_SRC to a folder holding the unzipped vllm==0.33.0 wheel "
-            f"(it must have {MM_PREPROCESS})"
-        )
-    return Path(found)
+    return _vllm_source(MM_PREPROCESS)
 
 
 def _pick(path: Path, names: set[str], namespace: dict[str, Any]) -> dict[str, Any]:

@@ -32,12 +32,12 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import math
-import os
 import sys
 from pathlib import Path
 
 import numpy as np
 from families.glm_golden import decode_all
+from families.vllm_source import vllm_source
 
 MODULE = "vllm/transformers_utils/processors/minimax_m3.py"
 IMAGE_TOKEN, VIDEO_TOKEN = "]<]image[>[", "]<]video[>["
@@ -46,9 +46,7 @@ START, END = "]<]start of image[>[", "]<]end of image[>["
 
 def vendored():
     """vLLM 0.33.0's ``processors/minimax_m3.py``, imported on its own."""
-    src = os.environ.get("MMCTL_VLLM_SRC")
-    if not src or not (Path(src) / MODULE).is_file():
-        sys.exit(f"set MMCTL_VLLM_SRC to an unpacked vllm==0.33.0 wheel (holding {MODULE})")
+    src = vllm_source(MODULE)
     if "vllm_minimax_m3" in sys.modules:
         return sys.modules["vllm_minimax_m3"]
     spec = importlib.util.spec_from_file_location("vllm_minimax_m3", Path(src) / MODULE)
