@@ -48,6 +48,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from preprocess_native import Native, commit, engine_python, mmctl_contender  # noqa: E402
 
+from mmctl.media.probe import dimensions  # noqa: E402
+
 FOLDER = Path.home() / ".cache" / "mmctl" / "bench-clips" / "small"
 SIZES = ((640, 360), (854, 480), (1280, 720))
 ENCODINGS = {
@@ -71,14 +73,14 @@ def plan(count: int, seed: int = 0, folder: Path = FOLDER) -> list[tuple[str, li
         kind = rng.choice(sorted(ENCODINGS))
         grain = rng.choice([0, 8])
         portrait = rng.random() < 0.5
-        name = f"{n:03d}-{kind}-{width}x{height}-{fps}fps-{seconds}s" + (
+        name = f"{n:03d}-{kind}-{dimensions(width, height)}-{fps}fps-{seconds}s" + (
             "-grain" if grain else ""
         ) + ("-portrait" if portrait else "") + ".mp4"  # fmt: skip
         final = folder / name
         encoded = final.with_name(final.stem + ".encoded.mp4") if portrait else final
         noise = f"noise=alls={grain}:allf=t+u," if grain else ""
         encode = ["ffmpeg", "-hide_banner", "-loglevel", "error", "-y", "-f", "lavfi", "-i",
-                  f"testsrc2=size={width}x{height}:rate={fps}:duration={seconds}",
+                  f"testsrc2=size={dimensions(width, height)}:rate={fps}:duration={seconds}",
                   "-vf", f"{noise}format=yuv420p", *ENCODINGS[kind], "-an", str(encoded)]  # fmt: skip
         commands = [encode]
         if portrait:  # FFmpeg writes the display matrix on a stream copy, not on an encode
