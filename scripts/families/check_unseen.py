@@ -6,7 +6,7 @@ Runs in the reference environment (torch, transformers 5.20.2; never in CI)::
     "$env/bin/python" scripts/families/check_unseen.py [--family F ...] --images 300 --clips 16
 
 and, for the parts that run vLLM's own code (its video loaders' frame choice, Kimi-K2.5's
-fused processor), in the engine environment::
+fused processor, Nemotron-3-Nano-Omni's processor), in the engine environment::
 
     HF_HUB_OFFLINE=1 ~/.cache/mmctl/engine-env-*/bin/python scripts/families/check_unseen.py --loaders 300
 
@@ -49,7 +49,11 @@ sys.path[:0] = [str(ROOT), str(HERE.parent), str(HERE)]
 
 import gemma4_reference as gemma4_ref  # noqa: E402
 from families import glm_golden, inkling_golden, minimax_m3_vl_golden  # noqa: E402
-from make_family_fixtures import KIMI_MEDIA_PROC_CFG, qwen2vl_loader  # noqa: E402
+from make_family_fixtures import (  # noqa: E402
+    KIMI_MEDIA_PROC_CFG,
+    nemotron_vllm_processor,
+    qwen2vl_loader,
+)
 
 from mmctl.choices import PixelFormat  # noqa: E402
 from mmctl.errors import InputError  # noqa: E402
@@ -1309,6 +1313,58 @@ def internvl_clips(ctx: Ctx) -> tuple[int, int]:
     return equal, differ
 
 
+# ---- Nemotron-3-Nano-Omni: vLLM's own NanoNemotronVLProcessor (the engine environment) ----
+
+#: Images that shrink (over the 13312-patch budget), beside the random ones.
+NEMOTRON_LARGE = [(2000, 1500), (3000, 400), (1900, 1900), (2500, 2600), (120, 2900), (4000, 3000)]
+
+
+def nemotron_images(ctx: Ctx) -> tuple[int, int]:
+    """``mmctl.models.nemotron_h_omni`` (not a registered family: its pure functions)
+    against vLLM's processor for the folder: N random sizes and the six large ones, each
+    a small random image enlarged (edges for the filters), saved as PNG and read back by
+    mmctl's loader and by PIL for vLLM; ``imgs_sizes`` and the bfloat16 pixel bits equal."""
+    import torch
+    from PIL import Image
+    from vllm.multimodal.processing.context import TimingContext
+    from vllm.multimodal.processing.inputs import ProcessorInputs
+
+    from mmctl.media.image import load_image
+    from mmctl.models import nemotron_h_omni as nemo
+
+    proc, _ = nemotron_vllm_processor(FAMILIES / ctx.family)
+    tok = proc.info.get_tokenizer()
+    prompt = tok.encode("<|im_start|>user\n<image>\nHi<|im_end|>\n", add_special_tokens=False)
+    sizes = [
+        (int(ctx.rng.integers(8, 900)), int(ctx.rng.integers(8, 900)))
+        for _ in range(ctx.args.loaders)
+    ]
+    equal = differ = 0
+    for n, (h, w) in enumerate([*sizes, *NEMOTRON_LARGE]):
+        small = ctx.rng.integers(0, 256, size=(max(2, h // 8), max(2, w // 8), 3), dtype=np.uint8)
+        path = ctx.tmp / f"{n:03d}.png"
+        Image.fromarray(small).resize((w, h), Image.BILINEAR).save(path)
+        with Image.open(path) as image:
+            items = proc.info.parse_mm_data({"image": [image.convert("RGB")]})
+        result = proc.apply(ProcessorInputs(prompt=prompt, mm_data_items=items), TimingContext())
+        item = result["mm_kwargs"]["image"][0]
+        want = item["pixel_values_flat"].data.contiguous().view(torch.int16).numpy()
+        rgb = load_image(path)[1]
+        (grid,) = nemo.image_grids([rgb.shape[:2]], 0)
+        got = nemo.image_pixels(rgb, grid)
+        problems = []
+        if [grid[0] * 16, grid[1] * 16] != [int(x) for x in item["imgs_sizes"].data]:
+            problems.append(f"imgs_sizes {grid} vs {item['imgs_sizes'].data.tolist()}")
+        if got.tobytes() != want.tobytes():
+            problems.append("pixel bits")
+        if problems:
+            differ += 1
+            print(f"DIFF {dimensions(w, h)}: {', '.join(problems)}", flush=True)
+        else:
+            equal += 1
+    return equal, differ
+
+
 # ---- Kimi-K2.5: vLLM's own KimiK25FusedVisionProcessor (the engine environment) ----
 
 
@@ -1561,6 +1617,9 @@ ROWS: dict[str, tuple[Part, ...]] = {
         Part("loader vs Qwen2VLVideoBackend", omni_loader, only="loaders"),
     ),
     "kimi_k25": (Part("images vs KimiK25FusedVisionProcessor", kimi_images, only="loaders"),),
+    "nemotron_h_omni": (
+        Part("images vs NanoNemotronVLMultiModalProcessor", nemotron_images, only="loaders"),
+    ),
     "minimax_m3_vl": (
         Part("images (vLLM's processor copy)", minimax_images),
         Part("clips (vLLM's processor copy)", minimax_clips),

@@ -24,8 +24,8 @@ the normalized ones. Prints one line per golden and check and a summary; writes
 nothing. Exit 1 if anything differs.
 
 Nemotron-3-Nano-Omni's goldens are vLLM's own processing already
-(scripts/families/nemotron_golden.py): they are made again with that script's code and
-this vLLM, every recorded key compared.
+(scripts/make_family_fixtures.py's ``nemotron_h_omni`` row): they are made again with that
+row's code and this vLLM, every recorded key compared.
 
 ``--tamper`` changes one recorded value of every golden before comparing (the
 first id, the first tensor digest): a check that can fail prints "0 equal".
@@ -171,20 +171,21 @@ def check(path: Path, processors: dict, device_normalize: bool | None = False) -
 
 
 def _nemotron(path: Path, golden, processors: dict) -> list[str]:
-    """Nemotron's goldens are vLLM's own processing (scripts/families/nemotron_golden.py):
-    made again here by that script's code with this vLLM, every recorded key must be
-    equal (ids, placeholders, geometry, loader output, the pixels' bits)."""
-    sys.path.insert(0, str(ROOT / "scripts" / "families"))
-    import nemotron_golden
+    """Nemotron's goldens are vLLM's own processing (make_family_fixtures.py's
+    ``nemotron_h_omni`` row): made again here by that row's code with this vLLM, every
+    recorded key must be equal (ids, placeholders, geometry, loader output, the pixels'
+    bits)."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import make_family_fixtures as makers
 
     rate = float(golden["video_pruning_rate"]) if "video_pruning_rate" in golden.files else None
     if ("nemotron_h_omni", rate) not in processors:
         settings = {} if rate is None else {"video_pruning_rate": rate}
-        processors["nemotron_h_omni", rate] = nemotron_golden.processor(**settings)
+        processors["nemotron_h_omni", rate] = makers.nemotron_vllm_processor(**settings)
     proc, max_model_len = processors["nemotron_h_omni", rate]
     case = path.stem.split("-", 1)[1]
-    media = dict([*nemotron_golden.CASES, *nemotron_golden.PRUNED_CASES])[case]
-    made = nemotron_golden.golden(proc, max_model_len, media)
+    media = dict(makers.NEMOTRON_CASES)[case]
+    made = makers.nemotron_record(proc, max_model_len, media, "")
     problems = []
     for key in golden.files:
         if key in ("reference", "video_pruning_rate"):

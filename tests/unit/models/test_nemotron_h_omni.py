@@ -2,9 +2,9 @@
 
 The ``nemotron_h_omni-*`` goldens of tests/fixtures/families/goldens/ are vLLM's
 ``NanoNemotronVLMultiModalProcessor`` applied to the committed media
-(scripts/families/nemotron_golden.py). Here mmctl loads the same media with its own
-loaders, and its grids, pixels (bfloat16 bits), frame stamps, prompt ids and placeholder
-ranges must equal vLLM's bit for bit. Torch-free.
+(scripts/make_family_fixtures.py --only nemotron_h_omni). Here mmctl loads the same media
+with its own loaders, and its grids, pixels (bfloat16 bits), frame stamps, prompt ids and
+placeholder ranges must equal vLLM's bit for bit. Torch-free.
 """
 
 from __future__ import annotations
@@ -163,7 +163,7 @@ RESIZES = FIXTURES / "resize" / "nemotron_h_omni_float_aa.npz"
 
 
 def test_the_resize_is_torchs_bit_for_bit_shrinking_too() -> None:
-    """torch's float32 antialiased bicubic (scripts/families/nemotron_golden.py --resize):
+    """torch's float32 antialiased bicubic (make_family_fixtures.py --only nemotron_h_omni):
     enlarging, shrinking, mixed and many-tap passes."""
     record = _golden(RESIZES)
     cases = sorted({k.split("_")[0] for k in record if k.startswith("case")})
