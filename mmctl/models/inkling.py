@@ -64,6 +64,8 @@ END_MESSAGE = "<|end_message|>"
 #: ``vllm/renderers/inkling.py`` ``_DEFAULT_REASONING_EFFORT`` (a request without
 #: ``chat_template_kwargs.reasoning_effort``), as ``_thinking_effort_text`` writes it.
 EFFORT_TEXT = "Thinking effort level: 0.9"
+#: PIL's ``Image.Resampling.LANCZOS``: the filter of vLLM's ``_rescale_image``.
+LANCZOS = 1
 
 #: ``InklingImageProcessor``'s class attributes (transformers 5.20.2), as file values.
 INKLING_IMAGE_DEFAULTS: Mapping[str, Any] = {
@@ -131,6 +133,9 @@ class Vision(Settings):
     n_channels: int = setting(
         CONFIG, "vision_config.n_channels", 3, kinds.OneOf((3,), "3 (RGB)"), default=REQUIRED
     )
+    #: The filter vLLM's ``_rescale_image`` resizes with, whatever a file says (INERT):
+    #: not a file's setting; named so ``preprocess --json`` names every family's filter.
+    resample: int = LANCZOS
 
     @property
     def patch(self) -> int:
@@ -180,7 +185,7 @@ def resized(rgb: np.ndarray, vision: Vision) -> np.ndarray:
     if (height, width) == rgb.shape[:2]:
         return rgb
     image = Image.fromarray(np.ascontiguousarray(rgb), "RGB")
-    return np.asarray(image.resize((width, height), resample=Image.Resampling.LANCZOS))
+    return np.asarray(image.resize((width, height), resample=LANCZOS))
 
 
 def image_patches(rgb: np.ndarray, vision: Vision) -> np.ndarray:
