@@ -30,6 +30,11 @@ import pytest
 from mmctl.run_batch.children import descendants
 from mmctl.run_batch.ray_connect import LOOPBACK, SINGLE_HOST_ENV
 
+# Ray's own OOM killer counts the whole machine's memory (95%), and CI runs the engine
+# check beside these tests: it killed Ray tasks for the engine's memory, not theirs.
+# Every Ray process the tests start inherits this (the kernel's OOM killer still guards).
+os.environ.setdefault("RAY_memory_monitor_refresh_ms", "0")
+
 NODE_SCRIPT = Path(__file__).with_name("_ray_node.py")
 
 
