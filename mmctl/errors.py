@@ -111,6 +111,7 @@ class Interrupted(BaseException):
     hint: str | None = None
 
     def __init__(self, signal_name: str = "SIGINT", detail: str | None = None) -> None:
+        self.signal_name = signal_name
         self.message = f"interrupted by {signal_name}" + (f"; {detail}" if detail else "")
         super().__init__(self.message)
         self.signal_name = signal_name

@@ -15,6 +15,7 @@ process's own ``/dev/shm`` files and exits 130.
 
 from __future__ import annotations
 
+import _thread
 import os
 import signal
 import sys
@@ -83,6 +84,43 @@ def watch_stops() -> None:
                     arm(signal.Signals(signum).name)
 
     threading.Thread(target=listen, name="mmctl-stop-listener", daemon=True).start()
+
+
+_hooked = threading.Event()
+
+
+def reraise_ignored_stops() -> None:
+    """Deliver again a stop our handler raised where Python cannot propagate it.
+
+    The CLI's handler raises :class:`~mmctl.errors.Interrupted`; when the signal
+    lands inside a weakref callback or a ``__del__`` (the import system's module
+    locks have one), Python prints it as "Exception ignored … Traceback" and the
+    command carries on. This hook has the signal tripped again a moment later, so the
+    handler runs once that callback has returned and the stop propagates like
+    any other (the watchdog, armed by the first delivery, bounds it either way).
+    Other unraisable exceptions go to the hook that was there before."""
+    if _hooked.is_set():
+        return
+    _hooked.set()
+    from mmctl.errors import Interrupted
+
+    previous = sys.unraisablehook
+
+    def hook(unraisable: sys.UnraisableHookArgs) -> None:
+        stop = unraisable.exc_value
+        if isinstance(stop, Interrupted) and stop.signal_name in signal.Signals.__members__:
+            # From another thread, a moment later: tripped from here, the
+            # handler would run inside this hook (Python code too), and its
+            # exception would be ignored again.
+            again = threading.Timer(
+                0.01, _thread.interrupt_main, args=(signal.Signals[stop.signal_name],)
+            )
+            again.daemon = True
+            again.start()
+            return
+        previous(unraisable)
+
+    sys.unraisablehook = hook
 
 
 def arm(name: str) -> None:

@@ -149,6 +149,7 @@ def main(argv: list[str] | None = None, *, stopped: Callable[[], str | None] = _
     signal.signal(signal.SIGINT, _raise_interrupted)
     signal.signal(signal.SIGTERM, _raise_interrupted)
     stops.watch_stops()
+    stops.reraise_ignored_stops()
     try:
         if (early := stopped()) is not None:  # noted between the import and the lines above
             stops.arm(early)

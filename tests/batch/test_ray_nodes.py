@@ -237,12 +237,19 @@ def test_ray_job_submit_runs_a_batch(ray_cluster, make_stub, red_blue, tmp_path)
     )
     out = tmp_path / "out.jsonl"
     ray_cli = os.path.join(os.path.dirname(sys.executable), "ray")
-    res = subprocess.run(
-        [ray_cli, "job", "submit", "--address", url, "--", sys.executable, "-m", "mmctl",
-         "batch", str(data), "-o", str(out), "-t", make_stub().running.address,
-         "--engine", "ray", "--json"],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    argv = [ray_cli, "job", "submit", "--address", url, "--", sys.executable, "-m", "mmctl",
+            "batch", str(data), "-o", str(out), "-t", make_stub().running.address,
+            "--engine", "ray", "--json"]  # fmt: skip
+    deadline = time.monotonic() + 60
+    while True:
+        res = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+        # The job server answers before the node's job agent has registered
+        # (a loaded machine: seconds); Ray's own answer is "try again later",
+        # and no job was created.
+        if "No available agent to submit job" not in res.stderr:
+            break
+        assert time.monotonic() < deadline, "the job agent did not come up"
+        time.sleep(1)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert "succeeded" in res.stdout + res.stderr
     docs = _lines(out)
