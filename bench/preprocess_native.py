@@ -12,8 +12,10 @@ Contenders, interleaved round by round (the order turns each round):
   (the checkpoint's video budget), uint8 pixels, as a default vLLM worker
   wants them; in this process (mmctl's environment);
 * floor  — the decoding floor: the frames that must be decoded (every frame a
-  sample depends on, up to the last sampled one: unsampled non-reference
-  pictures are skipped) decoded once, nothing converted, two ways
+  sample depends on: from the IDR or CRA picture before a sample to the
+  sample, as mmctl's decode runs; a GOP's frames after its last sample and
+  unsampled non-reference pictures are left out; H.264/HEVC, elsewhere every
+  frame up to the last sample) decoded once, nothing converted, two ways
   (``bench/_floor.py``): FFmpeg's automatic frame + slice threads on all
   cores (``auto``), and IDR-cut pieces on one thread each (``gops``, where
   the stream has IDRs to cut at); a round's floor is the faster of the two;
@@ -34,11 +36,13 @@ Contenders, interleaved round by round (the order turns each round):
   must equal mmctl's; whether its pixels do is printed, not required (its own
   resize).
 
-``--ab`` adds two contenders, mmctl with its decode strategy forced
+``--ab [NAME,...]`` adds contenders, mmctl with its decode strategy forced
 (:func:`mmctl.media.video.decode_strategy`): ``pieces`` (IDR-cut GOP pieces,
 one single-threaded decoder per core on threads, where the stream cuts into
-pieces) and ``frames`` (one decoder, FFmpeg's frame + slice threads on all
-cores); each must give mmctl's very pixel tensor before it is timed.
+pieces), ``frames`` (one decoder, FFmpeg's frame + slice threads on all
+cores) and ``uneven`` (pieces, the heaviest with FFmpeg's frame threads, so it
+takes the cores a lighter piece leaves when it ends); each must give mmctl's
+very pixel tensor before it is timed.
 
 Exactness first (load-independent): before any timing, each clip's frame
 count and rate (OpenCV's against mmctl's: vLLM samples from them), grid and
@@ -82,6 +86,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from _floor import floor_auto, floor_gops  # noqa: E402  (one floor for both scripts)
 
+#: mmctl's decode strategies (mmctl.media.video.decode_strategy) that --ab can force.
+STRATEGIES = ("pieces", "frames", "uneven")
 #: The native side's phases (bench/native_side.py), in the order they run.
 PHASES = ("open_s", "grab_s", "retrieve_s", "processor_s")
 
@@ -297,8 +303,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reference-python", help="The native side's Python (default: the "
                         "engine environment's)")  # fmt: skip
     parser.add_argument("--small", action="store_true", help="Also 50 small clips (clips/s).")
-    parser.add_argument("--ab", action="store_true", help="Also mmctl with its decode "
-                        "strategy forced: GOP pieces, FFmpeg frame threads")  # fmt: skip
+    parser.add_argument("--ab", nargs="?", const=",".join(STRATEGIES), help="Also mmctl "
+                        "with its decode strategy forced, each of these (default: all: "
+                        "GOP pieces, FFmpeg frame threads, pieces with the heaviest "
+                        "frame-threaded)")  # fmt: skip
     parser.add_argument("--gateway", action="store_true", help="Also the smg gateway "
                         "(bench/_gateway.py; left out, with the reason, where smg is absent)")  # fmt: skip
     parser.add_argument("--json", action="store_true")
@@ -311,7 +319,9 @@ def main(argv: list[str] | None = None) -> int:
 
     load_before = os.getloadavg()
     mmctl_run = mmctl_contender()
-    forced = {w: mmctl_contender(w) for w in ("pieces", "frames")} if args.ab else {}
+    forced = {w: mmctl_contender(w) for w in args.ab.split(",")} if args.ab else {}
+    if unknown := set(forced) - set(STRATEGIES):
+        raise SystemExit(f"--ab: no strategy {', '.join(unknown)}; they are {STRATEGIES}")
     clip_paths: dict[str, Path] = {}
     if args.set == "real":
         for c in clip_set.chosen(args.only):
