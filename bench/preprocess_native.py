@@ -39,10 +39,11 @@ Contenders, interleaved round by round (the order turns each round):
 ``--ab [NAME,...]`` adds contenders, mmctl with its decode strategy forced
 (:func:`mmctl.media.video.decode_strategy`): ``pieces`` (IDR-cut GOP pieces,
 one single-threaded decoder per core on threads, where the stream cuts into
-pieces), ``frames`` (one decoder, FFmpeg's frame + slice threads on all
-cores) and ``uneven`` (pieces, the heaviest with FFmpeg's frame threads, so it
-takes the cores a lighter piece leaves when it ends); each must give mmctl's
-very pixel tensor before it is timed.
+pieces) and ``frames`` (one decoder, FFmpeg's frame + slice threads on all
+cores); each must give mmctl's very pixel tensor before it is timed. (A third,
+``uneven`` — pieces, the heaviest with FFmpeg's frame threads — was measured at
+``eaf8bf5``: no gain over pieces beyond the run's noise, a loss on two
+clips; BENCHMARKS.md. Not kept.)
 
 Exactness first (load-independent): before any timing, each clip's frame
 count and rate (OpenCV's against mmctl's: vLLM samples from them), grid and
@@ -87,7 +88,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from _floor import floor_auto, floor_gops  # noqa: E402  (one floor for both scripts)
 
 #: mmctl's decode strategies (mmctl.media.video.decode_strategy) that --ab can force.
-STRATEGIES = ("pieces", "frames", "uneven")
+STRATEGIES = ("pieces", "frames")
 #: The native side's phases (bench/native_side.py), in the order they run.
 PHASES = ("open_s", "grab_s", "retrieve_s", "processor_s")
 
@@ -304,9 +305,8 @@ def main(argv: list[str] | None = None) -> int:
                         "engine environment's)")  # fmt: skip
     parser.add_argument("--small", action="store_true", help="Also 50 small clips (clips/s).")
     parser.add_argument("--ab", nargs="?", const=",".join(STRATEGIES), help="Also mmctl "
-                        "with its decode strategy forced, each of these (default: all: "
-                        "GOP pieces, FFmpeg frame threads, pieces with the heaviest "
-                        "frame-threaded)")  # fmt: skip
+                        "with its decode strategy forced, each of these (default: both: "
+                        "GOP pieces, FFmpeg frame threads)")  # fmt: skip
     parser.add_argument("--gateway", action="store_true", help="Also the smg gateway "
                         "(bench/_gateway.py; left out, with the reason, where smg is absent)")  # fmt: skip
     parser.add_argument("--json", action="store_true")

@@ -401,19 +401,14 @@ def _skipping_pass(
         for first, last in runs:
             decoding[first : last + 1] = [True] * (last + 1 - first)
         pieces: list[tuple[int, int]] = []
-        work: list[int] = []  # the packets each piece decodes
-        strategy = "frames"
         if parallel is not None and kept:
             idr = [position for position, shown in starts if shown is None]
             pieces = split_at_idr(decoding, runs, idr, parallel[1])
-            work = [sum(decoding[first : last + 1]) for first, last in pieces]
-            strategy = decode_strategy(pieces, codec.width, codec.height, work)
-            if strategy not in ("pieces", "uneven"):
+            if decode_strategy(pieces, codec.width, codec.height) != "pieces":
                 pieces = []
         if len(pieces) > 1:
             assert parallel is not None
-            heavy = work.index(max(work)) if strategy == "uneven" else None
-            done = _decode_pieces(codec, packets, decoding, pieces, wanted, parallel[0], heavy)
+            done = _decode_pieces(codec, packets, decoding, pieces, wanted, parallel[0])
         else:
             _threads(stream)
             source = packets if kept else (p for p in container.demux(stream) if p.size)
@@ -517,16 +512,12 @@ def split_at_idr(
     return pieces
 
 
-def decode_strategy(
-    pieces: Sequence[tuple[int, int]], width: int, height: int, work: Sequence[int] = ()
-) -> str:
-    """How to decode a span that :func:`split_at_idr` cut into ``pieces`` (``work``:
-    the packets each decodes): ``"pieces"`` (one single-threaded decoder per piece, on
-    threads), ``"uneven"`` (the same, but the heaviest piece's decoder with FFmpeg's
-    frame threads, so that it takes the cores the lighter pieces leave when they end)
-    or ``"frames"`` (one decoder, FFmpeg's frame threads where :data:`THREADED_PIXELS`
-    says so). Pieces whenever there are several (the module docstring's
-    measurements); the benchmark forces any of them by replacing this function."""
+def decode_strategy(pieces: Sequence[tuple[int, int]], width: int, height: int) -> str:
+    """How to decode a span that :func:`split_at_idr` cut into ``pieces``: ``"pieces"``
+    (one single-threaded decoder per piece, on threads) or ``"frames"`` (one decoder,
+    FFmpeg's frame threads where :data:`THREADED_PIXELS` says so). Pieces whenever
+    there are several (the module docstring's measurements); the benchmark forces
+    either by replacing this function."""
     return "pieces" if len(pieces) > 1 else "frames"
 
 
@@ -537,23 +528,15 @@ def _decode_pieces(
     pieces: list[tuple[int, int]],
     wanted: dict[int, list[int]],
     sink: FrameSink,
-    heavy: int | None = None,
 ) -> _Emitter:
     """Each piece on its own thread and decoder: the first on the stream's own
     (its frames carry the stream's display rotation), the others on fresh ones
     that start after the first piece's first frame and take its rotation (a
     fresh decoder lacks the stream's side data) — so position 0 reaches the
-    sink first. Single-threaded decoders (the pieces are the threads), but piece
-    ``heavy``'s, which gets FFmpeg's frame + slice threads (``"uneven"``)."""
+    sink first."""
     import av
 
-    def threads(decoder: Any, piece: int) -> None:
-        if piece == heavy:
-            decoder.thread_type, decoder.thread_count = "AUTO", 0
-        else:
-            decoder.thread_count = 1
-
-    threads(codec, 0)
+    codec.thread_count = 1  # the pieces are the threads
     first_out = threading.Event()
     lead = _Emitter(wanted, _first_then(sink, first_out))
 
@@ -563,11 +546,10 @@ def _decode_pieces(
         finally:
             first_out.set()
 
-    def run_other(n: int) -> _Emitter:
-        piece = pieces[n]
+    def run_other(piece: tuple[int, int]) -> _Emitter:
         decoder = av.CodecContext.create(codec.name, "r")
         decoder.extradata = codec.extradata
-        threads(decoder, n)
+        decoder.thread_count = 1
         first_out.wait()
         emitter = _Emitter(wanted, sink, rotation=lambda frame: lead.rotation)
         _decode_range(decoder, packets, decoding, *piece, wanted, emitter.emit)
@@ -575,7 +557,7 @@ def _decode_pieces(
 
     with ThreadPoolExecutor(len(pieces), thread_name_prefix="mmctl-gop") as pool:
         first = pool.submit(run_first)
-        rest = [pool.submit(run_other, n) for n in range(1, len(pieces))]
+        rest = [pool.submit(run_other, piece) for piece in pieces[1:]]
         others = [future.result() for future in rest]
         first.result()
     for other in others:
