@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,34 +28,66 @@ def floor_frames(clip: Path) -> list:
         return [f.to_ndarray(format="rgb24") for i, f in enumerate(c.decode(s)) if i in wanted]
 
 
-def _needed(container: Any, indices: Sequence[int]) -> tuple[list[Any], list[bool], int] | None:
-    """The video packets, which are sampled (frame i: the i-th smallest pts), and the decode
-    position of the last sampled one; None where packets cannot number frames (VP9, AV1)."""
+@dataclass
+class _Needed:
+    """What the samples need of a stream, in decode order."""
+
+    packets: list[Any]
+    sampled: list[bool]  # per packet: a sampled frame's
+    decoding: list[bool]  # per packet (one more, False): a sample depends on it
+    runs: list[tuple[int, int]]  # the ranges of ``decoding``
+    idr: list[int]  # where a decode may start afresh (IDR pictures after the first)
+
+
+def _needed(container: Any, indices: Sequence[int]) -> _Needed | None:
+    """The video packets, which are sampled (frame i: the i-th smallest pts) and which a
+    sample depends on: from the IDR (or HEVC CRA) picture before a sample to the sample
+    (:func:`mmctl.media.keyframes.decode_runs`; a GOP's frames after its last sample are
+    no sample's); None where packets cannot number frames (VP9, AV1)."""
+    from mmctl.media import keyframes
+
     stream = container.streams.video[0]
     packets = [p for p in container.demux(stream) if p.size]
-    if stream.codec_context.name not in ("h264", "hevc") or any(p.pts is None for p in packets):
+    codec = stream.codec_context
+    if codec.name not in ("h264", "hevc") or any(p.pts is None for p in packets):
         return None
+    size = keyframes.nal_length_size(codec.name, codec.extradata)
+    starts: list[keyframes.Start] = [(0, None)]
+    for i, p in enumerate(packets):
+        if i and p.is_keyframe:
+            kind = keyframes.start_kind(memoryview(p), codec.name, size)
+            if kind is not None:
+                starts.append((i, None if kind == "idr" else p.pts))
     by_pts = sorted(p.pts for p in packets)
     wanted = {by_pts[i] for i in indices}
     sampled = [p.pts in wanted for p in packets]
-    return packets, sampled, max(i for i, s in enumerate(sampled) if s)
+    runs = keyframes.decode_runs(((i, p.pts) for i, p in enumerate(packets) if sampled[i]), starts)
+    decoding = [False] * (len(packets) + 1)
+    for first, last in runs:
+        decoding[first : last + 1] = [True] * (last + 1 - first)
+    idr = [i for i, shown in starts if i and shown is None]
+    return _Needed(packets, sampled, decoding, runs, idr)
 
 
-def _decode(codec: Any, packets: Sequence[Any], sampled: Sequence[bool]) -> int:
-    """Decode in order, skipping the unsampled non-reference pictures (nothing depends on
-    them); drain. Returns the frames out."""
+def _decode(codec: Any, needed: _Needed, first: int, last: int) -> int:
+    """Decode ``first..last`` (decode order) in order, the packets no sample depends on
+    left out, the unsampled non-reference pictures skipped (nothing depends on them);
+    drain. Returns the frames out. A run starts at an IDR (or a CRA with its leading
+    pictures' references in the run before), so no drain is needed between runs."""
     out, skipping = 0, ""
-    for packet, keep in zip(packets, sampled, strict=True):
-        skip = "DEFAULT" if keep else "NONREF"
+    for i in range(first, last + 1):
+        if not needed.decoding[i]:
+            continue
+        skip = "DEFAULT" if needed.sampled[i] else "NONREF"
         if skip != skipping:
             codec.skip_frame = skipping = skip
-        out += len(codec.decode(packet))
+        out += len(codec.decode(needed.packets[i]))
     return out + len(codec.decode(None))
 
 
 def floor_auto(clip: Path, indices: Sequence[int]) -> int:
-    """The decoding floor, FFmpeg's way: every frame a sample depends on, up to the last
-    sampled one, decoded once with FFmpeg's automatic (frame + slice) threads on all cores."""
+    """The decoding floor, FFmpeg's way: every frame a sample depends on (:func:`_needed`)
+    decoded once with FFmpeg's automatic (frame + slice) threads on all cores."""
     import av
 
     with av.open(str(clip)) as c:
@@ -68,8 +101,7 @@ def floor_auto(clip: Path, indices: Sequence[int]) -> int:
                 if out > last:
                     break
             return out
-        packets, sampled, last = needed
-        return _decode(stream.codec_context, packets[: last + 1], sampled[: last + 1])
+        return _decode(stream.codec_context, needed, needed.runs[0][0], needed.runs[-1][1])
 
 
 def floor_gops(clip: Path, indices: Sequence[int], threads: int | None = None) -> int | None:
@@ -78,7 +110,6 @@ def floor_gops(clip: Path, indices: Sequence[int], threads: int | None = None) -
     thread and single-threaded decoder. None where the stream has no IDR to cut at."""
     import av
 
-    from mmctl.media import keyframes
     from mmctl.media.video import split_at_idr
 
     threads = threads or os.cpu_count() or 1
@@ -86,18 +117,8 @@ def floor_gops(clip: Path, indices: Sequence[int], threads: int | None = None) -
         needed = _needed(c, indices)
         if needed is None:
             return None
-        packets, sampled, last = needed
         codec = c.streams.video[0].codec_context
-        size = keyframes.nal_length_size(codec.name, codec.extradata)
-        idr = [
-            i
-            for i, p in enumerate(packets[: last + 1])
-            if i
-            and p.is_keyframe
-            and keyframes.start_kind(memoryview(p), codec.name, size) == "idr"
-        ]
-        decoding = [True] * (last + 1) + [False]
-        pieces = split_at_idr(decoding, [(0, last)], idr, threads)
+        pieces = split_at_idr(needed.decoding, needed.runs, needed.idr, threads)
         if len(pieces) < 2:
             return None
 
@@ -105,8 +126,7 @@ def floor_gops(clip: Path, indices: Sequence[int], threads: int | None = None) -
             decoder = av.CodecContext.create(codec.name, "r")
             decoder.extradata = codec.extradata
             decoder.thread_count = 1
-            first, end = piece
-            return _decode(decoder, packets[first : end + 1], sampled[first : end + 1])
+            return _decode(decoder, needed, *piece)
 
         with ThreadPoolExecutor(len(pieces)) as pool:
             return sum(pool.map(run, pieces))

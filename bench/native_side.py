@@ -46,6 +46,11 @@ def main() -> int:
     # cap_pixels_per_frame=False: the behaviour of the transformers vLLM 0.33 pins (<5.21).
     processor = Qwen3VLVideoProcessor(size=VIDEO_BUDGET, cap_pixels_per_frame=False)
 
+    def threads(cap: cv2.VideoCapture) -> dict:
+        """OpenCV's threads: its own pool (BGR->RGB) and its FFmpeg decoder's."""
+        ffmpeg = cap.get(cv2.CAP_PROP_N_THREADS) if hasattr(cv2, "CAP_PROP_N_THREADS") else -1
+        return {"cv2": cv2.getNumThreads(), "ffmpeg": int(ffmpeg), "torch": torch.get_num_threads()}
+
     def capture(data: bytes) -> cv2.VideoCapture:
         cap = cv2.VideoCapture(BytesIO(data), backend, [])
         if not cap.isOpened():
@@ -55,6 +60,7 @@ def main() -> int:
     def run(path: str, indices: list[int], save: str | None = None) -> dict:
         with open(path, "rb") as f:  # vLLM receives bytes (a data URL or a download)
             data = f.read()
+        start = time.perf_counter()
         cap = capture(data)
         meta_cap = capture(data)  # get_video_metadata opens its own
         total = int(meta_cap.get(cv2.CAP_PROP_FRAME_COUNT))
@@ -62,19 +68,22 @@ def main() -> int:
         if meta_cap.set(cv2.CAP_PROP_POS_AVI_RATIO, 1.0):  # its edit-list cross-check
             meta_cap.grab()
             meta_cap.set(cv2.CAP_PROP_POS_FRAMES, 0)
+        opened = time.perf_counter()
         wanted = set(indices)
         width = int(cap.get(cv2.CAP_PROP_FRAME_WIDTH))
         height = int(cap.get(cv2.CAP_PROP_FRAME_HEIGHT))
         frames = np.empty((len(wanted), height, width, 3), dtype=np.uint8)
-        i = 0
+        i, retrieve_s = 0, 0.0
         for idx in range(max(indices) + 1):
             if not cap.grab():
                 continue
             if idx in wanted:
+                took = time.perf_counter()
                 ok, frame = cap.retrieve()
                 if ok:
                     frames[i] = cv2.cvtColor(frame, cv2.COLOR_BGR2RGB)
                     i += 1
+                retrieve_s += time.perf_counter() - took
         metadata = VideoMetadata(
             total_num_frames=total, fps=fps, frames_indices=indices, width=width, height=height
         )
@@ -91,7 +100,14 @@ def main() -> int:
         if save:  # the exactness check compares these with mmctl's (outside the times)
             np.save(save, out["pixel_values_videos"].numpy())
         return {
+            # Where the time goes: opening the two captures (metadata, the end-of-stream
+            # seek), grab() up to the last sample, retrieve() + BGR->RGB of the sampled
+            # frames, the HF processor.
+            "open_s": opened - start,
+            "grab_s": decoded - opened - retrieve_s,
+            "retrieve_s": retrieve_s,
             "processor_s": processor_s,
+            "threads": threads(cap),
             "fps": fps,
             "grid": [int(v) for v in out["video_grid_thw"][0]],
             "frames": i,

@@ -12,8 +12,10 @@ Contenders, interleaved round by round (the order turns each round):
   (the checkpoint's video budget), uint8 pixels, as a default vLLM worker
   wants them; in this process (mmctl's environment);
 * floor  — the decoding floor: the frames that must be decoded (every frame a
-  sample depends on, up to the last sampled one: unsampled non-reference
-  pictures are skipped) decoded once, nothing converted, two ways
+  sample depends on: from the IDR or CRA picture before a sample to the
+  sample, as mmctl's decode runs; a GOP's frames after its last sample and
+  unsampled non-reference pictures are left out; H.264/HEVC, elsewhere every
+  frame up to the last sample) decoded once, nothing converted, two ways
   (``bench/_floor.py``): FFmpeg's automatic frame + slice threads on all
   cores (``auto``), and IDR-cut pieces on one thread each (``gops``, where
   the stream has IDRs to cut at); a round's floor is the faster of the two;
@@ -25,11 +27,23 @@ Contenders, interleaved round by round (the order turns each round):
   process kept for the whole run. Each side times its own call; the pipe
   between them is outside the times.
 
-``--ab`` adds two contenders, mmctl with its decode strategy forced
+* gateway (``--gateway``) — the smg gateway 1.13.0 (``bench/_gateway.py``)
+  preprocessing the clip itself in front of mmctl's stub worker: the seconds
+  from its chat request's send to the stub's receipt of the ``GenerateRequest``
+  it built (tensors inline over loopback included; mmctl's time stops at the
+  tensor). Optional: without the ``smg`` executable (the dev extra) or
+  ``ffmpeg``/``ffprobe`` the script says why and leaves the column out. Its grid
+  must equal mmctl's; whether its pixels do is printed, not required (its own
+  resize).
+
+``--ab [NAME,...]`` adds contenders, mmctl with its decode strategy forced
 (:func:`mmctl.media.video.decode_strategy`): ``pieces`` (IDR-cut GOP pieces,
 one single-threaded decoder per core on threads, where the stream cuts into
 pieces) and ``frames`` (one decoder, FFmpeg's frame + slice threads on all
-cores); each must give mmctl's very pixel tensor before it is timed.
+cores); each must give mmctl's very pixel tensor before it is timed. (A third,
+``uneven`` — pieces, the heaviest with FFmpeg's frame threads — was measured at
+``eaf8bf5``: no gain over pieces beyond the run's noise, a loss on two
+clips; BENCHMARKS.md. Not kept.)
 
 Exactness first (load-independent): before any timing, each clip's frame
 count and rate (OpenCV's against mmctl's: vLLM samples from them), grid and
@@ -37,9 +51,17 @@ every entry of the HF processor's pixel tensor are compared with mmctl's;
 the script refuses to report when one differs. Rotation: OpenCV applies the
 display matrix as vLLM's loader shows the frames; mmctl must match that.
 
+Why a clip can miss the goal whatever mmctl does: ``floor / native`` (paired)
+is the decoding floor against vLLM's path; where it is above 0.5, no client
+decoding those frames on this machine can reach 0.5x vLLM. The native side
+reports where its time goes (opening the captures, ``grab()``, ``retrieve()`` +
+BGR->RGB of the sampled frames, the HF processor) and OpenCV's threads.
+
 Every round prints the machine's load (``os.getloadavg()``) beside its
 times, and the report the load averages before and after the run: on a shared machine only a quiet run's figures compare. Goals per
-clip: mmctl <= 0.5x native (paired) and <= 1.25x the floor.
+clip: mmctl <= 0.5x native (paired) and <= 1.25x the floor. The text plot at
+the end (one group of bars per clip: mmctl / native, floor / native, mmctl /
+gateway; ``|`` at 0.5) is what BENCHMARKS.md quotes.
 """
 
 from __future__ import annotations
@@ -64,6 +86,11 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from _floor import floor_auto, floor_gops  # noqa: E402  (one floor for both scripts)
+
+#: mmctl's decode strategies (mmctl.media.video.decode_strategy) that --ab can force.
+STRATEGIES = ("pieces", "frames")
+#: The native side's phases (bench/native_side.py), in the order they run.
+PHASES = ("open_s", "grab_s", "retrieve_s", "processor_s")
 
 SIZES = {  # name: (frames, fps, height, width)
     "160x120 4s": (120, 30.0, 120, 160),
@@ -180,6 +207,32 @@ def same_pixels(ours: np.ndarray, saved: Path) -> str | None:
     return None
 
 
+def check_gateway(name: str, path: Path, ours: Any, gateway: Any) -> bool:
+    """The gateway's grid must be mmctl's (else its time is for other work; the clip
+    gets no gateway column); its pixels are compared and the difference printed, not
+    required. A gateway that fails on the clip leaves the column out too."""
+    from _gateway import grid_and_pixels
+
+    try:
+        grid, pixels = grid_and_pixels(gateway.recorded(path))
+    except RuntimeError as err:
+        print(f"{name}: the gateway failed, no gateway column: {err}", file=sys.stderr)
+        return False
+    if grid != tuple(ours.grid_thw):
+        print(f"{name}: the gateway's grid {list(grid)} is not mmctl's "
+              f"{list(ours.grid_thw)}", file=sys.stderr)  # fmt: skip
+        return False
+    mine = np.asarray(ours.pixel_values)
+    same = pixels.shape == mine.shape and np.array_equal(pixels, mine)
+    differ = "equal pixels" if same else (
+        f"pixels differ: {np.count_nonzero(pixels != mine)} of {mine.size} entries, max "
+        f"{np.abs(pixels.astype(np.int16) - mine.astype(np.int16)).max()}"
+        if pixels.shape == mine.shape else f"pixel shape {pixels.shape} vs {mine.shape}"
+    )  # fmt: skip
+    print(f"{name}: gateway grid {list(grid)} = mmctl's; {differ}", file=sys.stderr)
+    return True
+
+
 def check(name: str, path: Path, ours: Any, native: Native, folder: Path) -> list[int] | None:
     """The exactness check of one clip (module docstring): its sampled indices, None (and
     what differs, on stderr) when mmctl's result is not vLLM's."""
@@ -214,6 +267,22 @@ def commit() -> str:
     return done.stdout.strip() or "unknown"
 
 
+def plot(report: dict) -> list[str]:
+    """The ratios per clip as text bars, one group per clip (``|`` = 0.5, 40 cells = 1.0)."""
+    rows = [("mmctl / vLLM", "mmctl_over_native_paired"),
+            ("floor / vLLM", "floor_over_native_paired"),
+            ("mmctl / gateway", "mmctl_over_gateway_paired")]  # fmt: skip
+    lines = ["ratios per encoding, paired medians (| = 0.5; 40 cells = 1.0)"]
+    for c in report["mmctl_over_native_paired"]:
+        for n, (label, key) in enumerate(rows):
+            if c in report.get(key, {}):
+                ratio = report[key][c]
+                lines.append(
+                    f"  {c if n == 0 else '':14s} {label:16s}{ratio:6.3f} {bar(ratio, 0.5)}"
+                )
+    return lines
+
+
 def bar(ratio: float, goal: float, scale: float = 40.0) -> str:
     """A text bar of ``ratio``, with ``|`` at the goal."""
     cells = min(round(ratio * scale), int(scale * 1.5))
@@ -235,8 +304,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reference-python", help="The native side's Python (default: the "
                         "engine environment's)")  # fmt: skip
     parser.add_argument("--small", action="store_true", help="Also 50 small clips (clips/s).")
-    parser.add_argument("--ab", action="store_true", help="Also mmctl with its decode "
-                        "strategy forced: GOP pieces, FFmpeg frame threads")  # fmt: skip
+    parser.add_argument("--ab", nargs="?", const=",".join(STRATEGIES), help="Also mmctl "
+                        "with its decode strategy forced, each of these (default: both: "
+                        "GOP pieces, FFmpeg frame threads)")  # fmt: skip
+    parser.add_argument("--gateway", action="store_true", help="Also the smg gateway "
+                        "(bench/_gateway.py; left out, with the reason, where smg is absent)")  # fmt: skip
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--save", type=Path, help="Also write the JSON report there")
     args = parser.parse_args(argv)
@@ -247,7 +319,9 @@ def main(argv: list[str] | None = None) -> int:
 
     load_before = os.getloadavg()
     mmctl_run = mmctl_contender()
-    forced = {w: mmctl_contender(w) for w in ("pieces", "frames")} if args.ab else {}
+    forced = {w: mmctl_contender(w) for w in args.ab.split(",")} if args.ab else {}
+    if unknown := set(forced) - set(STRATEGIES):
+        raise SystemExit(f"--ab: no strategy {', '.join(unknown)}; they are {STRATEGIES}")
     clip_paths: dict[str, Path] = {}
     if args.set == "real":
         for c in clip_set.chosen(args.only):
@@ -257,12 +331,22 @@ def main(argv: list[str] | None = None) -> int:
         for name, spec in SIZES.items():
             if not args.only or any(name.startswith(o) for o in args.only.split(",")):
                 clip_paths[name] = clip(folder, name, *spec)
+    gateway = None
+    if args.gateway:
+        from _gateway import Gateway, missing
+
+        if (why := missing()) is not None:
+            print(f"gateway: left out: {why}", file=sys.stderr)
+        else:
+            gateway = Gateway()
     native = Native(args.reference_python or engine_python())
     indices: dict[str, list[int]] = {}
-    who = ("mmctl", *forced, "floor-auto", "floor-gops", "native")
+    anchor = ("gateway",) if gateway is not None else ()
+    who = ("mmctl", *forced, "floor-auto", "floor-gops", "native", *anchor)
     times: dict[str, dict[str, list[float]]] = {
-        c: {w: [] for w in (*who, "floor", "native-processor", "load")} for c in clip_paths
+        c: {w: [] for w in (*who, "floor", *PHASES, "load")} for c in clip_paths
     }
+    threads: dict[str, Any] = {}
     rates: dict[str, float] = {}
     try:
         # Clip by clip (a long run cut short keeps whole clips): the exactness check (it
@@ -275,18 +359,31 @@ def main(argv: list[str] | None = None) -> int:
             for w, run in forced.items():  # a strategy must not change a pixel
                 if not np.array_equal(np.asarray(run(path).pixel_values), ours.pixel_values):
                     raise SystemExit(f"{name}: mmctl's {w} strategy changes pixels")
+            anchored = gateway is not None and check_gateway(name, path, ours, gateway)
             indices[name] = picked
             if args.rounds == 0:
                 continue
+            body = gateway.body(path) if gateway is not None and anchored else b""
             t = times[name]
             order = [w for w in who if w != "floor-gops" or floor_gops(path, picked) is not None]
+            order = [w for w in order if w != "gateway" or anchored]
             for r in range(args.rounds):
                 t["load"].append(os.getloadavg()[0])
                 for w in order[r % len(order) :] + order[: r % len(order)]:
                     if w == "native":
                         answer = native.run(path, picked)
                         t[w].append(answer["seconds"])
-                        t["native-processor"].append(answer["processor_s"])
+                        for phase in PHASES:
+                            t[phase].append(answer[phase])
+                        threads = answer["threads"]
+                    elif w == "gateway":
+                        assert gateway is not None
+                        try:
+                            t[w].append(gateway.run(path, body))
+                        except RuntimeError as err:  # the clip loses its gateway column
+                            print(f"{name}: the gateway failed: {err}", file=sys.stderr)
+                            order.remove(w)
+                            t[w].clear()
                     elif w == "mmctl":
                         t[w].append(timed(mmctl_run, path))
                     elif w in forced:
@@ -315,6 +412,8 @@ def main(argv: list[str] | None = None) -> int:
             rates["native"] = len(smalls) / took
     finally:
         native.close()
+        if gateway is not None:
+            gateway.close()
 
     def paired(t: dict[str, list[float]], a: str, b: str) -> float:
         # Rounds are interleaved: round i of each contender ran under about the same load.
@@ -333,12 +432,18 @@ def main(argv: list[str] | None = None) -> int:
         "mmctl_over_native": {c: m["mmctl"] / m["native"] for c, m in medians.items()},
         "mmctl_over_native_paired": {c: paired(t, "mmctl", "native") for c, t in times.items()},
         "mmctl_over_floor_paired": {c: paired(t, "mmctl", "floor") for c, t in times.items()},
+        # Above 0.5, no client decoding those frames here reaches 0.5x vLLM's path.
+        "floor_over_native_paired": {c: paired(t, "floor", "native") for c, t in times.items()},
         "load_before_after": [list(load_before), list(os.getloadavg())],
         # Where native's time goes: its HF processor, the rest is OpenCV's decoding.
-        "native_processor_share": {
-            c: m["native-processor"] / m["native"] for c, m in medians.items()
-        },
+        "native_processor_share": {c: m["processor_s"] / m["native"] for c, m in medians.items()},
+        "native_phases_s": {c: {p: m[p] for p in PHASES} for c, m in medians.items()},
+        "native_threads": threads,
     }
+    if gateway is not None:
+        report["mmctl_over_gateway_paired"] = {
+            c: paired(t, "mmctl", "gateway") for c, t in times.items() if t["gateway"]
+        }
     for w in forced:
         report[f"{w}_over_native_paired"] = {c: paired(t, w, "native") for c, t in times.items()}
         report[f"{w}_over_floor_paired"] = {c: paired(t, w, "floor") for c, t in times.items()}
@@ -351,17 +456,33 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"commit {report['commit']}, {report['date']}, {os.cpu_count()} CPUs, "
           f"{args.rounds} rounds; every clip exact (grid, frames, pixels)")  # fmt: skip
-    print(f"{'clip':15s}{'mmctl':>10s}{'floor':>10s}{'native':>10s}{'/native':>9s}"
-          f"{'/floor':>8s}  floor by   load (min-max)")  # fmt: skip
+    shown = ("mmctl", "floor", "native", *anchor)
+    print(f"{'clip':15s}" + "".join(f"{w:>10s}" for w in shown) + f"{'/native':>9s}"
+          f"{'/floor':>8s}{'floor/nat':>10s}" + ("  /gateway" if anchor else "")
+          + "  floor by   load (min-max)")  # fmt: skip
     for c, m in medians.items():
         t = times[c]
         by = "gops" if t["floor-gops"] and m["floor-gops"] < m["floor-auto"] else "auto"
+        floor_native = report["floor_over_native_paired"][c]
+        gateway_ratio = report.get("mmctl_over_gateway_paired", {}).get(c)
         print(
-            f"{c:15s}" + "".join(f"{m[w] * 1000:8.1f}ms" for w in ("mmctl", "floor", "native"))
+            f"{c:15s}"
+            + "".join(f"{m[w] * 1000:8.1f}ms" if w in m else f"{'-':>10s}" for w in shown)
             + f"{report['mmctl_over_native_paired'][c]:9.3f}"
-            + f"{report['mmctl_over_floor_paired'][c]:8.3f}  {by:8s} "
-            + f"{m['load']:5.2f} ({min(t['load']):.2f}-{max(t['load']):.2f})"
+            + f"{report['mmctl_over_floor_paired'][c]:8.3f}"
+            + f"{floor_native:9.3f}{'!' if floor_native > 0.5 else ' '}"
+            + (f"{gateway_ratio:10.3f}" if gateway_ratio else f"{'-':>10s}" if anchor else "")
+            + f"  {by:8s} {m['load']:5.2f} ({min(t['load']):.2f}-{max(t['load']):.2f})"
         )  # fmt: skip
+    print(
+        "! floor / native > 0.5: decoding the frames alone, at FFmpeg's fastest here, "
+        "takes more than half of vLLM's whole path"
+    )
+    print(f"\nvLLM's path, where its time goes (medians, ms; threads: {threads})")
+    print(f"{'clip':15s}{'open':>9s}{'grab':>9s}{'retrieve':>9s}{'processor':>10s}")
+    for c, m in medians.items():
+        print(f"{c:15s}" + "".join(f"{m[p] * 1000:9.1f}" for p in PHASES[:3])
+              + f"{m['processor_s'] * 1000:10.1f}")  # fmt: skip
     if forced:
         print(f"\n{'forced':15s}" + "".join(f"{w + ' /native':>16s}{w + ' /floor':>15s}"
                                           for w in forced))  # fmt: skip
@@ -373,9 +494,7 @@ def main(argv: list[str] | None = None) -> int:
     before, after = report["load_before_after"]
     print(f"load averages (1, 5, 15 min) before {' '.join(f'{x:.2f}' for x in before)}, "
           f"after {' '.join(f'{x:.2f}' for x in after)}")  # fmt: skip
-    print("\nmmctl / native, paired (| = the goal, 0.5):")
-    for c, ratio in report["mmctl_over_native_paired"].items():
-        print(f"  {c:15s}{ratio:6.3f} {bar(ratio, 0.5)}")
+    print("\n" + "\n".join(plot(report)))
     print("mmctl / floor, paired (| = the goal, 1.25):")
     for c, ratio in report["mmctl_over_floor_paired"].items():
         print(f"  {c:15s}{ratio:6.3f} {bar(ratio, 1.25, 20.0)}")
