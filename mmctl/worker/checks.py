@@ -136,7 +136,10 @@ class ReceivedBatch:
 
     @property
     def pixel_key(self) -> str:
-        return worker_key("pixel_values", self.kind)
+        """The kwarg the model's forward takes its pixels as: the family's pixel field,
+        renamed as the servicer renames it (``pixel_values_videos`` for video)."""
+        named = [f.key for f in self.fields if f.value == PIXELS]
+        return worker_key(named[0] if named else DEFAULT_ENCODER_INPUT_KEY, self.kind)
 
     def rename(self, key: str) -> str:
         return worker_key(key, self.kind)
@@ -359,6 +362,12 @@ def validate(
 
 def _check_batch(batch: ReceivedBatch, model: Model, policy: Policy) -> None:
     label = batch.label
+    by_worker = dict(model.spec.worker_kinds).get(batch.kind)
+    if by_worker is not None:
+        raise Rejected(
+            f"{label} is a preprocessed {batch.kind.value} batch: {by_worker}; {ENGINE_FAIL} "
+            "an AssertionError"
+        )
     if batch.pixel_key not in batch.tensors:
         if batch.primary_key != DEFAULT_ENCODER_INPUT_KEY:
             raise Rejected(

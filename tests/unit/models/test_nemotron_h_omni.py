@@ -176,12 +176,18 @@ def test_the_resize_is_torchs_bit_for_bit_shrinking_too() -> None:
         assert _sha(got) == str(record[f"{case}_output_sha256"]), case
 
 
-def test_nemotron_requests_go_to_the_worker_whole() -> None:
-    """No mmctl family claims the folder (vLLM 0.33's model refuses preprocessed images:
-    nemotron_h_omni.md, "Over the gRPC wire"), so its requests are worker-processed —
-    images, video and sound alike — with the folder's own template writing the media."""
+def test_a_request_with_an_image_goes_to_the_worker_whole() -> None:
+    """The family preprocesses video; vLLM 0.33's model refuses preprocessed images
+    (nemotron_h_omni.md, "Over the gRPC wire"), so a request carrying an image is
+    worker-processed as a whole — its video too — with the folder's own template
+    writing the media, and the reason said."""
+    from mmctl.request.refs import by_worker
+
     model = load_any(source=from_dir(FOLDER))
-    assert isinstance(model, WorkerModel)
+    assert not isinstance(model, WorkerModel)
+    assert model.spec.name == "nemotron-omni"
+    assert by_worker([MediaKind.VIDEO], model.spec) is None
+    assert by_worker([MediaKind.VIDEO, MediaKind.IMAGE], model.spec) == nemo.IMAGES_BY_WORKER
     refs = [(MediaKind.IMAGE, "file:///a.png"), (MediaKind.VIDEO, "file:///v.mp4")]
     plan = refs_plan(refs, "Describe.", model)
     assert plan.batches == [] and plan.media_refs == refs
