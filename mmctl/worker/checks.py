@@ -320,6 +320,16 @@ def validate(
                     f"{offset} would receive embeddings; the item has {tokens}; {ENGINE_FAIL} "
                     "a placeholder/embedding count mismatch"
                 )
+            whole = length == tokens  # the model embeds every position (Nemotron's video)
+            if batch.im_token_id is not None and whole and not deferred:
+                marked = int(np.count_nonzero(ids[offset : offset + length] == batch.im_token_id))
+                if marked != tokens and not model.pruning.enabled:
+                    deferred = (
+                        f"{batch.label}.im_token_id is set, so only the {marked} embedding "
+                        f"tokens of the span at {offset} would receive embeddings; the model "
+                        f"embeds all {tokens} positions of it (leave im_token_id unset); "
+                        f"{ENGINE_FAIL} a placeholder/embedding count mismatch"
+                    )
             if batch.im_token_id is not None and model.pruning.enabled and not deferred:
                 marked = int(np.count_nonzero(ids[offset : offset + length] == batch.im_token_id))
                 if marked != tokens:
