@@ -646,10 +646,13 @@ def video_item(frames: np.ndarray, vision: Vision) -> tiled.Item:
 @dataclass(frozen=True)
 class NemotronProcessor:
     """Video through the tile pipeline, with the per-video values vLLM's model reads
-    (``frames_indices``, ``frame_duration_ms``); images are the worker's."""
+    (``frames_indices``, ``frame_duration_ms``); images are the worker's. A default
+    worker gets float32 offline, as the other float families' do (the servicer casts
+    floats to the model's bfloat16, the same rounding); a worker's served dtype
+    (``bfloat16`` as published) refines it when sending."""
 
     tiles: tiled.TileProcessor
-    worker_pixels: PixelFormat = PixelFormat.BFLOAT16
+    worker_pixels: PixelFormat = PixelFormat.FLOAT32
     device_normalize: bool = False
 
     def preprocess(
@@ -937,7 +940,6 @@ FAMILY = Family(
             image_item,
             video_item,
             lambda total, fps, vision: tiled.loader_indices(total, fps, vision.num_frames),
-            worker_pixels=PixelFormat.BFLOAT16,
         )
     ),
     prompt=NemotronPrompt(),

@@ -194,3 +194,30 @@ def test_a_request_with_an_image_goes_to_the_worker_whole() -> None:
     assert "<image>\n<video>\nDescribe." in plan.text
     ids = plan.input_ids.tolist()
     assert ids.count(nemo.Tokens().context) == 1  # the worker expands it
+
+
+def test_inspect_tokens_and_build_say_why_an_image_goes_to_the_worker(tmp_path) -> None:
+    """The reason reaches ``--json`` as sound's does: ``processing`` worker, with why."""
+    import json
+    import subprocess
+    import sys
+
+    from mmctl.offline import inspect_tokens
+
+    image = FOLDER.parents[1] / "media" / "rgb_odd.png"
+    report = inspect_tokens(image, model_dir=FOLDER)
+    doc = report.as_dict()
+    assert doc["processing"] == {"value": "worker", "reason": nemo.IMAGES_BY_WORKER}
+    assert doc["layout"] == "worker"
+    out = tmp_path / "req.pb"
+    done = subprocess.run(
+        [sys.executable, "-m", "mmctl", "build", str(image), "--model-dir", str(FOLDER),
+         "-o", str(out), "--json"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    built = json.loads(done.stdout)
+    assert built["decisions"]["processing"] == {
+        "value": "worker",
+        "reason": nemo.IMAGES_BY_WORKER,
+    }
