@@ -559,3 +559,35 @@ def test_nemotron_what_its_model_would_refuse_is_refused(nemotron, red_blue):
     indices = tensors.from_bytes(td.inline, td.shape, td.dtype)
     td.CopyFrom(tensors.inline(indices[:-1].copy(), "int64"))
     assert "frames_indices" in _refused(nemotron, short)
+
+
+def test_nemotron_batch_and_bench(nemotron, tmp_path, images, red_blue):
+    """``batch``: a video line preprocessed here, an image line sent to the worker whole
+    (the same rule as sound's). ``bench``: a video run preprocessed here, an image run the
+    worker's (the stub's own processing has no ``<video>`` token to model the worker's
+    video; a real worker has)."""
+    lines = [
+        {"id": "video", "media": [str(red_blue)], "prompt": "Colour?"},
+        {"id": "image", "media": [str(images[0])], "prompt": "Colour?"},
+    ]
+    dataset = tmp_path / "in.jsonl"
+    dataset.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    out = tmp_path / "out.jsonl"
+    target = nemotron.running.address
+    done = _mmctl("batch", str(dataset), "-o", str(out), "--target", target)
+    assert done.returncode == 0, done.stderr
+    answers = {}
+    for line in out.read_text().splitlines():
+        doc = json.loads(line)
+        answers[doc["custom_id"]] = doc["response"]["body"]["choices"][0]["message"]["content"]
+    video = answers["video"].split(", ")
+    assert video[0] == "red" and video[-1] == "blue"
+    assert answers["image"]
+    for n, line in enumerate(lines):
+        one = tmp_path / f"bench-{n}.jsonl"
+        one.write_text(json.dumps(line) + "\n")
+        bench = _mmctl("bench", "--dataset", str(one), "--target", target, "--json",
+                       "--num-prompts", "2")  # fmt: skip
+        assert bench.returncode == 0, bench.stderr
+        doc = json.loads(bench.stdout)
+        assert doc
