@@ -223,6 +223,19 @@ def inspect_tokens(
     )
     if request is not None:
         return _recorded(chosen, Path(request))
+    from mmctl.request.refs import by_worker
+
+    why = by_worker((media_kind(p) for p in paths), chosen.spec)
+    if why is not None:  # a kind the family's model cannot take preprocessed
+        if pair is not None or kind is not LayoutKind.VLLM or overrides.given() or strict:
+            raise UsageError(
+                "--layout, --diff, --strict and the vision values shape mmctl's own layout; "
+                f"this request is laid out by the worker: {why}"
+            )
+        return inspect_sound(
+            paths, prompt, system=system, chat=chat, allow_special_tokens=allow_special_tokens,
+            family=family, model_dir=model_dir, bundle=bundle, reason=why,
+        )  # fmt: skip
     return _composed(chosen, paths, prompt, kind, pair, system, chat, allow_special_tokens, strict)
 
 
@@ -237,6 +250,8 @@ class SoundReport:
     input_ids: list[int]
     items: list[dict[str, Any]]
     warnings: list[str] = field(default_factory=list)
+    #: Why the worker processes it (:func:`mmctl.request.refs.by_worker`).
+    reason: str = ""
 
     @property
     def num_tokens(self) -> int | None:
@@ -250,13 +265,14 @@ class SoundReport:
         from mmctl.request.refs import SOUND_BY_WORKER
 
         model = self.model
+        reason = self.reason or SOUND_BY_WORKER
         doc: dict[str, Any] = {
             "model": {
                 "source": model.source.label,
                 "family": model.spec.name if isinstance(model, Model) else None,
                 "model_type": str(model.files.config.get("model_type") or ""),
             },
-            "processing": {"value": "worker", "reason": SOUND_BY_WORKER},
+            "processing": {"value": "worker", "reason": reason},
             "prompt_format": self.prompt_format,
             "warnings": self.warnings,
             "layout": "worker",
@@ -279,8 +295,10 @@ def inspect_sound(
     family: str | None = None,
     model_dir: str | Path | None = None,
     bundle: str | Path | None = None,
+    reason: str = "",
 ) -> SoundReport:
-    """What ``send`` would send for media with sound, and how the worker lays each sound out."""
+    """What ``send`` would send for media with sound (or another kind the worker
+    processes: ``reason``), and how the worker lays each sound out."""
     from mmctl.checkpoint.files import read_json
     from mmctl.checkpoint.source import resolve
     from mmctl.client.options import media_inputs
@@ -316,7 +334,7 @@ def inspect_sound(
                 item["tokens"] = laid.as_dict()
         items.append(item)
     ids = [int(t) for t in plan.input_ids]
-    return SoundReport(model, "chat template (the worker expands it)", ids, items)
+    return SoundReport(model, "chat template (the worker expands it)", ids, items, reason=reason)
 
 
 def _paths(media: str | Path | Sequence[str | Path] | None) -> list[Path]:

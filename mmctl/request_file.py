@@ -62,6 +62,14 @@ def write_offline(
         vision=options.vision,
         pruning=video_pruning,
     )
+    from mmctl.request.refs import by_worker
+
+    why = by_worker(inputs.kinds, model.spec)
+    if why is not None:  # a kind the family's model cannot take preprocessed
+        return _write_refs_offline(
+            inputs, out, options, model_dir=model_dir, bundle=bundle, family=family,
+            layout=layout, item_limits=item_limits, force=force, reason=why,
+        )  # fmt: skip
     pixels = choose_pixels(None, options.pixel_dtype, family=model.spec)
     composed = compose(
         list(media),
@@ -117,20 +125,23 @@ def _write_refs_offline(
     layout: LayoutKind,
     item_limits: dict[str, int] | None,
     force: bool,
+    reason: str | None = None,
 ) -> dict[str, Any]:
-    """A worker-processed request (sound): its refs and the unexpanded prompt ids."""
+    """A worker-processed request (sound, or ``reason``): its refs and the unexpanded
+    prompt ids."""
     from mmctl.checkpoint.source import resolve
     from mmctl.models.model import load_any
     from mmctl.request.limits import check_item_limits
     from mmctl.request.refs import SOUND_BY_WORKER, media_refs
     from mmctl.request.view import summary, write_request
 
+    why = reason or SOUND_BY_WORKER
     if force or layout is not LayoutKind.VLLM:
         raise UsageError(
-            "--force and --layout shape mmctl's own layout; a request with sound is laid out "
-            "by the worker"
+            "--force and --layout shape mmctl's own layout; this request is laid out by the "
+            f"worker: {why}"
         )
-    options.refuse_client_side(SOUND_BY_WORKER.split(":")[0])
+    options.refuse_client_side(why.split(":")[0].split(" (")[0])
     if item_limits:
         check_item_limits([k.value for k in inputs.kinds], item_limits, "--mm-item-limits")
     source = resolve(
@@ -147,7 +158,7 @@ def _write_refs_offline(
         "model": {"source": model.source.label, "family": model.name},
         "target": None,
         "decisions": {
-            "processing": {"value": "worker", "reason": SOUND_BY_WORKER},
+            "processing": {"value": "worker", "reason": why},
             "media_ref": {"value": options.media_ref.value, "reason": "--media-ref"},
         },
         "prompt_format": "chat template (the worker expands it)",

@@ -275,12 +275,13 @@ def _clients(cfg: BenchConfig) -> list[Client]:
 
 def _processing(cfg: BenchConfig, clients: Sequence[Client], progress: Progress) -> Decision:
     """Who preprocesses, as ``send`` decides it (every target able to), said once a run."""
-    from mmctl.bench.workload import has_sound
+    from mmctl.bench.workload import has_sound, media_kinds
 
     session = clients[0].session()
     others = [c.facts() for c in clients[1:]]
     hooks = Hooks(on_note=progress.note)
-    return session.processing(cfg.options(), hooks, others, has_sound(cfg.items)).decision
+    kinds = media_kinds(cfg.items)
+    return session.processing(cfg.options(), hooks, others, has_sound(cfg.items), kinds).decision
 
 
 def arm_transports(requested: tuple[Transport, ...] | None, worker: bool) -> tuple[Transport, ...]:

@@ -65,6 +65,13 @@ def from_videos(paths: Sequence[Path]) -> list[WorkItem]:
     return [WorkItem(p.name, media=(p,)) for p in paths]
 
 
+def media_kinds(items: Sequence[WorkItem]) -> set[MediaKind]:
+    """The kinds of media the items name (a family may leave some to the worker)."""
+    from mmctl.media.probe import media_kind
+
+    return {media_kind(p) for it in items for p in it.media if p.is_file()}
+
+
 def has_sound(items: Sequence[WorkItem]) -> bool:
     """Whether any item names sound (the run is then worker-processed)."""
     from mmctl.media.probe import MediaKind, media_kind

@@ -300,7 +300,9 @@ NumFramesOpt = Annotated[
         "--num-frames",
         metavar="N",
         help="Sample exactly N video frames (instead of --fps)."
-        + default_text("from --fps; llava-onevision, gemma4 and internvl: the model's (32)"),
+        + default_text(
+            "from --fps; llava-onevision, gemma4, internvl and nemotron-omni: the model's (32)"
+        ),
         show_default=False,
     ),
 ]
@@ -382,8 +384,8 @@ FamilyOpt = Annotated[
         "--family",
         metavar="NAME",
         help="Model family: qwen3-vl, qwen3.5, qwen2.5-vl, qwen3-omni, llava, llava-next, "
-        "llava-onevision, llama4, glm4v, glm5-next, gemma4, internvl, minimax-m3-vl or inkling."
-        + default_text("from config.json, else qwen3-vl"),
+        "llava-onevision, llama4, glm4v, glm5-next, gemma4, internvl, minimax-m3-vl, inkling "
+        "or nemotron-omni." + default_text("from config.json, else qwen3-vl"),
         show_default=False,
     ),
 ]

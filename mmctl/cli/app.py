@@ -24,8 +24,8 @@ from mmctl.errors import ExitCode, Interrupted, MmctlError, OutputClosed
 HELP = """Multimodal gRPC requests to vLLM workers: preprocess video and images
 exactly as vLLM does for the model's family (qwen3-vl, qwen3.5, qwen2.5-vl, qwen3-omni,
 llava, llava-next, llava-onevision, llama4, glm4v, glm5-next, gemma4, internvl,
-minimax-m3-vl, inkling), build modality-tagged requests, and send them inline or
-through /dev/shm.
+minimax-m3-vl, inkling, nemotron-omni: its video), build modality-tagged requests,
+and send them inline or through /dev/shm.
 
 stdout carries the product alone (send: the answer); decisions, timings,
 progress, notes and hints go to stderr. --json prints one JSON document.

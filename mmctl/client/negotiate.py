@@ -203,38 +203,50 @@ def choose_processing(
     unknown: UnknownFamily | None,
     family: str,
     sound: bool = False,
+    by_worker: str | None = None,
 ) -> ProcessingChoice:
     """``requested``: ``--processing``; ``unknown``: why no mmctl family reads the
     model (``None``: ``family`` does); ``sound``: the requests carry sound, which
-    only the worker processes (:data:`~mmctl.request.refs.SOUND_BY_WORKER`).
-    ``auto`` takes mmctl's preprocessing for a family it has, else the worker's;
-    where neither can, the error names both."""
+    only the worker processes (:data:`~mmctl.request.refs.SOUND_BY_WORKER`);
+    ``by_worker``: why else only the worker can process them
+    (:func:`mmctl.request.refs.by_worker`: a kind the family's model cannot take
+    preprocessed). ``auto`` takes mmctl's preprocessing for a family it has, else the
+    worker's; where neither can, the error names both."""
     from mmctl.request.refs import SOUND_BY_WORKER
 
+    why_whole = SOUND_BY_WORKER if sound else by_worker
     if requested is Processing.CLIENT:
-        if sound:
+        if why_whole is not None:
             raise UsageError(
-                f"--processing client: {SOUND_BY_WORKER}",
-                hint="drop --processing client (sound goes as media_refs)",
+                f"--processing client: {why_whole}",
+                hint="drop --processing client (sound goes as media_refs)"
+                if sound
+                else "drop --processing client (the media go as media_refs)",
             )
         if unknown is not None:
             raise unknown
         return ProcessingChoice(False, Decision("client", f"--processing client ({family})"))
     why_not = _worker_cannot(facts, media_ref)
     how = f"media_refs with {media_ref.value}: URLs; its processor: {facts.server.mm_processor}"
-    if sound and requested is not Processing.WORKER:
+    if why_whole is not None and requested is not Processing.WORKER:
         if why_not is not None:
             raise CheckFailed(
-                f"this worker cannot take sound: {why_not}",
+                f"this worker cannot take {'sound' if sound else 'these media'}: {why_not}",
                 hint=_FILE_HINT
                 if facts.server.mm_processor
                 else "start the worker with media processing on (smg-grpc-servicer's "
                 "SMG_VLLM_MM_PROCESSOR=inprocess)",
             )
+        if sound:
+            return ProcessingChoice(
+                True,
+                Decision("worker", f"auto: sound is processed by the worker; {how}"),
+                note=f"sound: the worker processes the whole request ({how})",
+            )
         return ProcessingChoice(
             True,
-            Decision("worker", f"auto: sound is processed by the worker; {how}"),
-            note=f"sound: the worker processes the whole request ({how})",
+            Decision("worker", f"auto: {why_whole}; {how}"),
+            note=f"{family}: the worker processes the whole request ({how})",
         )
     if requested is Processing.WORKER:
         if why_not is not None:

@@ -183,7 +183,11 @@ def prepare(
     are kept across requests (the client's)."""
     run = Run(timeline, kinds=inputs.kinds)
     sound = MediaKind.AUDIO in inputs.kinds
-    choice = None if inputs.request is not None else session.processing(opts, hooks, sound=sound)
+    choice = (
+        None
+        if inputs.request is not None
+        else session.processing(opts, hooks, sound=sound, kinds=inputs.kinds)
+    )
     replays_refs = inputs.request is not None and inputs.request.HasField("media_refs")
     if (choice is not None and choice.worker) or replays_refs:
         route = for_media_refs(opts.transport)

@@ -10,7 +10,7 @@ among its rows.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +23,7 @@ from mmctl.client.channel import Target
 from mmctl.client.negotiate import ProcessingChoice, choose_processing
 from mmctl.client.options import Hooks, SendOptions
 from mmctl.client.probe import WorkerFacts
+from mmctl.media.probe import MediaKind
 from mmctl.models.model import Model, WorkerModel, load_any, with_pruning
 from mmctl.models.settings import VisionOverrides
 from mmctl.timing import Timeline
@@ -53,16 +54,22 @@ class Session:
         hooks: Hooks,
         others: Sequence[WorkerFacts] = (),
         sound: bool = False,
+        kinds: Collection[MediaKind] = (),
     ) -> ProcessingChoice:
         """Who preprocesses (:func:`~mmctl.client.negotiate.choose_processing`); a
         choice mmctl made by itself is said once per session, not per request.
         ``others``: the facts of more workers the same requests go to (``bench``,
         ``batch``), each of which must be able to take the choice; ``sound``: the
-        requests carry sound (processed by the worker, whatever the family)."""
+        requests carry sound (processed by the worker, whatever the family); ``kinds``:
+        the media kinds they carry, for the kinds the family's model cannot take
+        preprocessed (:func:`mmctl.request.refs.by_worker`)."""
+        from mmctl.request.refs import by_worker
+
         model = self.model
         unknown = model.unknown if isinstance(model, WorkerModel) else None
         name = model.model_type if isinstance(model, WorkerModel) else model.spec.name
-        args = (opts.processing, opts.media_ref, unknown, name, sound)
+        why = None if isinstance(model, WorkerModel) else by_worker(kinds, model.spec)
+        args = (opts.processing, opts.media_ref, unknown, name, sound, why)
         choice = choose_processing(self.facts, *args)
         for facts in others:
             choose_processing(facts, *args)
@@ -70,6 +77,8 @@ class Session:
             opts.refuse_client_side(
                 "sound is processed by the worker"
                 if sound
+                else f"{name} requests with these media are processed by the worker"
+                if why is not None
                 else f"{name} is preprocessed by the worker"
             )
         if choice.note is not None:

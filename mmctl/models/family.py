@@ -194,6 +194,10 @@ class Family:
     #: The model types whose vLLM model prunes video (``SupportsMultiModalPruning``)
     #: and the methods it implements (its ``supported_video_pruning_methods``).
     video_pruning: tuple[tuple[str, tuple[PruningMethod, ...]], ...] = ()
+    #: The kinds its vLLM model cannot take preprocessed, each with the reason: a
+    #: request carrying one is processed by the worker as a whole
+    #: (:func:`mmctl.request.refs.by_worker`, beside sound's rule).
+    worker_kinds: tuple[tuple[MediaKind, str], ...] = ()
 
     def matches(self, config: Mapping[str, Any]) -> bool:
         """True when ``config.json`` (model_type / architectures) is this family's."""

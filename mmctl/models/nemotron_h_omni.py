@@ -21,24 +21,44 @@ every rule below with its source line. In short:
   in the prompt (``">\\n"`` merges) vLLM decodes the prompt, replaces the text and
   encodes it again (``_apply_prompt_updates_via_text``), as done here.
 
-Pure functions of the settings (:class:`OmniVision`); torch-free. Not a registered
-family: vLLM 0.33's model asserts that ``imgs_sizes`` and ``num_tokens_per_image`` are
-Python lists, which no preprocessed gRPC request can give it, so a request with an
-image is the worker's to process (nemotron_h_omni.md, "Over the gRPC wire").
+Pure functions of the settings (:class:`OmniVision`); torch-free. The family
+(:data:`FAMILY`) preprocesses VIDEO only: vLLM 0.33's model asserts that an image's
+``imgs_sizes`` and ``num_tokens_per_image`` are Python lists, which no preprocessed
+gRPC request can give it (smg-grpc-servicer 0.14.1 makes every wire value a tensor),
+so a request with an image is the worker's to process as a whole
+(:data:`IMAGES_BY_WORKER`, ``Family.worker_kinds``). Its video path reads tensors:
+``pixel_values_flat_video`` (flat by ``video_num_patches``; the batch names it with
+``encoder_input_key``, as the servicer would otherwise register it as
+``pixel_values_videos``), ``video_num_patches``, ``frames_indices`` and
+``frame_duration_ms``; the model embeds every position of a video's span (its
+replacement is ``PromptUpdateDetails.from_seq``), so the batch leaves ``im_token_id``
+unset. nemotron_h_omni.md, "Over the gRPC wire", has the lines.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, ClassVar
 
 import numpy as np
 
-from mmctl.errors import InputError
-from mmctl.media.probe import dimensions
+from mmctl.choices import LayoutKind, PixelFormat, PruningMethod
+from mmctl.errors import InputError, UsageError
+from mmctl.media.probe import MediaKind, dimensions
+from mmctl.models import kinds, tiled
+from mmctl.models.family import Family, ModelView
+from mmctl.models.settings import REQUIRED, File, Settings, setting
 from mmctl.preprocessing.pixels import float32_to_bfloat16_bits
+from mmctl.values.fields import PIXELS, ROWS, FieldLayout, WireField
+from mmctl.values.items import Frames, ItemFacts, ItemOptions, Preprocessed
+from mmctl.values.layout import Layout, LayoutCheck, span_outside
+from mmctl.values.layout import Span as LayoutSpan
+from mmctl.values.received import ContractError, Received
+
+CONFIG = File.CONFIG
 
 F32 = np.float32
 
@@ -456,3 +476,475 @@ def _expand_text(
         spans.append(Span(at, len(repl)))
         start = at + len(repl)
     return out, spans
+
+
+# ---- the family (video client-side; images the worker's) ----
+
+#: Why a Nemotron request carrying an image goes to the worker whole (``Family.worker_kinds``).
+IMAGES_BY_WORKER = (
+    "vLLM 0.33's Nemotron-3-Nano-Omni model asserts that an image's imgs_sizes and "
+    "num_tokens_per_image are Python lists (nano_nemotron_vl.py, "
+    "_parse_and_validate_image_input), and smg-grpc-servicer 0.14.1 makes every "
+    "preprocessed value a tensor, so a request with an image is processed by the worker "
+    "as a whole"
+)
+NAME = "nemotron-omni"
+#: The video pixels' kwarg in vLLM's model (sent with ``encoder_input_key``).
+PIXEL_KEY = "pixel_values_flat_video"
+_DTYPES = ("bfloat16", "float32", "float16")
+
+
+@dataclass(frozen=True)
+class Vision(Settings):
+    """config.json's settings as vLLM's ``NanoNemotronVLProcessor`` reads them;
+    defaults: ``nvidia/Nemotron-3-Nano-Omni-30B-A3B-Reasoning-BF16``'s. No processor
+    file: vLLM builds the processor from config.json alone."""
+
+    OVERRIDABLE: ClassVar[tuple[str, ...]] = ("num_frames",)
+
+    patch_size: int = setting(CONFIG, "patch_size", 16, kinds.Int(1, 256), default=16)
+    downsample_ratio: float = setting(
+        CONFIG, "downsample_ratio", 0.5, kinds.OneOf((0.5,), "0.5 (a 2x2 pixel shuffle)"),
+        default=0.5,
+    )  # fmt: skip
+    min_num_patches: int = setting(
+        CONFIG, "vision_config.args.min_num_patches", 1024, kinds.Int(1, 1 << 20),
+        default=REQUIRED,
+    )  # fmt: skip
+    max_num_patches: int = setting(
+        CONFIG, "vision_config.args.max_num_patches", 13312, kinds.Int(0, 1 << 20), default=0
+    )
+    video_target_num_patches: int = setting(
+        CONFIG, "vision_config.video_target_num_patches", 1024, kinds.Int(4, 1 << 16),
+        default=1024,
+    )  # fmt: skip
+    video_maintain_aspect_ratio: bool = setting(
+        CONFIG, "vision_config.video_maintain_aspect_ratio", True, kinds.Flag(), default=False
+    )
+    video_temporal_patch_size: int = setting(
+        CONFIG, "vision_config.video_temporal_patch_size", 2, kinds.Int(1, 16), default=1
+    )
+    #: config.json's ``norm_mean`` / ``norm_std`` (named as every family's).
+    image_mean: tuple[float, float, float] = setting(
+        CONFIG, "norm_mean", CLIP_MEAN, kinds.Triple(), default=CLIP_MEAN
+    )
+    image_std: tuple[float, float, float] = setting(
+        CONFIG, "norm_std", CLIP_STD, kinds.Triple(std=True), default=CLIP_STD
+    )
+    torch_dtype: str = setting(
+        CONFIG, "torch_dtype", "bfloat16", kinds.OneOf(_DTYPES), default="float32",
+        aliases=("dtype",),
+    )  # fmt: skip
+    #: Frames vLLM's default loader keeps (``VideoMediaIO(num_frames=32)``; ``--num-frames``).
+    num_frames: int = tiled.LOADER_FRAMES
+    #: The steps vLLM's processor runs whatever the files say (no processor file is
+    #: read): torch's antialiased bicubic, ``x / 255``, then the mean and std. Named
+    #: so ``preprocess --json`` names every family's steps.
+    do_resize: bool = True
+    resample: int = kinds.BICUBIC
+    do_rescale: bool = True
+    rescale_factor: float = 1 / 255
+    do_normalize: bool = True
+
+    def check(self) -> None:
+        frame = self.patch_size**2 * self.video_target_num_patches
+        if frame > kinds.MAX_MIN_PIXELS:
+            raise InputError(
+                f"config.json: vision_config.video_target_num_patches "
+                f"({self.video_target_num_patches}) of patch_size {self.patch_size} "
+                f"patches make frames of {frame:,} pixels, over the "
+                f"{kinds.MAX_MIN_PIXELS:,} mmctl preprocesses"
+            )
+        image = self.patch_size**2 * max(self.min_num_patches, self.max_num_patches)
+        if image > kinds.MAX_MIN_PIXELS * 4:
+            raise InputError(
+                f"config.json: vision_config.args' patch budget ({max(self.min_num_patches, self.max_num_patches)}) "
+                f"of patch_size {self.patch_size} patches makes images of {image:,} pixels, over the "
+                f"{kinds.MAX_MIN_PIXELS * 4:,} mmctl preprocesses"
+            )
+
+    def omni(self) -> OmniVision:
+        """The pure functions' settings."""
+        return OmniVision(
+            patch_size=self.patch_size,
+            downsample_ratio=self.downsample_ratio,
+            min_num_patches=self.min_num_patches,
+            max_num_patches=self.max_num_patches,
+            video_target_num_patches=self.video_target_num_patches,
+            video_maintain_aspect_ratio=self.video_maintain_aspect_ratio,
+            video_temporal_patch_size=self.video_temporal_patch_size,
+            norm_mean=self.image_mean,
+            norm_std=self.image_std,
+            bfloat16=self.torch_dtype == "bfloat16",
+            num_frames=self.num_frames,
+        )
+
+
+@dataclass(frozen=True)
+class FamilyTokens:
+    """The ids of the media tokens (:class:`Tokens`) as the family's token reader gives
+    them. ``<video>`` is no token of Nemotron's tokenizer: the prompt finds it as text;
+    every position of a video's span receives embeddings."""
+
+    ids: Tokens
+
+    def placeholder(self, kind: MediaKind) -> int:
+        return self.ids.context
+
+    def embed(self, kind: MediaKind) -> int:
+        return self.ids.context
+
+    def markers(self) -> dict[int, str]:
+        return {self.ids.img_start: "vision_start", self.ids.img_end: "vision_end"}
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            IMG_START: self.ids.img_start,
+            IMG_END: self.ids.img_end,
+            IMG_CONTEXT: self.ids.context,
+        }
+
+
+def read_tokens(config: Mapping[str, Any], vocab: Callable[[str], int | None]) -> FamilyTokens:
+    """The family's :class:`~mmctl.models.family.TokenReader`: vLLM encodes the strings."""
+    return FamilyTokens(Tokens.from_vocab(vocab))
+
+
+def _vision(model: ModelView) -> Vision:
+    found: Vision = tiled.settings_of(model, Vision)
+    return found
+
+
+def _ids(model: ModelView) -> Tokens:
+    found = model.token_ids
+    assert isinstance(found, FamilyTokens), "the Nemotron family resolves its FamilyTokens"
+    return found.ids
+
+
+def image_item(rgb: np.ndarray, vision: Vision) -> tiled.Item:
+    """One image alone (``mmctl preprocess``): its patch grid with the whole budget
+    (:func:`image_grids`, no prompt text: the worker's text counts only where its
+    ``max_model_len`` is small) → float32 ``[3, h, w]``. No request carries it: a
+    request with an image is the worker's (:data:`IMAGES_BY_WORKER`)."""
+    s = replace(vision.omni(), bfloat16=False)
+    if rgb.ndim != 3 or rgb.shape[2] != 3:
+        raise InputError(f"expected an [H, W, 3] image, got shape {rgb.shape}")
+    grid = image_grids([(int(rgb.shape[0]), int(rgb.shape[1]))], 0, s)[0]
+    pixels = image_pixels(rgb, grid, s)
+    return tiled.Item(pixels, tokens_of(grid, s), extra={"patch_grid": grid})
+
+
+def video_item(frames: np.ndarray, vision: Vision) -> tiled.Item:
+    """A clip's sampled frames → float32 ``[F, 3, h, w]`` (the wire's format casts them:
+    bfloat16 by default, as vLLM's processor makes them)."""
+    s = replace(vision.omni(), bfloat16=False)
+    pixels = video_pixels(frames, s)
+    count = int(pixels.shape[0])
+    return tiled.Item(pixels, count, extra={"frames": count}, rows=count)
+
+
+@dataclass(frozen=True)
+class NemotronProcessor:
+    """Video through the tile pipeline, with the per-video values vLLM's model reads
+    (``frames_indices``, ``frame_duration_ms``); images are the worker's. A default
+    worker gets float32 offline, as the other float families' do (the servicer casts
+    floats to the model's bfloat16, the same rounding); a worker's served dtype
+    (``bfloat16`` as published) refines it when sending."""
+
+    tiles: tiled.TileProcessor
+    worker_pixels: PixelFormat = PixelFormat.FLOAT32
+    device_normalize: bool = False
+
+    def preprocess(
+        self, path: Path, kind: MediaKind, settings: Any, fmt: PixelFormat, options: ItemOptions
+    ) -> Preprocessed:
+        pre = self.tiles.preprocess(path, kind, settings, fmt, options)
+        if kind is not MediaKind.VIDEO:
+            return pre
+        s = settings.omni()
+        fps = float(getattr(pre.source, "source_fps", 0.0) or 0.0)
+        if fps <= 0:
+            raise InputError(f"{path}: the video has no frame rate, which Nemotron's prompt stamps")
+        duration = frame_duration_ms(fps)
+        indices = np.asarray(pre.frame_indices, dtype=np.int64)
+        height, width = pre.resized
+        grid = (height // s.patch_size, width // s.patch_size)
+        count = len(indices)
+        tubelets = -(-count // s.video_temporal_patch_size)
+        return replace(
+            pre,
+            num_tokens=tubelets * tokens_of(grid, s),
+            item_tensors={
+                "frames_indices": indices,
+                "frame_duration_ms": np.asarray(duration, dtype=np.int64),
+            },
+            extra={
+                "frames": count,
+                "tubelets": tubelets,
+                "frame_duration_ms": duration,
+                "frames_indices": tuple(int(i) for i in indices),
+                "patch_grid": grid,
+            },
+        )
+
+
+def replacement(item: ItemFacts, model: ModelView) -> list[int]:
+    """What replaces one ``<video>`` (``_get_prompt_repl_video`` / ``get_video_repl``)."""
+    s = _vision(model).omni()
+    grid = tuple(item.extra["patch_grid"])
+    indices = list(item.extra["frames_indices"])
+    tubelets = -(-len(indices) // s.video_temporal_patch_size)
+    rate = model.pruning.rate if model.pruning.enabled else 0.0
+    counts = tubelet_tokens(tokens_of((int(grid[0]), int(grid[1])), s), tubelets, rate)
+    separators = frame_separators(
+        indices, int(item.extra["frame_duration_ms"]), s.video_temporal_patch_size
+    )
+    return video_token_ids(separators, counts, model.tokenizer.encode_cached, _ids(model))
+
+
+def chat_format(body: str, system: str | None) -> str:
+    """The checkpoint template's turns (``<|im_start|>role\\n … <|im_end|>\\n``)."""
+    turns = [f"<|im_start|>system\n{system}<|im_end|>\n"] if system else []
+    turns.append(f"<|im_start|>user\n{body}<|im_end|>\n<|im_start|>assistant\n")
+    return "".join(turns)
+
+
+@dataclass(frozen=True)
+class NemotronPrompt:
+    """``<video>`` found token-wise or, where its pieces merge with the text around
+    it, in text space (:func:`expand`); every span embeds whole."""
+
+    default_system: str | None = None
+    check_name: str = "placeholder_spans"
+
+    def knows_media(self, template: str) -> bool:
+        return VIDEO in template
+
+    def placeholder_text(self, kind: MediaKind, model: ModelView) -> str:
+        if kind is not MediaKind.VIDEO:
+            raise InputError(IMAGES_BY_WORKER)
+        return VIDEO + "\n"
+
+    def chat_format(self, body: str, system: str | None) -> str:
+        return chat_format(body, system)
+
+    def expand(
+        self, ids: Sequence[int], items: Sequence[ItemFacts], model: ModelView, layout: LayoutKind
+    ) -> Layout:
+        if layout is not LayoutKind.VLLM:
+            raise UsageError(f"--layout {layout.value} is a Qwen3-VL video layout")
+        if any(item.kind is not MediaKind.VIDEO for item in items):
+            raise InputError(IMAGES_BY_WORKER)
+        tok = model.tokenizer
+        out, spans = expand(
+            list(ids),
+            [("video", replacement(item, model)) for item in items],
+            tok.encode_cached,
+            tok.decode,
+            _ids(model),
+        )
+        return Layout(
+            kind=layout,
+            ids=np.asarray(out, dtype=np.int64),
+            spans=tuple(
+                LayoutSpan(n, MediaKind.VIDEO, sp.offset, sp.length, embeds_all=True)
+                for n, sp in enumerate(spans)
+            ),
+        )
+
+    def check(self, layout: Layout, items: Sequence[ItemFacts], model: ModelView) -> LayoutCheck:
+        """Each span is exactly its video's replacement (the model builds the same ids
+        and embeds every one of them)."""
+        for span, item in zip(layout.spans, items, strict=True):
+            outside = span_outside(span, len(layout.ids))
+            if outside is not None:
+                return outside
+            want = replacement(item, model)
+            got = layout.ids[span.offset : span.end].tolist()
+            if got != want:
+                return LayoutCheck(
+                    False,
+                    f"item {span.item + 1}: its span of {len(got)} tokens is not the "
+                    f"{len(want)}-token replacement vLLM's model embeds for this video",
+                    span.item + 1,
+                )
+        return LayoutCheck(True)
+
+    def frames(self, item: ItemFacts, model: ModelView) -> Frames | None:
+        if item.kind is not MediaKind.VIDEO or model.pruning.enabled:
+            return None
+        grid = item.extra["patch_grid"]
+        s = _vision(model).omni()
+        return Frames(int(item.extra["tubelets"]), tokens_of((int(grid[0]), int(grid[1])), s))
+
+
+def _fields() -> tuple[WireField, ...]:
+    """vLLM's ``_get_video_fields_config``. ``frames_indices`` is batched there (a list
+    of per-video tensors); the wire holds one dense tensor per key, so it travels flat by
+    ``video_num_patches`` (one index per frame): the model flattens and splits it by
+    ``video_num_patches`` either way (``_parse_and_validate_video_input``)."""
+    sizes = "video_num_patches"
+    return (
+        WireField(
+            PIXEL_KEY,
+            FieldLayout.FLAT,
+            PIXELS,
+            PIXELS,
+            (3, "h", "w"),
+            "[Σ frames, 3, h, w] normalized frames (encoder_input_key)",
+            sizes=sizes,
+        ),
+        WireField(
+            sizes,
+            FieldLayout.BATCHED,
+            ROWS,
+            "int64",
+            (),
+            "[videos] frames per video",
+            keep_on_cpu=True,
+        ),
+        WireField(
+            "frames_indices",
+            FieldLayout.FLAT,
+            "frames_indices",
+            "int64",
+            (),
+            "[Σ frames] each frame's index in its clip",
+            sizes=sizes,
+            keep_on_cpu=True,
+        ),
+        WireField(
+            "frame_duration_ms",
+            FieldLayout.BATCHED,
+            "frame_duration_ms",
+            "int64",
+            (),
+            "[videos] int(1000 / fps) per video",
+            keep_on_cpu=True,
+        ),
+    )
+
+
+#: Images have no fields: no image batch travels (:data:`IMAGES_BY_WORKER`).
+FIELDS: dict[MediaKind, tuple[WireField, ...]] = {MediaKind.VIDEO: _fields(), MediaKind.IMAGE: ()}
+
+
+def _tensor(batch: Received, key: str) -> np.ndarray:
+    if key not in batch.tensors:
+        raise ContractError(f"carries no {key} tensor")
+    return np.asarray(batch.tensors[key])
+
+
+def received_items(batch: Received, model: ModelView) -> list[ItemFacts]:
+    """The videos of a batch as vLLM's model reads them (its TensorSchema:
+    ``pixel_values_flat [bvf, 3, h, w]``, ``num_patches [bn]``, ``frames_indices [bvf]``,
+    ``frame_duration_ms [bn]``)."""
+    if batch.kind is not MediaKind.VIDEO:
+        raise ContractError(IMAGES_BY_WORKER)
+    count = batch.count
+    s = _vision(model).omni()
+    frames = _tensor(batch, "video_num_patches")
+    durations = _tensor(batch, "frame_duration_ms")
+    indices = _tensor(batch, "frames_indices").reshape(-1)
+    pixels = _tensor(batch, PIXEL_KEY)
+    for key, arr in (("video_num_patches", frames), ("frame_duration_ms", durations)):
+        if list(arr.shape) != [count]:
+            raise ContractError(
+                f"has shape {list(arr.shape)}; {count} placeholder(s) need [{count}]", key
+            )
+    if pixels.ndim != 4 or pixels.shape[1] != 3:
+        raise ContractError(f"has shape {list(pixels.shape)}; vLLM's schema is [bvf, 3, h, w]")
+    height, width = int(pixels.shape[2]), int(pixels.shape[3])
+    unit = s.patch_size * round(1 / s.downsample_ratio)
+    grid = (height // s.patch_size, width // s.patch_size)
+    if height % unit or width % unit or grid[0] * grid[1] > s.video_target_num_patches:
+        raise ContractError(
+            f"frames of {dimensions(width, height)} are no grid of at most "
+            f"{s.video_target_num_patches} {s.patch_size}-px patches with even sides",
+            PIXEL_KEY,
+        )
+    total = int(frames.sum())
+    if pixels.shape[0] != total or len(indices) != total or (frames < 1).any():
+        raise ContractError(
+            f"video_num_patches {frames.tolist()} do not split {pixels.shape[0]} frames and "
+            f"{len(indices)} frames_indices",
+            "video_num_patches",
+        )
+    if (durations < 1).any():
+        raise ContractError(
+            f"holds {durations.tolist()}; each is int(1000 / fps) > 0", "frame_duration_ms"
+        )
+    out = []
+    start = 0
+    for n, duration in zip(frames.tolist(), durations.tolist(), strict=True):
+        own = tuple(int(i) for i in indices[start : start + n])
+        start += n
+        tubelets = -(-n // s.video_temporal_patch_size)
+        facts = ItemFacts(
+            MediaKind.VIDEO,
+            0,
+            extra={
+                "frames": n,
+                "tubelets": tubelets,
+                "frame_duration_ms": int(duration),
+                "frames_indices": own,
+                "patch_grid": grid,
+            },
+            rows=n,
+        )
+        # Every position of the span receives embeddings (im_token_id unset).
+        out.append(replace(facts, tokens=len(replacement(facts, model))))
+    return out
+
+
+@dataclass(frozen=True)
+class NemotronContract:
+    """A received video batch read as vLLM's model reads it (:func:`received_items`);
+    an image batch is refused with :data:`IMAGES_BY_WORKER`."""
+
+    def received_items(self, batch: Received, model: ModelView) -> list[ItemFacts]:
+        return received_items(batch, model)
+
+    def check_received(self, batch: Received, model: ModelView) -> None:
+        if batch.raw:
+            raise ContractError(
+                "holds raw uint8 pixels; vLLM normalizes Nemotron's pixels in its processor "
+                "(no device normalization for this model)",
+                PIXEL_KEY,
+            )
+        received_items(batch, model)
+
+    def unit_means(
+        self, kind: MediaKind, pixels: np.ndarray, items: Sequence[ItemFacts], model: ModelView
+    ) -> list[list[np.ndarray]]:
+        """Per video, each frame's pixels on a stride (the stub's colours answer)."""
+        return [
+            [
+                np.asarray(f[:, :: tiled.COLOUR_STRIDE, :: tiled.COLOUR_STRIDE]).reshape(3, -1).T
+                for f in share
+            ]
+            for share in tiled.flat_tiles(pixels, items)
+        ]
+
+
+FAMILY = Family(
+    name=NAME,
+    aliases=("nemotron_h_omni", "nemotron-3-nano-omni", "nemotron-omni"),
+    model_types=("nemotron_h_omni",),
+    modalities=(MediaKind.IMAGE, MediaKind.VIDEO),
+    settings=Vision,
+    tokens=read_tokens,
+    processor=NemotronProcessor(
+        tiled.TileProcessor(
+            NAME,
+            image_item,
+            video_item,
+            lambda total, fps, vision: tiled.loader_indices(total, fps, vision.num_frames),
+        )
+    ),
+    prompt=NemotronPrompt(),
+    wire=tiled.TileWire(FIELDS, {MediaKind.VIDEO: tiled.concatenate}),
+    contract=NemotronContract(),
+    video_pruning=(("nemotron_h_omni", (PruningMethod.EVS,)),),
+    worker_kinds=((MediaKind.IMAGE, IMAGES_BY_WORKER),),
+)

@@ -10,7 +10,8 @@ its processor class's, read with its settings (vLLM decides it so too).
 InternVL matches ``internvl`` (the transformers format) only: the remote-code
 ``internvl_chat`` folders are another processing in vLLM (``internvl.py``).
 Inkling matches its ``inkling_mm_model`` exactly (the text-only ``inkling_model``
-reads no media).
+reads no media). Nemotron-3-Nano-Omni matches ``nemotron_h_omni``; its images are
+the worker's to process (``Family.worker_kinds``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from mmctl.models import (
     llava_next,
     llava_onevision,
     minimax_m3_vl,
+    nemotron_h_omni,
 )
 from mmctl.models.family import Family
 from mmctl.models.qwen_vl import qwen2_vl, qwen3_5, qwen3_omni, qwen3_vl
@@ -50,6 +52,7 @@ FAMILIES: tuple[Family, ...] = (
     internvl.FAMILY,
     minimax_m3_vl.FAMILY,
     inkling.FAMILY,
+    nemotron_h_omni.FAMILY,
 )
 ALIASES: dict[str, Family] = {
     name: family for family in FAMILIES for name in (family.name, *family.aliases)

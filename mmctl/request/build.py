@@ -9,8 +9,9 @@ What each modality batch carries — keys, flat or batched, kept on the CPU —
 is the model family's field table (:mod:`mmctl.values.fields`), the same
 table the stub worker checks against. Each batch also names its embedding
 token (``im_token_id``, the family's), one placeholder span and one content
-hash per item. ``encoder_input_key`` stays unset: every family's forward
-takes ``pixel_values`` (the servicer renames it for video).
+hash per item. ``encoder_input_key`` stays unset where the family's forward
+takes ``pixel_values`` (the servicer renames it for video); a family whose pixel
+field has another name (Nemotron's ``pixel_values_flat_video``) names it there.
 """
 
 from __future__ import annotations
@@ -139,6 +140,8 @@ class Batch:
     batched_keys: list[str]
     flat_keys: dict[str, str]
     keep_on_cpu_keys: list[str]
+    #: The kwarg the pixels are registered under, where not ``pixel_values``.
+    encoder_input_key: str | None = None
 
     @property
     def modality(self) -> int:
@@ -160,6 +163,8 @@ class Batch:
         )
         if self.im_token_id is not None:
             msg.im_token_id = self.im_token_id
+        if self.encoder_input_key is not None:
+            msg.encoder_input_key = self.encoder_input_key
         pixel_place = pixels or place
         msg.pixel_values.CopyFrom(
             pixel_place(PIXEL_KEY, self.pixel_values, self.pixel_dtype)
@@ -204,6 +209,7 @@ def make_batches(items: Sequence[MediaItem], layout: Layout, model: Model) -> li
             for f in sent
             if f.value != PIXELS
         }
+        pixel_key = next(f.key for f in fields if f.value == PIXELS)
         spans = [layout.spans[n] for n, _ in members]
         if any(s.embeds_all for s in spans) and not all(s.embeds_all for s in spans):
             raise InputError(
@@ -231,6 +237,7 @@ def make_batches(items: Sequence[MediaItem], layout: Layout, model: Model) -> li
                 batched_keys=[f.key for f in sent if f.layout is FieldLayout.BATCHED],
                 flat_keys={f.key: f.sizes for f in sent if f.sizes is not None},
                 keep_on_cpu_keys=[f.key for f in sent if f.keep_on_cpu],
+                encoder_input_key=None if pixel_key == PIXEL_KEY else pixel_key,
             )
         )
     return batches

@@ -12,7 +12,7 @@ preprocess and write the prompt where the tokenizer is.
 from __future__ import annotations
 
 import base64
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,6 +24,7 @@ from mmctl.media.probe import MediaKind, media_type
 from mmctl.request.build import RequestPlan, Sampling, new_request_id
 
 if TYPE_CHECKING:
+    from mmctl.models.family import Family
     from mmctl.models.model import Model, WorkerModel
 
 #: Why a request with sound is processed by the worker as a whole (ARCHITECTURE §3).
@@ -32,6 +33,21 @@ SOUND_BY_WORKER = (
     "every preprocessed tensor batch but video 'image', so sound cannot travel preprocessed, "
     "and it refuses media_refs beside preprocessed tensors"
 )
+
+
+def by_worker(kinds: Iterable[MediaKind], family: Family | None) -> str | None:
+    """Why a request carrying media of ``kinds`` is processed by the worker as a whole
+    (``None``: it need not be): sound, for every family (:data:`SOUND_BY_WORKER`), or a
+    kind ``family``'s vLLM model cannot take preprocessed (``Family.worker_kinds``:
+    Nemotron's images). The one rule ``build``, ``send``, ``inspect-tokens`` and the
+    stub worker follow."""
+    found = set(kinds)
+    if MediaKind.AUDIO in found:
+        return SOUND_BY_WORKER
+    for kind, reason in family.worker_kinds if family is not None else ():
+        if kind in found:
+            return reason
+    return None
 
 
 def media_refs(
@@ -65,9 +81,11 @@ def refs_plan(
     from mmctl.request.compose import render_prompt
 
     sound = any(kind is MediaKind.AUDIO for kind, _ in refs)
-    if sound and not isinstance(model, WorkerModel):
-        # mmctl's families know their pixels' placeholders, not sound's: the
-        # model's own chat template writes it, as vLLM's chat endpoint has it do.
+    why = by_worker((kind for kind, _ in refs), getattr(model, "spec", None))
+    if why is not None and not isinstance(model, WorkerModel):
+        # A request the worker processes whole (sound; a kind the family's model
+        # cannot take preprocessed): the model's own chat template writes its
+        # placeholders, as vLLM's chat endpoint has it do.
         from mmctl.prompt.chat import find_template
 
         template, _ = find_template(model.source)
@@ -75,10 +93,10 @@ def refs_plan(
             raise InputError(
                 f"{model.source.label} has no chat template that writes media "
                 f"({'a text-only one' if template else 'none'}), and mmctl does not know where "
-                f"sound goes in a {model.name} prompt",
+                f"{'sound goes' if sound else 'its media go'} in a {model.name} prompt",
                 hint="pass the model's folder with its own chat template (--model-dir DIR)",
             )
-        model = model.as_worker(SOUND_BY_WORKER)
+        model = model.as_worker(why)
     if not chat and isinstance(model, WorkerModel):
         what = "sound's placeholder text in" if sound else "the placeholder text of"
         raise UsageError(

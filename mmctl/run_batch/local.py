@@ -50,7 +50,7 @@ from mmctl.run_batch.work import (
     Preparer,
     Preprocessed,
     Settings,
-    has_sound,
+    by_worker_line,
     media_keys,
     preprocess_in_process,
     warm,
@@ -276,7 +276,7 @@ class _Job:
         item is making them: then this one waits), the rest from the pool."""
         loop = asyncio.get_running_loop()
         settings = self.preparer.settings
-        if not self.cache.enabled or has_sound(item):
+        if not self.cache.enabled or by_worker_line(item, self.preparer.model) is not None:
             done = await loop.run_in_executor(
                 self.pool, preprocess_in_process, settings, item, number
             )

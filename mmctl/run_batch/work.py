@@ -195,11 +195,13 @@ class Preparer:
         self._check(item, [_kind_of(m) for m in item.media])
         if s.media_ref is not None:  # the worker preprocesses: its refs only
             return self._refs(item, number, start, s.media_ref)
-        if has_sound(item):  # sound: the worker processes the whole line
+        why = by_worker_line(item, self.model)
+        if why is not None:  # sound, or a kind the family's model cannot take preprocessed
             if s.sound_ref is None:
+                what = "has sound" if has_sound(item) else f"is the worker's ({why})"
                 raise InputError(
-                    "this line has sound, which only a worker that processes media itself takes, "
-                    "and these workers do not (mm_processor is empty)"
+                    f"this line {what}, which only a worker that processes media itself "
+                    "takes, and these workers do not (mm_processor is empty)"
                 )
             return self._refs(item, number, start, s.sound_ref)
         model = self.family
@@ -298,6 +300,16 @@ class Preparer:
 def has_sound(item: Item) -> bool:
     """Whether a line names sound (its requests are worker-processed: no pixels to keep)."""
     return any(_kind_of(m) == MediaKind.AUDIO.value for m in item.media)
+
+
+def by_worker_line(item: Item, model: Model | WorkerModel | None) -> str | None:
+    """Why a line is processed by the worker as a whole (:func:`mmctl.request.refs.by_worker`:
+    sound, or a kind its family's model cannot take preprocessed); ``None``: it is not."""
+    from mmctl.request.refs import by_worker
+
+    names = {k.value: k for k in MediaKind}
+    kinds = [names[k] for k in (_kind_of(m) for m in item.media) if k in names]
+    return by_worker(kinds, getattr(model, "spec", None))
 
 
 def media_keys(media: list[Medium], model: Model, fmt: PixelFormat) -> list[str | None]:

@@ -136,7 +136,10 @@ class ReceivedBatch:
 
     @property
     def pixel_key(self) -> str:
-        return worker_key("pixel_values", self.kind)
+        """The kwarg the model's forward takes its pixels as: the family's pixel field,
+        renamed as the servicer renames it (``pixel_values_videos`` for video)."""
+        named = [f.key for f in self.fields if f.value == PIXELS]
+        return worker_key(named[0] if named else DEFAULT_ENCODER_INPUT_KEY, self.kind)
 
     def rename(self, key: str) -> str:
         return worker_key(key, self.kind)
@@ -317,6 +320,16 @@ def validate(
                     f"{offset} would receive embeddings; the item has {tokens}; {ENGINE_FAIL} "
                     "a placeholder/embedding count mismatch"
                 )
+            whole = length == tokens  # the model embeds every position (Nemotron's video)
+            if batch.im_token_id is not None and whole and not deferred:
+                marked = int(np.count_nonzero(ids[offset : offset + length] == batch.im_token_id))
+                if marked != tokens and not model.pruning.enabled:
+                    deferred = (
+                        f"{batch.label}.im_token_id is set, so only the {marked} embedding "
+                        f"tokens of the span at {offset} would receive embeddings; the model "
+                        f"embeds all {tokens} positions of it (leave im_token_id unset); "
+                        f"{ENGINE_FAIL} a placeholder/embedding count mismatch"
+                    )
             if batch.im_token_id is not None and model.pruning.enabled and not deferred:
                 marked = int(np.count_nonzero(ids[offset : offset + length] == batch.im_token_id))
                 if marked != tokens:
@@ -359,6 +372,12 @@ def validate(
 
 def _check_batch(batch: ReceivedBatch, model: Model, policy: Policy) -> None:
     label = batch.label
+    by_worker = dict(model.spec.worker_kinds).get(batch.kind)
+    if by_worker is not None:
+        raise Rejected(
+            f"{label} is a preprocessed {batch.kind.value} batch: {by_worker}; {ENGINE_FAIL} "
+            "an AssertionError"
+        )
     if batch.pixel_key not in batch.tensors:
         if batch.primary_key != DEFAULT_ENCODER_INPUT_KEY:
             raise Rejected(

@@ -30,7 +30,7 @@ from mmctl.errors import InputError, UsageError
 from mmctl.media.probe import MediaKind
 from mmctl.models.model import Model, WorkerModel
 from mmctl.models.registry import supported_hint
-from mmctl.request.refs import SOUND_BY_WORKER
+from mmctl.request.refs import by_worker
 from mmctl.request.tensors import wire_name
 from mmctl.request.view import batches
 from mmctl.transport.shm import namespace_id
@@ -279,9 +279,10 @@ class StubServicer(proto.engine_grpc.VllmEngineServicer):
         model = cfg.model
         if isinstance(model, WorkerModel):
             return self._answer_own(request, model)
-        if _has_sound(request):
+        why = _by_worker(request, model.spec)
+        if why is not None:
             # As the real worker: vLLM's own processor reads the whole request.
-            return self._answer_own(request, model.as_worker(SOUND_BY_WORKER))
+            return self._answer_own(request, model.as_worker(why))
         try:
             arrived = request
             if self.recorder is not None and request.HasField("media_refs"):
@@ -585,11 +586,13 @@ def _describe(mm: pb.MultimodalInputs, taken: bool = False) -> str:
     return f"{kind} {len(mm.mm_placeholders)} item(s) {list(td.shape)} {td.dtype} via {where}"
 
 
-def _has_sound(request: pb.GenerateRequest) -> bool:
-    audio = modality.to_wire(MediaKind.AUDIO)
-    return request.HasField("media_refs") and any(
-        ref.modality == audio for ref in request.media_refs.items
-    )
+def _by_worker(request: pb.GenerateRequest, spec: Family) -> str | None:
+    """Why the request's media references are the worker's to process whole (sound, a
+    kind the family's model cannot take preprocessed); ``None``: they are not."""
+    if not request.HasField("media_refs"):
+        return None
+    kinds = [modality.ref_from_wire(ref.modality) for ref in request.media_refs.items]
+    return by_worker([k for k in kinds if k is not None], spec)
 
 
 def _modalities(model: Model | WorkerModel) -> tuple[MediaKind, ...]:

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 
 #: ``config.json`` keys naming a kind's placeholder id, as vLLM's model classes read them.
 TOKEN_KEYS = {
-    MediaKind.IMAGE: ("image_token_index", "image_token_id"),
+    MediaKind.IMAGE: ("image_token_index", "image_token_id", "img_context_token_id"),
     MediaKind.VIDEO: ("video_token_index", "video_token_id"),
     MediaKind.AUDIO: ("audio_token_index", "audio_token_id"),
 }

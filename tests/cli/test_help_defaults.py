@@ -235,12 +235,16 @@ TRUTH: dict[tuple[str, str], Callable[[dict[str, Any]], object]] = {
     ),
     ("--min-frames", "the model's (4)"): lambda o: _settings(o, "min_frames") == 4,
     ("--max-frames", "the model's (768)"): lambda o: _settings(o, "max_frames") == 768,
-    ("--num-frames", "from --fps; llava-onevision, gemma4 and internvl: the model's (32)"): (
+    (
+        "--num-frames",
+        "from --fps; llava-onevision, gemma4, internvl and nemotron-omni: the model's (32)",
+    ): (
         lambda o: (
             o["preprocess"]["frames"]["sampled_fps"] == 2
             and _family_settings("llava_onevision").num_frames == 32
             and _family_settings("gemma4").num_frames == 32
             and _family_settings("internvl").num_frames == 32
+            and _family_settings("nemotron_h_omni").num_frames == 32
         )
     ),
     ("--min-pixels", "the model's"): lambda o: _settings(o, "video_min_pixels") == 4096,

@@ -152,10 +152,11 @@ def test_a_video_for_an_image_family_names_the_families_that_read_video(env):
         "gemma4",
         "internvl",
         "minimax-m3-vl",
+        "nemotron-omni",
     ]
     assert hint == (
         "qwen3-vl, qwen3.5, qwen2.5-vl, qwen3-omni, llava-onevision, glm4v, glm5-next, gemma4, "
-        "internvl and minimax-m3-vl models read video"
+        "internvl, minimax-m3-vl and nemotron-omni models read video"
     )
     ok = mmctl("inspect-tokens", MEDIA / "tiny.mp4", "--model-dir", FAMILIES / "llava_onevision",
                env=env)  # fmt: skip

@@ -186,9 +186,8 @@ def test_out_into_a_missing_folder_is_bad_input(capsys, clip, tmp_path):
     assert err.startswith(f"Error: cannot write {tmp_path / 'no' / 'x.npz'}")
 
 
-# Folders no family preprocesses: the goldens, Nemotron-3-Nano-Omni (worker-processed:
-# vLLM 0.33's model refuses preprocessed images).
-NOT_WIRED = ("goldens", "nemotron_h_omni")
+# Not a model folder: the goldens.
+NOT_WIRED = ("goldens",)
 FAMILY_FOLDERS = sorted(
     p
     for p in (Path(__file__).resolve().parents[1] / "fixtures" / "families").iterdir()

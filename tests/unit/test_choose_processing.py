@@ -9,7 +9,7 @@ import pytest
 
 from mmctl.choices import MediaRef, Processing
 from mmctl.client.negotiate import choose_processing
-from mmctl.errors import CheckFailed, InputError, UnknownFamily
+from mmctl.errors import CheckFailed, InputError, UnknownFamily, UsageError
 from mmctl.models.registry import for_config
 
 
@@ -67,3 +67,22 @@ def test_worker_forced_needs_the_workers_processor_whatever_the_family():
         choose_processing(facts(processor=""), Processing.WORKER, MediaRef.DATA, None, "llava")
     with pytest.raises(CheckFailed, match="not file:"):
         choose_processing(facts(), Processing.WORKER, MediaRef.FILE, unknown(), "x")
+
+
+def test_a_kind_the_family_leaves_to_the_worker_sends_the_request_whole():
+    """Nemotron's images (``Family.worker_kinds``): ``auto`` hands the request to the
+    worker with the reason, ``--processing client`` is refused with it, and a worker that
+    does not process media cannot take it."""
+    from mmctl.models.nemotron_h_omni import IMAGES_BY_WORKER
+
+    args = (MediaRef.DATA, None, "nemotron-omni", False, IMAGES_BY_WORKER)
+    choice = choose_processing(facts(), Processing.AUTO, *args)
+    assert choice.worker and IMAGES_BY_WORKER in choice.decision.reason
+    assert choice.note is not None and choice.note.startswith("nemotron-omni: the worker")
+    with pytest.raises(UsageError, match=r"--processing client: vLLM 0\.33's Nemotron"):
+        choose_processing(facts(), Processing.CLIENT, *args)
+    with pytest.raises(CheckFailed, match="cannot take these media"):
+        choose_processing(facts(processor=""), Processing.AUTO, *args)
+    # Video alone: mmctl preprocesses it.
+    alone = choose_processing(facts(), Processing.AUTO, MediaRef.DATA, None, "nemotron-omni")
+    assert not alone.worker

@@ -14,6 +14,7 @@ from mmctl.models import (
     llava,
     llava_next,
     llava_onevision,
+    nemotron_h_omni,
 )
 from mmctl.models.qwen_vl import qwen2_vl, qwen3_vl
 from mmctl.values.fields import FieldLayout, WireField
@@ -27,6 +28,7 @@ OTHERS = (
     gemma4.FAMILY,
     internvl.FAMILY,
     inkling.FAMILY,
+    nemotron_h_omni.FAMILY,
 )
 
 CONTRACTS = Path(__file__).resolve().parents[3] / "docs" / "contracts.md"

@@ -26,9 +26,7 @@ from mmctl.models.model import load_model
 
 FAMILIES = Path(__file__).resolve().parents[2] / "fixtures" / "families"
 #: Not a model folder: the goldens of every family.
-#: Folders no family claims: the goldens, and Nemotron-3-Nano-Omni (worker-processed: vLLM
-#: 0.33's model refuses preprocessed images; scripts/families/nemotron_h_omni.md).
-NOT_A_MODEL = {"goldens", "nemotron_h_omni"}
+NOT_A_MODEL = {"goldens"}
 
 #: (folder, file, dotted key, value, class). ``None`` as folder: the built-in Qwen3-VL files.
 CASES: list[tuple[str | None, str, str, Any, str]] = [
@@ -174,6 +172,19 @@ CASES: list[tuple[str | None, str, str, Any, str]] = [
     ("qwen3_omni_moe", "preprocessor_config.json", "merge_size", "2", "wrong type"),
     ("qwen3_omni_moe", "preprocessor_config.json", "image_std", [0.5, 0, 0.5], "non-finite"),
     ("qwen3_omni_moe", "config.json", "thinker_config.video_token_id", 151936, "out of vocabulary"),
+    # Nemotron-3-Nano-Omni (config.json alone: vLLM builds its processor from it)
+    ("nemotron_h_omni", "config.json", "patch_size", 0, "zero"),
+    ("nemotron_h_omni", "config.json", "vision_config.args.min_num_patches", -1024, "negative"),
+    ("nemotron_h_omni", "config.json", "vision_config.video_target_num_patches", 10**9, "huge"),
+    ("nemotron_h_omni", "config.json", "patch_size", 256, "huge"),
+    (
+        "nemotron_h_omni",
+        "config.json",
+        "vision_config.video_maintain_aspect_ratio",
+        "yes",
+        "wrong type",
+    ),
+    ("nemotron_h_omni", "config.json", "norm_std", [0.5, 0, 0.5], "non-finite"),
 ]
 
 

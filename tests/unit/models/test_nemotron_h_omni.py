@@ -176,15 +176,48 @@ def test_the_resize_is_torchs_bit_for_bit_shrinking_too() -> None:
         assert _sha(got) == str(record[f"{case}_output_sha256"]), case
 
 
-def test_nemotron_requests_go_to_the_worker_whole() -> None:
-    """No mmctl family claims the folder (vLLM 0.33's model refuses preprocessed images:
-    nemotron_h_omni.md, "Over the gRPC wire"), so its requests are worker-processed —
-    images, video and sound alike — with the folder's own template writing the media."""
+def test_a_request_with_an_image_goes_to_the_worker_whole() -> None:
+    """The family preprocesses video; vLLM 0.33's model refuses preprocessed images
+    (nemotron_h_omni.md, "Over the gRPC wire"), so a request carrying an image is
+    worker-processed as a whole — its video too — with the folder's own template
+    writing the media, and the reason said."""
+    from mmctl.request.refs import by_worker
+
     model = load_any(source=from_dir(FOLDER))
-    assert isinstance(model, WorkerModel)
+    assert not isinstance(model, WorkerModel)
+    assert model.spec.name == "nemotron-omni"
+    assert by_worker([MediaKind.VIDEO], model.spec) is None
+    assert by_worker([MediaKind.VIDEO, MediaKind.IMAGE], model.spec) == nemo.IMAGES_BY_WORKER
     refs = [(MediaKind.IMAGE, "file:///a.png"), (MediaKind.VIDEO, "file:///v.mp4")]
     plan = refs_plan(refs, "Describe.", model)
     assert plan.batches == [] and plan.media_refs == refs
     assert "<image>\n<video>\nDescribe." in plan.text
     ids = plan.input_ids.tolist()
     assert ids.count(nemo.Tokens().context) == 1  # the worker expands it
+
+
+def test_inspect_tokens_and_build_say_why_an_image_goes_to_the_worker(tmp_path) -> None:
+    """The reason reaches ``--json`` as sound's does: ``processing`` worker, with why."""
+    import json
+    import subprocess
+    import sys
+
+    from mmctl.offline import inspect_tokens
+
+    image = FOLDER.parents[1] / "media" / "rgb_odd.png"
+    report = inspect_tokens(image, model_dir=FOLDER)
+    doc = report.as_dict()
+    assert doc["processing"] == {"value": "worker", "reason": nemo.IMAGES_BY_WORKER}
+    assert doc["layout"] == "worker"
+    out = tmp_path / "req.pb"
+    done = subprocess.run(
+        [sys.executable, "-m", "mmctl", "build", str(image), "--model-dir", str(FOLDER),
+         "-o", str(out), "--json"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    built = json.loads(done.stdout)
+    assert built["decisions"]["processing"] == {
+        "value": "worker",
+        "reason": nemo.IMAGES_BY_WORKER,
+    }
