@@ -873,6 +873,107 @@ INTERNVL = Family(
     },
 )
 
+# ---- Qwen3-Omni's thinker (issue 41) --------------------------------------------------
+#
+# The checkpoint layout published Qwen3-Omni folders have: a
+# Qwen3OmniMoeForConditionalGeneration config (thinker_config inside; vLLM's
+# registry maps the architecture to its Qwen3OmniMoeThinkerForConditionalGeneration,
+# which reads hf_config.thinker_config) and ``thinker.*`` weights, built without
+# the talker (enable_audio_output off: the thinker is all vLLM loads; it drops
+# ``talker.``/``code2wav.`` weights). In small: a 2-layer MoE text model (4
+# experts, 2 per token, head_dim 32 for CPU attention; the mrope sections sum to
+# 16 and interleave as the published [24, 20, 20] do for 128), a 2-block vision
+# tower at the published patch 16 / merge 2 / temporal patch 2 with one deepstack
+# level, and a 1-layer audio tower (vLLM builds it whatever the request; the
+# worker takes no sound: mmctl sends sound worker-processed, the sound issue's).
+# No device normalization (vLLM's model has none): mmctl sends float32. One worker:
+# CI time.
+
+QWEN3_OMNI = Family(
+    name="qwen3-omni",
+    hf_class="Qwen3OmniMoeForConditionalGeneration",
+    config={
+        "architectures": ["Qwen3OmniMoeForConditionalGeneration"],
+        "model_type": "qwen3_omni_moe",
+        "enable_audio_output": False,
+        "thinker_config": {
+            "model_type": "qwen3_omni_moe_thinker",
+            **QWEN_TOKEN_IDS,
+            "audio_token_id": 151675,
+            "audio_start_token_id": 151669,
+            "audio_end_token_id": 151670,
+            "position_id_per_seconds": 13,
+            "user_token_id": 872,
+            "tie_word_embeddings": False,
+            "initializer_range": 0.3,
+            "text_config": {
+                **_TEXT,
+                # vLLM's Qwen3MoeForCausalLM reads it from the text config, which
+                # transformers' class leaves without one (the thinker's is False).
+                "tie_word_embeddings": False,
+                "moe_intermediate_size": 64,
+                "num_experts": 4,
+                "num_experts_per_tok": 2,
+                "decoder_sparse_step": 1,
+                "norm_topk_prob": True,
+                "rope_parameters": {
+                    "rope_type": "default",
+                    "rope_theta": 1000000.0,
+                    "mrope_section": [6, 5, 5],
+                    "interleaved": True,
+                    "mrope_interleaved": True,
+                },
+            },
+            "vision_config": {
+                "depth": 2,
+                "hidden_size": 64,
+                "intermediate_size": 128,
+                "num_heads": 2,
+                "patch_size": 16,
+                "spatial_merge_size": 2,
+                "temporal_patch_size": 2,
+                "out_hidden_size": 64,
+                "deepstack_visual_indexes": [0],
+                # The published values, which vLLM's tower reads (transformers' config
+                # class has no such fields): a 48x48 position table, added to patches.
+                "image_size": 768,
+                "apply_vit_abs_pos_embed": True,
+                "initializer_range": 0.3,
+            },
+            "audio_config": {
+                "num_mel_bins": 128,
+                "encoder_layers": 1,
+                "encoder_attention_heads": 2,
+                "encoder_ffn_dim": 128,
+                "d_model": 64,
+                "output_dim": 64,
+                "downsample_hidden_size": 32,
+                "initializer_range": 0.3,
+            },
+        },
+    },
+    processor_files={},
+    workers=(Worker("float32", False),),
+    # Two images (one flat patch batch), a video alone (vLLM's loader picks the
+    # frames), an image with the odd-count clip (its last temporal patch padded),
+    # each inline and through shm, and the reversed video.
+    cases=(
+        Case("two-images", (IMAGE, TINY_IMAGE)),
+        Case("video", (VIDEO,)),
+        Case("image+video", (IMAGE, ODD_VIDEO)),
+        Case("reversed-video", (VIDEO,), transports=("inline",), reverse=True),
+    ),
+    files_dir="tests/fixtures/families/qwen3_omni_moe",
+    engine={
+        # No sound in these cases: no dummy audio in the start-up profiling.
+        "limit_mm_per_prompt": {
+            "image": {"count": 2, "width": 256, "height": 256},
+            "video": {"count": 1, "num_frames": 8, "width": 256, "height": 256},
+            "audio": {"count": 0},
+        },
+    },
+)
+
 FAMILIES = {
     f.name: f
     for f in (
@@ -887,5 +988,6 @@ FAMILIES = {
         GEMMA4,
         GEMMA4_AUDIO,
         INTERNVL,
+        QWEN3_OMNI,
     )
 }

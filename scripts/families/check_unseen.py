@@ -670,11 +670,24 @@ def omni_clips(ctx: Ctx) -> tuple[int, int]:
 def omni_loader(ctx: Ctx) -> tuple[int, int]:
     """mmctl's frame choice against vLLM's own ``Qwen2VLVideoBackend`` as ``VideoMediaIO``
     calls it (``load_bytes``' fps 2, no frame count)."""
+    model = ctx.model()
+    variant, vision = model.spec.processor.variant, model.params  # type: ignore[attr-defined]
+    return _qwen2vl_loader(ctx, variant, vision)
+
+
+def qwen2_5_vl_loader(ctx: Ctx) -> tuple[int, int]:
+    """Qwen2.5-VL's (and Qwen2-VL's) frame choice at the published defaults (fps 2,
+    frames 4..768: no folder needed) against the same loader, which vLLM registers for
+    ``Qwen2VLVideoProcessor``, the video processor those checkpoints get."""
+    from mmctl.models.qwen_vl import qwen2_vl
+
+    return _qwen2vl_loader(ctx, qwen2_vl.VARIANT, qwen2_vl.FAMILY.settings())
+
+
+def _qwen2vl_loader(ctx: Ctx, variant: Any, vision: Any) -> tuple[int, int]:
     from vllm.multimodal.video import Qwen2VLVideoBackend
     from vllm.multimodal.video_decoders import VideoSourceMetadata, VideoTargetMetadata
 
-    model = ctx.model()
-    variant, vision = model.spec.processor.variant, model.params  # type: ignore[attr-defined]
     fixed = [(1, 30.0), (3, 2.0), (4, 2.0), (6, 10.0), (41, 24000 / 1001), (451, 30.0),
              (1600, 4.0), (72000, 30.0)]  # fmt: skip
     cases = _loader_cases(ctx, fixed, 0.1)
@@ -1616,6 +1629,8 @@ ROWS: dict[str, tuple[Part, ...]] = {
         Part("clips", omni_clips),
         Part("loader vs Qwen2VLVideoBackend", omni_loader, only="loaders"),
     ),
+    # No folder: the loader part alone, at mmctl's built-in Qwen2.5-VL settings.
+    "qwen2_5_vl": (Part("loader vs Qwen2VLVideoBackend", qwen2_5_vl_loader, only="loaders"),),
     "kimi_k25": (Part("images vs KimiK25FusedVisionProcessor", kimi_images, only="loaders"),),
     "nemotron_h_omni": (
         Part("images vs NanoNemotronVLMultiModalProcessor", nemotron_images, only="loaders"),

@@ -88,11 +88,15 @@ class Qwen2VLVariant:
     def sample_indices(
         self, total_frames: int, source_fps: float, vision: QwenVision
     ) -> np.ndarray:
-        """HF ``Qwen2VLVideoProcessor.sample_frames`` with fps sampling.
+        """HF ``Qwen2VLVideoProcessor.sample_frames`` with fps sampling, as vLLM's
+        ``Qwen2VLVideoBackend`` (the loader registered for ``Qwen2VLVideoProcessor``:
+        Qwen2-VL, Qwen2.5-VL, Qwen3-Omni) runs it.
 
         The count is floored to a multiple of Tp; indices follow
         ``torch.arange(0, total, total / n).int()`` (:func:`torch_arange_float32`),
-        truncated.
+        truncated. That float32 step can end on ``total`` itself (153 frames at
+        10 fps: …, 147, 153); vLLM clamps it to the last frame (152), where HF's
+        own sampling would index past the clip.
         """
         tp = vision.temporal_patch_size
         if vision.num_frames is not None:
@@ -106,7 +110,8 @@ class Qwen2VLVariant:
                 f"cannot sample {n} frames out of {total_frames} (need a multiple of {tp}, "
                 f"at least {tp})"
             )
-        return torch_arange_float32(total_frames, total_frames / n).astype(np.int64)
+        picked = torch_arange_float32(total_frames, total_frames / n).astype(np.int64)
+        return np.minimum(picked, total_frames - 1)
 
     def video_frame_times(
         self, indices: np.ndarray, source_fps: float, vision: QwenVision

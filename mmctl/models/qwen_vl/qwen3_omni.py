@@ -87,15 +87,14 @@ class Qwen3OmniVariant(Qwen2VLVariant):
         self, total_frames: int, source_fps: float, vision: QwenVision
     ) -> np.ndarray:
         """``Qwen2VLVideoBackend.compute_frames_index_to_sample``: Qwen2-VL's fps sampling
-        (the settings carry the loader's constants), its float32 tail clamped to the
-        last frame; a clip of unknown rate is refused, as vLLM refuses it."""
+        (the settings carry the loader's constants; the base clamps the float32 tail
+        to the last frame); a clip of unknown rate is refused, as vLLM refuses it."""
         if source_fps <= 0:
             raise InputError(
                 "Qwen3-Omni's video sampling needs a known source frame rate (vLLM's loader "
                 "refuses a clip whose container reports none)"
             )
-        picked = super().sample_indices(total_frames, source_fps, vision)
-        return np.minimum(picked, total_frames - 1)
+        return super().sample_indices(total_frames, source_fps, vision)
 
     def second_per_grid_ts(
         self, indices: np.ndarray, total_frames: int, source_fps: float, vision: QwenVision

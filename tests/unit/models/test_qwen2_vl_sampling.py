@@ -54,3 +54,23 @@ def test_qwen2_vl_sampling_takes_the_same_range() -> None:
         36781,
         43521,
     )
+
+
+# (frames, fps, count, sum of indices, last three) from vLLM 0.32's own
+# Qwen2VLVideoBackend.compute_frames_index_to_sample (engine environment, as above, at
+# each clip's fps): the float32 step ends on ``total`` itself, which vLLM clamps to the
+# last frame. HF's unclamped sampling would index past the clip (mmctl raised IndexError).
+TAIL_CASES = [
+    (153, 10.0, 31, 2357, [142, 147, 152]),
+    (295, 1.0, 295, 43365, [292, 293, 294]),
+    (451, 1.0, 451, 101475, [448, 449, 450]),
+    (5487, 24000 / 1001, 457, 1253552, [5462, 5474, 5486]),
+]
+
+
+@pytest.mark.parametrize(("total", "fps", "count", "total_sum", "tail"), TAIL_CASES)
+def test_qwen2_vl_sampling_clamps_the_tail_as_vllm_s_loader(
+    total: int, fps: float, count: int, total_sum: int, tail: list[int]
+) -> None:
+    got = qwen2_vl.VARIANT.sample_indices(total, fps, qwen2_vl.FAMILY.settings())
+    assert (len(got), int(got.sum()), got[-3:].tolist()) == (count, total_sum, tail)
