@@ -1072,8 +1072,15 @@ def nemotron_golden(_family: str, processors, media: tuple[str, ...], case: str)
     return record
 
 
-def nemotron_record(proc, max_model_len: int, media: tuple[str, ...], reference: str) -> dict:
-    """One golden's keys (also what vllm_check.py makes again and compares)."""
+def nemotron_record(
+    proc,
+    max_model_len: int,
+    media: tuple[str, ...],
+    reference: str,
+    resolve: Callable[[str], Path] = _media_file,
+) -> dict:
+    """One golden's keys (also what vllm_check.py makes again and compares, and
+    check_unseen.py's clips: ``resolve`` names their files; ``v:`` marks a video)."""
     from vllm.multimodal.media import ImageMediaIO, VideoMediaIO
     from vllm.multimodal.processing.context import TimingContext
     from vllm.multimodal.processing.inputs import ProcessorInputs
@@ -1090,7 +1097,7 @@ def nemotron_record(proc, max_model_len: int, media: tuple[str, ...], reference:
     data: dict[str, list] = {}
     out: dict = {}
     for name in media:
-        raw = _media_file(name).read_bytes()
+        raw = resolve(name).read_bytes()
         if name.startswith("v:"):
             io = VideoMediaIO(ImageMediaIO(), num_frames=VLLM_NUM_FRAMES)
             frames, meta = io.load_bytes(raw).media
@@ -1111,7 +1118,7 @@ def nemotron_record(proc, max_model_len: int, media: tuple[str, ...], reference:
         ProcessorInputs(prompt=list(template_ids), mm_data_items=items), TimingContext()
     )
     ids = [int(i) for i in result["prompt_token_ids"]]
-    files = [_media_file(m) for m in media]
+    files = [resolve(m) for m in media]
     out.update(
         text=np.asarray(text),
         prompt=np.asarray(PROMPT),

@@ -6,7 +6,8 @@ Runs in the reference environment (torch, transformers 5.20.2; never in CI)::
     "$env/bin/python" scripts/families/check_unseen.py [--family F ...] --images 300 --clips 16
 
 and, for the parts that run vLLM's own code (its video loaders' frame choice, Kimi-K2.5's
-fused processor, Nemotron-3-Nano-Omni's processor), in the engine environment::
+fused processor, Nemotron-3-Nano-Omni's processor on images and clips), in the engine
+environment (Nemotron's clips also read vLLM 0.33.0's OpenCV decoder from ``$MMCTL_VLLM_SRC``)::
 
     HF_HUB_OFFLINE=1 ~/.cache/mmctl/engine-env-*/bin/python scripts/families/check_unseen.py --loaders 300
 
@@ -1378,6 +1379,139 @@ def nemotron_images(ctx: Ctx) -> tuple[int, int]:
     return equal, differ
 
 
+#: Rates for the clips: whole, NTSC and fractional, above and below the 2-frame tubelet.
+NEMOTRON_RATES = (Fraction(1), Fraction(2), Fraction(5), Fraction(10), Fraction(25, 2),
+                  Fraction(24000, 1001), Fraction(25), Fraction(30000, 1001), Fraction(60))  # fmt: skip
+#: (frames, height, width) first: one frame, an odd count under the 32-frame cap, the cap
+#: and one past it, a long clip, a thin one, and two larger than 1024 patches (they shrink).
+NEMOTRON_FIXED_CLIPS = [(1, 37, 53), (7, 64, 64), (32, 45, 91), (33, 90, 31), (157, 27, 41),
+                        (12, 17, 199), (9, 700, 533), (40, 611, 887)]  # fmt: skip
+
+
+def _nemotron_clip(ctx: Ctx, n: int) -> tuple[Path, np.ndarray, Fraction]:
+    """The fixed shapes first, then random ones: 1-120 frames (past the cap about
+    three times in four), 16-300 px sides, one clip in six 500-900 px (at most 40 frames)."""
+    rate = NEMOTRON_RATES[int(ctx.rng.integers(len(NEMOTRON_RATES)))]
+    if n < len(NEMOTRON_FIXED_CLIPS):
+        total, h, w = NEMOTRON_FIXED_CLIPS[n]
+    elif ctx.rng.integers(6) == 0:
+        total, h, w = (int(x) for x in ctx.rng.integers((1, 500, 500), (41, 901, 901)))
+    else:
+        total, h, w = (int(x) for x in ctx.rng.integers((1, 16, 16), (121, 301, 301)))
+    clip = np.stack([noisy_content(ctx.rng, h, w) for _ in range(total)])
+    path = ctx.tmp / f"{n}.avi"
+    write_clip(path, clip, rate)
+    return path, clip, rate
+
+
+def _nemotron_problems(record: dict, composed: Any, control: bool) -> list[str]:
+    """mmctl's request against vLLM's record (``make_family_fixtures.nemotron_record``):
+    what tests/compat/test_nemotron_requests.py compares for the goldens."""
+    from mmctl.request import tensors
+
+    req = composed.plan.to_proto()
+    video = req.mm_inputs
+
+    def tensor(key: str) -> list[int]:
+        td = video.model_specific_tensors[key]
+        return tensors.from_bytes(td.inline, td.shape, td.dtype).tolist()
+
+    pixels = bytes(video.pixel_values.inline)
+    if control:  # the negative control: the last bit of one bfloat16 value flipped
+        pixels = pixels[:-1] + bytes([pixels[-1] ^ 1])
+    problems = []
+    if composed.rendered.text != str(record["text"]):
+        problems.append("chat text")
+    ids = list(req.tokenized.input_ids)
+    want_ids = record["vllm_input_ids"].tolist()
+    if ids != want_ids:
+        at = next((i for i, (a, b) in enumerate(zip(ids, want_ids, strict=False)) if a != b), None)
+        problems.append(f"ids ({len(ids)} vs {len(want_ids)}, first difference at {at})")
+    if not composed.check.ok:
+        problems.append(f"mmctl's check: {composed.check.reason}")
+    spans = [[p.offset, p.length] for p in video.mm_placeholders]
+    if spans != record["video_placeholders"].tolist():
+        problems.append(f"spans {spans} vs {record['video_placeholders'].tolist()}")
+    shape = record["video0_pixels_shape"].tolist()
+    if list(video.pixel_values.shape) != shape:
+        problems.append(f"pixel shape {list(video.pixel_values.shape)} vs {shape}")
+    elif video.pixel_values.dtype != str(record["video0_pixels_dtype"]):
+        problems.append(f"pixel dtype {video.pixel_values.dtype}")
+    elif hashlib.sha256(pixels).hexdigest() != str(record["video0_pixels_sha256"]):
+        problems.append("pixel bits")
+    for key in ("video_num_patches", "frame_duration_ms"):
+        if tensor(key) != record[key].tolist():
+            problems.append(f"{key} {tensor(key)} vs {record[key].tolist()}")
+    if tensor("frames_indices") != record["video0_indices"].tolist():
+        problems.append(f"frames_indices {tensor('frames_indices')[:6]}…")
+    if video.encoder_input_key != "pixel_values_flat_video":
+        problems.append(f"encoder_input_key {video.encoder_input_key}")
+    return problems
+
+
+def vllm_033_opencv() -> None:
+    """vLLM 0.33.0's OpenCV decoder (``video_decoders/opencv.py`` from ``$MMCTL_VLLM_SRC``,
+    run unchanged) in place of the engine env's 0.32 one, whose only difference is the
+    metadata: 0.33 reads it on a capture of its own (0.32 seeks the reading capture to the
+    end and back, which loses the one frame of a 1-frame AVI) and counts frames by
+    demuxing when the header has none. ``decode_video`` looks its decoder up on the
+    module at each call, so replacing the module's names is enough."""
+    import importlib
+
+    from families.vllm_source import vllm_source
+
+    inside = "vllm/multimodal/video_decoders/opencv.py"
+    path = vllm_source(inside) / inside
+    module = importlib.import_module("vllm.multimodal.video_decoders.opencv")
+    exec(compile(path.read_text(encoding="utf-8"), str(path), "exec"), module.__dict__)
+
+
+def nemotron_clips(ctx: Ctx) -> tuple[int, int]:
+    """mmctl's request for a random clip (``compose``, what ``mmctl build`` does, bfloat16
+    as served) against vLLM's own ``NanoNemotronVLMultiModalProcessor`` on the same file,
+    loaded as vLLM 0.33 loads it (``VideoMediaIO(num_frames=32)``, its OpenCV decoder:
+    ``vllm_033_opencv``) and driven as the
+    goldens' maker drives it (``nemotron_record``): chat text, prompt ids, placeholder
+    spans, ``pixel_values_flat_video`` (bits' sha256, shape), ``video_num_patches``,
+    ``frames_indices``, ``frame_duration_ms``. Both decoders' frames must be the written
+    ones (else the codec, not mmctl, differs). ``--control`` flips one pixel bit of
+    mmctl's: every clip must then differ."""
+    from make_family_fixtures import PROMPT, nemotron_record
+
+    from mmctl.request.compose import compose
+
+    vllm_033_opencv()
+    model = ctx.model()
+    proc, max_model_len = nemotron_vllm_processor(ctx.folder)
+    equal = differ = 0
+    for n in range(ctx.args.loaders):
+        path, clip, rate = _nemotron_clip(ctx, n)
+        try:
+            record = nemotron_record(proc, max_model_len, ("v:clip",), "", lambda _, p=path: p)
+        except ValueError as err:  # the processor's refusal (e.g. no frame decoded)
+            problems = [f"vLLM refused: {str(err)[:200]}"]
+        else:
+            kept = record["video0_indices"].tolist()
+            if str(record["video0_frames_sha256"]) != sha(clip[kept]):
+                problems = ["vLLM's decoded frames are not the written ones (the codec)"]
+            elif not _lossless(path, clip, kept):
+                problems = [LOSSY]
+            else:
+                composed = compose([path], PROMPT, model, pixel_format=PixelFormat.BFLOAT16)
+                problems = _nemotron_problems(record, composed, ctx.args.control)
+        if problems:
+            differ += 1
+            if not ctx.args.control:
+                _report_clip(problems, clip, float(rate))
+        else:
+            equal += 1
+        path.unlink()
+    if ctx.args.control:  # the control passes when nothing is equal
+        print(f"  (control: {differ} of {equal + differ} differ, as they must)")
+        return differ, equal
+    return equal, differ
+
+
 # ---- Kimi-K2.5: vLLM's own KimiK25FusedVisionProcessor (the engine environment) ----
 
 
@@ -1634,6 +1768,7 @@ ROWS: dict[str, tuple[Part, ...]] = {
     "kimi_k25": (Part("images vs KimiK25FusedVisionProcessor", kimi_images, only="loaders"),),
     "nemotron_h_omni": (
         Part("images vs NanoNemotronVLMultiModalProcessor", nemotron_images, only="loaders"),
+        Part("clips vs NanoNemotronVLMultiModalProcessor", nemotron_clips, only="loaders"),
     ),
     "minimax_m3_vl": (
         Part("images (vLLM's processor copy)", minimax_images),
@@ -1663,7 +1798,11 @@ def main(argv: list[str] | None = None) -> int:
         metavar="N",
         help="instead, the parts that run vLLM's own code (engine env), N cases each",
     )
-    parser.add_argument("--control", action="store_true", help="Kimi-K2.5's negative control")
+    parser.add_argument(
+        "--control",
+        action="store_true",
+        help="the negative controls (Kimi-K2.5's images, Nemotron's clips)",
+    )
     parser.add_argument("--seed", type=int, default=20261201)
     args = parser.parse_args(argv)
     mode = "loaders" if args.loaders else None
