@@ -111,7 +111,12 @@ def ray_cluster(monkeypatch, tmp_path_factory) -> Iterator[Callable[..., RayClus
 
     def make(cpus: int = 1, nodes: int = 1, private: int = 0, dashboard: int = 0) -> RayCluster:
         loopback = {"node_ip_address": "127.0.0.1"}
-        head: dict[str, Any] = {**loopback, "num_cpus": cpus, "include_dashboard": False}
+        # The agent's HTTP port (the job agent's) chosen by the system: Ray's
+        # fixed default (52365) is taken whenever another Ray runs on the machine
+        # (the other test process's, a user's), and then the agent serves no HTTP
+        # and `ray job submit` answers "No available agent" until it gives up.
+        head: dict[str, Any] = {**loopback, "num_cpus": cpus, "include_dashboard": False,
+                                "dashboard_agent_listen_port": 0}  # fmt: skip
         if dashboard:  # the job server (ray[default]) on this port
             head.update(include_dashboard=True, dashboard_host=LOOPBACK, dashboard_port=dashboard)
         cluster = _patiently(lambda: Cluster(initialize_head=True, head_node_args=head), before)

@@ -244,8 +244,9 @@ def test_ray_job_submit_runs_a_batch(ray_cluster, make_stub, red_blue, tmp_path)
     while True:
         res = subprocess.run(argv, capture_output=True, text=True, timeout=300)
         # The job server answers before the node's job agent has registered
-        # (a loaded machine: seconds); Ray's own answer is "try again later",
-        # and no job was created.
+        # (a loaded machine: seconds; the agent's port is the system's choice,
+        # see ray_cluster); Ray's own answer is "try again later", and no job
+        # was created.
         if "No available agent to submit job" not in res.stderr:
             break
         assert time.monotonic() < deadline, "the job agent did not come up"
