@@ -492,10 +492,14 @@ class Answer:
             self.first = False
         kind = self.received.feed(response(resp, self.ready.request.request_id))
         if kind == "chunk" and self.hooks.on_text is not None:
-            self.show(self.tokenizer.decode(self.tokens, skip_special_tokens=True))
+            # Only whole characters: a token may end inside a multi-byte one,
+            # which decodes as U+FFFD until the tokens that finish it arrive
+            # (then the same bytes read as the character: not a prefix of what
+            # was shown). The last text is shown whole, in ``finish``.
+            text = self.tokenizer.decode(self.tokens, skip_special_tokens=True)
+            self.show(text.rstrip("\ufffd"))
 
     def show(self, text: str) -> None:
-        # Only whole characters: a token may end inside a multi-byte one.
         if text.startswith(self.shown) and len(text) > len(self.shown):
             assert self.hooks.on_text is not None
             self.hooks.on_text(text[len(self.shown) :])
