@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
 from mmctl.choices import PixelFormat
+from mmctl.media import synth
 from mmctl.request.compose import compose
 from mmctl.transport.shm import ShmArena
 from mmctl.wire import proto
@@ -42,3 +44,12 @@ def shm_placer(arena: ShmArena, min_bytes: int = 0):
         )
 
     return place
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory) -> tuple[Path, Path]:
+    """A red 200x300 and a blue 500x120 PNG (the family stub tests' images)."""
+    folder = tmp_path_factory.mktemp("family-media")
+    red = synth.write_image(folder / "red.png", synth.color_frame((255, 0, 0), 200, 300))
+    blue = synth.write_image(folder / "blue.png", synth.color_frame((0, 0, 255), 500, 120))
+    return red, blue
