@@ -119,9 +119,16 @@ class Engine:
         # a SIGKILLed engine leaves them behind (~90 sockets per CI run in /tmp).
         # Torch's compiled-kernel cache stays where it was ($TMPDIR before):
         # in a new folder each engine compiled its kernels again (minutes of g++).
+        # Its precompiled header (155 MB of g++ per engine) is always under
+        # $TMPDIR/torchinductor_<user> (torch/_inductor/codecache.py _HEADER_DIR:
+        # default_cache_dir(), not TORCHINDUCTOR_CACHE_DIR), so that name in the
+        # new folder is a link to the same cache.
+        shared = _inductor_cache()
+        os.makedirs(shared, exist_ok=True)
         self.tmp = Path(tempfile.mkdtemp(prefix="mmctl-engine-"))
+        (self.tmp / os.path.basename(shared)).symlink_to(shared, target_is_directory=True)
         env = {**self.env, "TMPDIR": str(self.tmp)}
-        env.setdefault("TORCHINDUCTOR_CACHE_DIR", _inductor_cache())
+        env.setdefault("TORCHINDUCTOR_CACHE_DIR", shared)
         self.t_start = time.monotonic()
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(
