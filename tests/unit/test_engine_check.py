@@ -161,11 +161,11 @@ VIDEO_FAMILIES = {
 }
 # The families whose tiny model takes sound (and images).
 SOUND_FAMILIES = {"gemma4-audio"}
-# The workers' device normalization: the Qwen families both ways; GLM (which vLLM
-# normalizes on the device too) only as a default worker does, to keep CI short;
-# the others cannot.
+# The workers' device normalization: Qwen3-VL with it, Qwen2.5-VL both ways (its
+# pruning workers normalize); GLM (which vLLM normalizes on the device too) only as a
+# default worker does, to keep CI short; the others cannot.
 DEVICE_NORMALIZE_FAMILIES = {
-    "qwen3-vl": {True, False},
+    "qwen3-vl": {True},
     "qwen2.5-vl": {True, False},
     "glm4v": {True},
     "glm46v": {True},
@@ -243,8 +243,10 @@ def test_the_family_table_covers_the_issue(engine_check: Any) -> None:
             with_files.add(family.mmctl_family)
     assert two_images == with_files
     assert any(f.offline_cases for f in families.values())
-    dtypes = {w.model_dtype for f in families.values() for w in f.workers}
-    assert dtypes == {"float32", "bfloat16"}
+    # each of mmctl's pixel paths once at least: uint8 into either model dtype
+    # (device normalization), the model's own float type (fp32, bf16) without it
+    paths = {(w.model_dtype, w.device_normalize) for f in families.values() for w in f.workers}
+    assert paths == {("float32", True), ("float32", False), ("bfloat16", True), ("bfloat16", False)}
     assert identical >= 8
 
 
