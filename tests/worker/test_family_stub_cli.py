@@ -10,7 +10,7 @@ import pytest
 from mmctl.media.probe import MediaKind
 from mmctl.models.model import load_model
 from tests.conftest import _stub
-from tests.worker.family_stubs import FAMILIES, run_mmctl
+from tests.worker.family_stubs import FAMILIES, batch_answers, run_mmctl
 
 
 @pytest.mark.parametrize(
@@ -41,16 +41,8 @@ def test_batch_and_bench_run_a_family(model_type, tmp_path, images, red_blue):
         else:  # an image family: two images in one line
             lines.append({"id": "two", "media": [str(images[1]), str(images[0])]})
             want = {"image": "red", "two": "blue; red"}
-        dataset = tmp_path / "in.jsonl"
-        dataset.write_text("".join(json.dumps(line) + "\n" for line in lines))
-        out = tmp_path / "out.jsonl"
         target = running.running.address
-        done = run_mmctl("batch", str(dataset), "-o", str(out), "--target", target)
-        assert done.returncode == 0, done.stderr
-        answers = {}
-        for line in out.read_text().splitlines():
-            doc = json.loads(line)
-            answers[doc["custom_id"]] = doc["response"]["body"]["choices"][0]["message"]["content"]
+        dataset, answers = batch_answers(tmp_path, target, lines)
         assert answers == want
         # each item twice: the bench's path for the family, not a load test
         bench = run_mmctl("bench", "--dataset", str(dataset), "--target", target, "--json",

@@ -8,20 +8,15 @@ from collections.abc import Iterator
 
 import pytest
 
-from mmctl.models.model import load_model
 from mmctl.request import tensors
 from mmctl.wire import proto
-from tests.conftest import Stub, _stub
-from tests.worker.family_stubs import FAMILIES, built, client_for, refused, run_mmctl
+from tests.conftest import Stub
+from tests.worker.family_stubs import batch_answers, built, client_for, refused, run_mmctl, served
 
 
 @pytest.fixture(scope="module")
 def nemotron() -> Iterator[Stub]:
-    running = _stub(load_model(model_dir=FAMILIES / "nemotron_h_omni"))
-    try:
-        yield running
-    finally:
-        running.close()
+    yield from served("nemotron_h_omni")
 
 
 @pytest.mark.parametrize("transport", ["inline", "shm"])
@@ -87,16 +82,8 @@ def test_nemotron_batch_and_bench(nemotron, tmp_path, images, red_blue):
         {"id": "video", "media": [str(red_blue)], "prompt": "Colour?"},
         {"id": "image", "media": [str(images[0])], "prompt": "Colour?"},
     ]
-    dataset = tmp_path / "in.jsonl"
-    dataset.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    out = tmp_path / "out.jsonl"
     target = nemotron.running.address
-    done = run_mmctl("batch", str(dataset), "-o", str(out), "--target", target)
-    assert done.returncode == 0, done.stderr
-    answers = {}
-    for line in out.read_text().splitlines():
-        doc = json.loads(line)
-        answers[doc["custom_id"]] = doc["response"]["body"]["choices"][0]["message"]["content"]
+    _, answers = batch_answers(tmp_path, target, lines)
     video = answers["video"].split(", ")
     assert video[0] == "red" and video[-1] == "blue"
     assert answers["image"]

@@ -14,7 +14,7 @@ from mmctl.media.probe import MediaKind
 from mmctl.models.model import load_model
 from mmctl.request import tensors
 from tests.conftest import Stub, _stub
-from tests.worker.family_stubs import FAMILIES, built, client_for, default_stub, refused
+from tests.worker.family_stubs import FAMILIES, built, client_for, default_stub, refused, served
 
 # ---- GLM-4.1V / GLM-4.6V and Qwen3.5: Qwen-style patch rows, normalized on the device ----
 #
@@ -131,11 +131,7 @@ def test_glm_two_videos_are_refused_before_sending(glm, red_blue):
 
 @pytest.fixture(scope="module")
 def gemma() -> Iterator[Stub]:
-    running = _stub(load_model(model_dir=FAMILIES / "gemma4"))
-    try:
-        yield running
-    finally:
-        running.close()
+    yield from served("gemma4")
 
 
 # ---- InternVL: flat patches, token ids shared by each batch -------------------------
@@ -143,11 +139,7 @@ def gemma() -> Iterator[Stub]:
 
 @pytest.fixture(scope="module")
 def internvl() -> Iterator[Stub]:
-    running = _stub(load_model(model_dir=FAMILIES / "internvl"))
-    try:
-        yield running
-    finally:
-        running.close()
+    yield from served("internvl")
 
 
 @pytest.mark.parametrize("transport", ["inline", "shm"])
