@@ -7,7 +7,7 @@ a bundle with only ``vocab.json`` + ``merges.txt`` is read as a byte-level BPE.
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import cached_property, lru_cache
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,10 +20,19 @@ if TYPE_CHECKING:
     from tokenizers import Tokenizer as Backend
 
 
+#: How many short strings a tokenizer keeps encoded (a clip's timestamps: a few hundred).
+SHORT_CACHE_SIZE = 4096
+
+
 class Tokenizer:
     def __init__(self, backend: Backend, label: str) -> None:
         self._tok = backend
         self.label = label
+        # cache: the encodings of short strings that repeat across calls (a clip's
+        # timestamps). It lives and dies with this tokenizer: a module-level cache
+        # keyed by the backend kept every tokenizer a process ever loaded alive
+        # (hundreds of MB each for a large vocabulary).
+        self._short: dict[str, tuple[int, ...]] = {}
 
     @classmethod
     def load(cls, source: ModelSource) -> Tokenizer:
@@ -50,7 +59,12 @@ class Tokenizer:
 
     def encode_cached(self, text: str) -> tuple[int, ...]:
         """``encode`` for short strings that repeat (timestamps)."""
-        return _cached(self._tok, text)
+        ids = self._short.get(text)
+        if ids is None:
+            if len(self._short) >= SHORT_CACHE_SIZE:
+                self._short.clear()
+            ids = self._short[text] = tuple(self._tok.encode(text, add_special_tokens=False).ids)
+        return ids
 
     def decode(self, ids: Iterable[int], skip_special_tokens: bool = False) -> str:
         return self._tok.decode(list(ids), skip_special_tokens=skip_special_tokens)
@@ -110,11 +124,6 @@ class Tokenizer:
     @property
     def vocab_size(self) -> int:
         return self._tok.get_vocab_size(with_added_tokens=True)
-
-
-@lru_cache(maxsize=4096)  # cache: a clip's timestamps repeat across calls
-def _cached(backend: Backend, text: str) -> tuple[int, ...]:
-    return tuple(backend.encode(text, add_special_tokens=False).ids)
 
 
 #: Pre-tokenizers that leave text out of every token (whitespace, delimiters).
