@@ -28,7 +28,8 @@ def test_cached_encodings_are_encodes():
 
 def test_the_cache_holds_no_reference_to_the_backend():
     # A module-level cache keyed by the backend kept every tokenizer a process
-    # ever loaded alive: a pytest worker grew past 5 GB and was OOM-killed in CI.
+    # ever loaded alive: a pytest worker grew past 5 GB and was OOM-killed beside
+    # the engine check.
     backend = _backend()
     tok = Tokenizer(backend, "test")
     gc.collect()
