@@ -1,14 +1,22 @@
 """The tokenizer wrapper: the short-string cache gives ``encode``'s ids and is the
-tokenizer's own (it must not keep a dropped tokenizer alive)."""
+tokenizer's own (it must not keep a dropped tokenizer alive); a tokenizer is
+parsed once while its files are unchanged, and only a few stay loaded."""
 
 from __future__ import annotations
 
 import gc
+import shutil
 import sys
+import weakref
+from collections import OrderedDict
+from pathlib import Path
 
+import pytest
 from tokenizers import Tokenizer as Backend
 from tokenizers import models, pre_tokenizers
 
+from mmctl.checkpoint.source import resolve
+from mmctl.errors import InputError
 from mmctl.prompt import tokenizer as tokenizer_module
 from mmctl.prompt.tokenizer import Tokenizer
 
@@ -45,3 +53,53 @@ def test_the_cache_is_bounded(monkeypatch):
     for i in range(10):
         assert tok.encode_cached(f"{i} seconds") == (0, 3)
     assert len(tok._short) <= 3
+
+
+FAMILIES = Path(__file__).resolve().parents[2] / "fixtures" / "families"
+
+
+@pytest.fixture
+def llava_copy(tmp_path, monkeypatch):
+    """A folder of its own holding LLaVA's tokenizer, with an empty load cache."""
+    monkeypatch.setattr(tokenizer_module, "_loaded", OrderedDict())
+    folder = tmp_path / "llava"
+    folder.mkdir()
+    shutil.copy(FAMILIES / "llava" / "tokenizer.json", folder / "tokenizer.json")
+    return folder
+
+
+def test_a_tokenizer_loads_once_while_its_file_is_unchanged(llava_copy, monkeypatch):
+    parsed = []
+    real = Tokenizer._parse.__func__
+    monkeypatch.setattr(
+        Tokenizer, "_parse", classmethod(lambda cls, *a: parsed.append(1) or real(cls, *a))
+    )
+    first = Tokenizer.load(resolve(llava_copy))
+    assert Tokenizer.load(resolve(llava_copy)) is first
+    assert len(parsed) == 1
+    path = llava_copy / "tokenizer.json"
+    path.write_bytes(path.read_bytes() + b"\n")  # a new file: read again
+    changed = Tokenizer.load(resolve(llava_copy))
+    assert changed is not first and len(parsed) == 2
+    assert changed.encode("a photo of a cat") == first.encode("a photo of a cat")
+
+
+def test_the_load_cache_is_bounded_and_lets_the_oldest_go(llava_copy, tmp_path, monkeypatch):
+    monkeypatch.setattr(tokenizer_module, "LOADED_CACHE_SIZE", 2)
+    folders = [llava_copy]
+    for i in range(2):
+        folders.append(shutil.copytree(llava_copy, tmp_path / f"copy{i}"))
+    oldest = weakref.ref(Tokenizer.load(resolve(folders[0])))
+    for folder in folders[1:]:
+        Tokenizer.load(resolve(folder))
+    gc.collect()
+    assert len(tokenizer_module._loaded) == 2
+    assert oldest() is None
+
+
+def test_a_broken_tokenizer_is_not_kept(llava_copy):
+    (llava_copy / "tokenizer.json").write_text("{not json")
+    for _ in range(2):
+        with pytest.raises(InputError, match="cannot load the tokenizer"):
+            Tokenizer.load(resolve(llava_copy))
+    assert not tokenizer_module._loaded
