@@ -7,7 +7,6 @@ from __future__ import annotations
 import gc
 import shutil
 import sys
-import weakref
 from collections import OrderedDict
 from pathlib import Path
 
@@ -68,19 +67,25 @@ def llava_copy(tmp_path, monkeypatch):
     return folder
 
 
-def test_a_tokenizer_loads_once_while_its_file_is_unchanged(llava_copy, monkeypatch):
-    parsed = []
-    real = Tokenizer._parse.__func__
-    monkeypatch.setattr(
-        Tokenizer, "_parse", classmethod(lambda cls, *a: parsed.append(1) or real(cls, *a))
-    )
+def _counting_parse(monkeypatch) -> list[int]:
+    parsed: list[int] = []
+    real = tokenizer_module._parse
+    monkeypatch.setattr(tokenizer_module, "_parse", lambda files: parsed.append(1) or real(files))
+    return parsed
+
+
+def test_a_tokenizer_is_parsed_once_for_the_same_contents(llava_copy, tmp_path, monkeypatch):
+    parsed = _counting_parse(monkeypatch)
     first = Tokenizer.load(resolve(llava_copy))
-    assert Tokenizer.load(resolve(llava_copy)) is first
-    assert len(parsed) == 1
+    # a worker's bundle: the same file in a new folder each session
+    elsewhere = shutil.copytree(llava_copy, tmp_path / "bundle")
+    again = Tokenizer.load(resolve(elsewhere))
+    assert again._tok is first._tok and len(parsed) == 1
+    assert again.label == f"{elsewhere}/tokenizer.json"  # named by its own folder
     path = llava_copy / "tokenizer.json"
-    path.write_bytes(path.read_bytes() + b"\n")  # a new file: read again
+    path.write_bytes(path.read_bytes() + b"\n")  # new contents: parsed again
     changed = Tokenizer.load(resolve(llava_copy))
-    assert changed is not first and len(parsed) == 2
+    assert changed._tok is not first._tok and len(parsed) == 2
     assert changed.encode("a photo of a cat") == first.encode("a photo of a cat")
 
 
@@ -88,13 +93,17 @@ def test_the_load_cache_is_bounded_and_lets_the_oldest_go(llava_copy, tmp_path, 
     monkeypatch.setattr(tokenizer_module, "LOADED_CACHE_SIZE", 2)
     folders = [llava_copy]
     for i in range(2):
-        folders.append(shutil.copytree(llava_copy, tmp_path / f"copy{i}"))
-    oldest = weakref.ref(Tokenizer.load(resolve(folders[0])))
-    for folder in folders[1:]:
+        folder = shutil.copytree(llava_copy, tmp_path / f"copy{i}")
+        path = folder / "tokenizer.json"
+        path.write_bytes(path.read_bytes() + b" " * (i + 1))  # contents of its own
+        folders.append(folder)
+    for folder in folders:
         Tokenizer.load(resolve(folder))
-    gc.collect()
     assert len(tokenizer_module._loaded) == 2
-    assert oldest() is None
+    parsed = _counting_parse(monkeypatch)
+    Tokenizer.load(resolve(folders[2]))  # kept
+    Tokenizer.load(resolve(folders[0]))  # let go: parsed again
+    assert len(parsed) == 1
 
 
 def test_a_broken_tokenizer_is_not_kept(llava_copy):
